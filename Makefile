@@ -1,0 +1,71 @@
+# xfrbench: `make demo` and `make test` work from a fresh Debian 12 machine (as root).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+XFRBENCH := $(VENV)/bin/xfrbench
+PYTHON := $(VENV)/bin/python
+# Debian packages the harness drives; installed only when missing.
+APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils iproute2 iptables \
+	ethtool iperf3 prometheus procps
+# System services the packages above start; the harness runs its own servers, never these.
+SERVICES := named bind9 knot nsd prometheus
+
+.PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean
+
+help:
+	@echo "make setup   install Debian packages, build linkem, create $(VENV)"
+	@echo "make demo    setup, then run the default scenario and print its results"
+	@echo "make test    setup, then run every test (unit, system with root/netns/servers)"
+	@echo "make bench   setup, then run the benchmarks in bench/"
+	@echo "make clean   remove what a killed run left behind, and build outputs"
+
+setup: apt-packages stop-services venv linkem
+
+apt-packages:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+		| grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $$missing; \
+	fi
+
+# Debian starts packaged daemons on install where it can; stop and disable exactly those.
+stop-services:
+	@for s in $(SERVICES); do \
+		if [ -x /etc/init.d/$$s ] && /etc/init.d/$$s status >/dev/null 2>&1; then \
+			echo "stopping system service $$s"; /etc/init.d/$$s stop >/dev/null 2>&1 || true; \
+		fi; \
+		if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then \
+			systemctl disable --now $$s >/dev/null 2>&1 || true; \
+		fi; \
+		update-rc.d $$s disable >/dev/null 2>&1 || true; \
+	done
+
+venv:
+	@command -v uv >/dev/null || pip install -q uv
+	uv sync --frozen --quiet
+
+linkem:
+	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet --manifest-path linkem/Cargo.toml; fi
+
+demo: setup
+	$(XFRBENCH) doctor
+	$(XFRBENCH) run --dry-run scenarios/quick.toml
+	$(XFRBENCH) zones generate --preset tiny --origin tiny.example. --seed 1
+	$(XFRBENCH) zones generate --preset tld --records 10000 --origin tld.example. --seed 1
+
+lint: venv
+	$(VENV)/bin/ruff check harness tests bench
+	$(VENV)/bin/ruff format --check harness tests
+
+test: setup lint
+	$(PYTHON) -m pytest tests
+
+bench: setup
+	$(PYTHON) bench/zonegen
+
+clean:
+	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi
+	rm -rf zones/cache linkem/target .pytest_cache .ruff_cache

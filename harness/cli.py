@@ -1,0 +1,117 @@
+"""The `xfrbench` command: doctor, zones, run, link, report, compare, clean."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harness.errors import XfrbenchError
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from harness import doctor
+
+    return doctor.run(as_json=args.json)
+
+
+def _print_cases(loaded: object, console: Console) -> None:
+    from harness.spec import LoadedScenario
+    from harness.units import format_duration, format_rate
+
+    assert isinstance(loaded, LoadedScenario)
+    scenario = loaded.scenario
+    console.print(
+        f"scenario [bold]{scenario.name}[/] ({loaded.path}), spec hash {loaded.spec_hash[:16]}, "
+        f"{len(loaded.cases)} cases x {scenario.repeats} repeats"
+    )
+    table = Table()
+    for column in ("case", "zone", "trigger", "forward link", "reverse link"):
+        table.add_column(column)
+
+    def describe(direction: object) -> str:
+        from harness.spec import DirectionSpec
+
+        assert isinstance(direction, DirectionSpec)
+        parts = [f"delay {format_duration(direction.delay)}"]
+        if direction.jitter:
+            parts.append(f"jitter {format_duration(direction.jitter)}")
+        if direction.loss.active:
+            parts.append(f"loss {direction.loss.model} {direction.loss.p or direction.loss.p13}%")
+        if direction.rate:
+            parts.append(f"rate {format_rate(direction.rate)}")
+        if direction.mtu != 1500:
+            parts.append(f"mtu {direction.mtu}")
+        return ", ".join(parts)
+
+    for case in loaded.cases:
+        zones = case.scenario.zones
+        zone = f"{zones.preset} {zones.record_count:,} rec"
+        if zones.preset == "hosting":
+            zone += f" x {zones.zones:,} zones"
+        table.add_row(case.name, zone, case.scenario.trigger,
+                      describe(case.scenario.link.forward), describe(case.scenario.link.reverse))
+    console.print(table)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from harness import spec
+
+    loaded = spec.load(args.scenario)
+    console = Console()
+    if args.dry_run:
+        _print_cases(loaded, console)
+        return 0
+    from harness.errors import EnvironmentProblem
+
+    raise EnvironmentProblem(
+        "running transfers is not built yet (issue 4); use --dry-run to validate and list cases"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xfrbench",
+        description="Benchmark DNS zone transfers between real servers over an emulated link.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    doctor = sub.add_parser("doctor", help="what this host offers: kernel features, servers")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.set_defaults(func=_cmd_doctor)
+
+    from harness.zonegen import cli as zones_cli
+
+    zones_cli.register(sub)
+
+    run = sub.add_parser("run", help="run a scenario")
+    run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")
+    run.add_argument("--dry-run", action="store_true",
+                     help="validate and print the expanded cases; needs no root")
+    run.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except XfrbenchError as exc:
+        # Messages hold key paths like transports[0]: escape them so rich shows them as written.
+        Console(stderr=True, highlight=False).print(
+            f"[bold red]xfrbench: error:[/] {escape(str(exc))}", soft_wrap=True
+        )
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("xfrbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""`xfrbench doctor`: what this host offers the harness."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.link.probe import KernelFeatures, probe_kernel
+from harness.servers.catalog import SERVER_KINDS, ServerKind, capabilities, find_binary, probe_version
+
+
+@dataclass(frozen=True)
+class ServerReport:
+    kind: ServerKind
+    binary: str | None
+    version: str | None
+    xot_primary: bool
+    xot_secondary: bool
+    ixfr_primary: bool
+    notes: tuple[str, ...]
+
+
+def probe_servers() -> list[ServerReport]:
+    reports = []
+    for kind in SERVER_KINDS:
+        binary = find_binary(kind)
+        if binary is None:
+            reports.append(ServerReport(kind, None, None, False, False, False, ("not installed",)))
+            continue
+        try:
+            version = probe_version(kind, binary)
+        except (ValueError, OSError) as exc:
+            reports.append(ServerReport(kind, str(binary), None, False, False, False, (str(exc),)))
+            continue
+        caps = capabilities(kind, version)
+        reports.append(
+            ServerReport(kind, str(binary), version, caps.xot_primary, caps.xot_secondary,
+                         caps.ixfr_primary, caps.reasons)
+        )
+    return reports
+
+
+def _mark(flag: bool) -> str:
+    return "[green]yes[/]" if flag else "[red]no[/]"
+
+
+def render(kernel: KernelFeatures, servers: list[ServerReport], console: Console) -> None:
+    host = Table(title="host", show_header=False)
+    host.add_row("kernel", kernel.kernel)
+    host.add_row("root", _mark(kernel.root))
+    for feature in ("netns", "veth", "netem", "htb", "tbf", "nfqueue"):
+        host.add_row(feature, _mark(getattr(kernel, feature)))
+    host.add_row("link backend (auto)", kernel.link_backend)
+    host.add_row("congestion control allowed", " ".join(kernel.congestion_allowed))
+    host.add_row("congestion control available", " ".join(kernel.congestion_available))
+    for note in kernel.notes:
+        host.add_row("note", note)
+    console.print(host)
+    table = Table(title="servers")
+    for column in ("kind", "binary", "version", "XoT primary", "XoT secondary", "IXFR primary",
+                   "notes"):
+        table.add_column(column)
+    for server in servers:
+        table.add_row(server.kind, server.binary or "-", server.version or "-",
+                      _mark(server.xot_primary), _mark(server.xot_secondary),
+                      _mark(server.ixfr_primary), "\n".join(server.notes))
+    console.print(table)
+
+
+def run(as_json: bool) -> int:
+    kernel = probe_kernel()
+    servers = probe_servers()
+    if as_json:
+        print(json.dumps({"host": kernel.to_json(), "servers": [asdict(s) for s in servers]},
+                         indent=2))
+    else:
+        render(kernel, servers, Console())
+    return 0

@@ -1,0 +1,1 @@
+"""The emulated link: capability probe, netem argv builder, linkem driver, model bounds."""

@@ -1,0 +1,1 @@
+"""DNS server adapters (BIND 9, Knot DNS, NSD) and the static facts about each kind."""

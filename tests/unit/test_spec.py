@@ -1,0 +1,148 @@
+"""Scenario validation: bad inputs are rejected with a message naming file, key and fix."""
+
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.cli import main
+from harness.errors import ScenarioError
+
+REPO = Path(__file__).resolve().parents[2]
+
+# (scenario text, the key path the message must name, words that must appear in it)
+BAD_SCENARIOS = {
+    "unknown top-level key": ("foo = 1", "foo", "unknown key; allowed keys here: name"),
+    "unknown nested key": ('[zones]\npreset="tld"\nrecordz=5', "zones.recordz", "allowed keys"),
+    "loss above 100 %": ('[link]\nloss="120%"', "link.loss.p", "allowed: 0% to 100%"),
+    "negative loss": ('[link.forward]\nloss=-1', "link.forward.loss.p", "0% to 100%"),
+    "negative delay": ('[link]\ndelay="-5ms"', "link.delay", "negative"),
+    "zero records": ('[zones]\npreset="tld"\nrecords=0', "zones.records", "greater than or equal"),
+    "unknown server kind": ('[servers.primary]\nkind="powerdns"', "servers.primary.kind",
+                            "'bind', 'knot' or 'nsd'"),
+    "unparsable duration unit": ('[link]\ndelay="5 parsecs"', "link.delay", "use us, ms, s"),
+    "rate in bytes": ('[link]\nrate="10mbps"', "link.rate", "bits per second"),
+    "rate without unit": ('[link]\nrate=100', "link.rate", "no unit"),
+    "bad TSIG algorithm": ('tsig_algorithm="hmac-md5"', "tsig_algorithm", "hmac-sha256"),
+    "TOML syntax error": ("[link\ndelay=1", "", "TOML syntax error"),
+    "unknown transport": ('transports=["doh"]', "transports[0]", "'xot-tsig'"),
+    "duplicate transport": ('transports=["tcp","tcp"]', "transports", "twice"),
+    "empty xfr list": ("xfr=[]", "xfr", "at least 1"),
+    "wrong type": ('repeats="three"', "repeats", "wrong type"),
+    "zero repeats": ("repeats=0", "repeats", "greater than or equal to 1"),
+    "option of another server": ('[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
+                                 "servers.primary.options", "allowed: max-transfer"),
+    "option of wrong type": ('[servers.secondary]\nkind="knot"\noptions={tcp-workers="many"}',
+                             "servers.secondary.options", "must be int"),
+    "global sysctl per host": ('[hosts.primary.sysctl]\n"net.core.rmem_max"=1',
+                               "hosts.primary.sysctl", "cannot be set per host"),
+    "unknown congestion control": ('[hosts.secondary]\ncongestion_control="compound"',
+                                   "hosts.secondary.congestion_control", "'bbr'"),
+    "matrix key that does not exist": ('[matrix]\n"link.bogus"=["1ms"]', "link.bogus",
+                                       "in the matrix case"),
+    "bad value in matrix": ('[matrix]\n"link.delay"=["1ms","-1ms"]', "link.delay",
+                            "matrix case link.delay=-1ms"),
+    "matrix value not a list": ('[matrix]\n"link.delay"="1ms"', "matrix.link.delay",
+                                "valid list"),
+    "matrix over transports": ('[matrix]\ntransports=[["tcp"]]', "matrix.transports",
+                               "top-level key"),
+    "unknown link direction": ('[link.sideways]\ndelay="1ms"', "link.sideways", "forward, reverse"),
+    "parameter of another loss model": (
+        '[link.forward.loss]\nmodel="gemodel"\np="1%"\np13="3%"', "link.forward.loss",
+        "do not apply to loss model 'gemodel'"),
+    "MTU too small": ("[link]\nmtu=100", "link.mtu", "greater than or equal to 576"),
+    "jitter without delay": ('[link]\njitter="5ms"', "link.forward", "needs a delay"),
+    "records on the tiny preset": ("[zones]\nrecords=5", "zones", "omit 'records'"),
+    "zones on a non-hosting preset": ('[zones]\npreset="tld"\nzones=5', "zones", "hosting preset"),
+    "bad origin": ('[zones]\norigin="a..b"', "zones.origin", "not a valid domain name"),
+    "zero timeout": ("timeout=0", "timeout", "more than 0"),
+    "unknown trigger": ('trigger="carrier-pigeon"', "trigger", "'cold-start'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SCENARIOS))
+def test_bad_scenario_is_rejected_with_file_key_and_fix(name: str, tmp_path: Path) -> None:
+    text, key, words = BAD_SCENARIOS[name]
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as caught:
+        spec.load(path)
+    message = str(caught.value)
+    assert message.startswith(str(path))
+    assert f": {key}:" in message or key == ""
+    assert words in message
+
+
+def test_cli_exit_status_2_and_no_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('transports=["doh"]')
+    assert main(["run", "--dry-run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "transports[0]" in err and "Traceback" not in err
+
+
+def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        spec.load(tmp_path / "nope.toml")
+
+
+def test_link_common_keys_apply_to_both_directions_and_can_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('[link]\ndelay="25ms"\nloss="1%"\n[link.reverse]\ndelay="5ms"\nrate="10mbit"')
+    link = spec.load(path).scenario.link
+    assert link.forward.delay == 0.025 and link.reverse.delay == 0.005
+    assert link.forward.loss.p == 1.0 and link.reverse.loss.p == 1.0
+    assert link.forward.rate is None and link.reverse.rate == 10_000_000
+    assert link.impaired
+
+
+def test_matrix_expands_to_product_of_axes_transports_and_xfr(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(
+        'transports=["tcp","xot"]\nxfr=["axfr","ixfr"]\n'
+        '[matrix]\nlink.delay=["10ms","100ms"]\n"servers.secondary.kind"=["bind","knot","nsd"]\n'
+    )
+    cases = spec.load(path).cases
+    assert len(cases) == 2 * 3 * 2 * 2
+    assert len({case.name for case in cases}) == len(cases)
+    by_name = {case.name: case for case in cases}
+    case = by_name["bind-knot/delay=100ms/xot/ixfr"]
+    assert case.scenario.link.forward.delay == 0.1
+    assert case.scenario.servers.secondary.kind == "knot"
+    assert case.axes == {"link.delay": "100ms", "servers.secondary.kind": "knot"}
+
+
+def test_matrix_table_values_merge_into_the_table(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text('[zones]\norigin="x."\nseed=7\n[matrix]\n'
+                    'zones=[{preset="tiny"},{preset="tld",records=5000}]\n')
+    cases = spec.load(path).cases
+    assert [(c.scenario.zones.preset, c.scenario.zones.record_count, c.scenario.zones.seed)
+            for c in cases] == [("tiny", 2, 7), ("tld", 5000, 7)]
+
+
+def test_no_matrix_gives_one_case_per_transport_and_xfr(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('transports=["tcp","tcp-tsig","xot","xot-tsig"]\nxfr=["axfr","ixfr"]')
+    assert len(spec.load(path).cases) == 8
+
+
+def test_spec_hash_ignores_formatting_but_not_content(tmp_path: Path) -> None:
+    a, b, c = (tmp_path / n for n in ("a.toml", "b.toml", "c.toml"))
+    a.write_text('name="x"\n[link]\ndelay="150ms"\n')
+    b.write_text('# a comment\nname = "x"\n[link]\ndelay = "0.15s"\n')
+    c.write_text('name="x"\n[link]\ndelay="151ms"\n')
+    assert spec.load(a).spec_hash == spec.load(b).spec_hash
+    assert spec.load(a).spec_hash != spec.load(c).spec_hash
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_scenarios_validate(path: Path) -> None:
+    loaded = spec.load(path)
+    assert loaded.cases
+
+
+def test_dry_run_prints_cases_without_root(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dry-run", str(REPO / "scenarios" / "quick.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "16 cases" in out and "xot-tsig" in out
