@@ -67,11 +67,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_cases(loaded, console)
         return 0
-    from harness.errors import EnvironmentProblem
+    from harness.runner import run_scenario
 
-    raise EnvironmentProblem(
-        "running transfers is not built yet (issue 4); use --dry-run to validate and list cases"
-    )
+    run_scenario(loaded, results_root=args.results, out=args.out, run_id=args.run_id)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")
     run.add_argument("--dry-run", action="store_true",
                      help="validate and print the expanded cases; needs no root")
+    run.add_argument("--out", type=Path, help="write the run folder here instead of results/")
+    run.add_argument("--results", type=Path, default=Path("results"),
+                     help="folder that holds run folders (default: results)")
+    run.add_argument("--run-id", help="name of the run folder (default: time + random)")
     run.set_defaults(func=_cmd_run)
     return parser
 

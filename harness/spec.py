@@ -287,6 +287,8 @@ class Scenario(Strict):
     xfr: list[XfrKind] = Field(default_factory=lambda: ["axfr"], min_length=1)
     trigger: Trigger = "notify"
     tsig_algorithm: TsigAlgorithm = "hmac-sha256"
+    # Client-side pulls from the primary across the link, besides the server-to-server ones.
+    client_pulls: list[Literal["own", "kdig"]] = Field(default_factory=list)
     zones: ZonesSpec = ZonesSpec()
     servers: ServersSpec = ServersSpec()
     link: LinkSpec = LinkSpec()
@@ -304,6 +306,15 @@ class Scenario(Strict):
         if len(set(value)) != len(value):
             raise ValueError(f"{value} lists a value twice")
         return value
+
+    @model_validator(mode="after")
+    def _cold_start_is_axfr(self) -> Scenario:
+        if self.trigger == "cold-start" and "ixfr" in self.xfr:
+            raise ValueError(
+                "a cold start has no zone to update, so it is always a full transfer; "
+                'set xfr = ["axfr"]'
+            )
+        return self
 
     @field_validator("timeout")
     @classmethod

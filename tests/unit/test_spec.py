@@ -55,6 +55,9 @@ BAD_SCENARIOS = {
     "records on the tiny preset": ("[zones]\nrecords=5", "zones", "omit 'records'"),
     "zones on a non-hosting preset": ('[zones]\npreset="tld"\nzones=5', "zones", "hosting preset"),
     "bad origin": ('[zones]\norigin="a..b"', "zones.origin", "not a valid domain name"),
+    "IXFR on a cold start": ('trigger="cold-start"\nxfr=["axfr","ixfr"]', "(top level)",
+                             "always a full transfer"),
+    "unknown client pull": ('client_pulls=["curl"]', "client_pulls[0]", "'own' or 'kdig'"),
     "zero timeout": ("timeout=0", "timeout", "more than 0"),
     "unknown trigger": ('trigger="carrier-pigeon"', "trigger", "'cold-start'"),
 }

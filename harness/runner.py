@@ -1,0 +1,667 @@
+"""One scenario end to end: zones, testbed, servers, triggers, measurement, verification.
+
+Each case gets its own testbed (namespaces, link, TCP settings) and its own pair of servers,
+rendered from the case's scenario; every repeat appends one line to transfers.jsonl as soon
+as it ends, so an interrupted run keeps every finished measurement.
+
+What a server-to-server duration means (DESIGN.md, "Measuring a transfer"):
+- trigger "notify": from the moment the primary first serves the new serial (it sends NOTIFY
+  right after loading, so this is the NOTIFY moment within one poll interval) until the
+  secondary first serves it. The primary's own reload time is stored as a phase beside it.
+- trigger "retransfer": from the control command (rndc retransfer / knotc zone-retransfer /
+  nsd-control force_transfer for AXFR; refresh / zone-refresh / transfer for IXFR) until the
+  secondary serves the new serial. The primary is told not to NOTIFY in this mode.
+- trigger "cold-start": from spawning a secondary with every zone configured and none on disk
+  until it serves the last of them.
+Both ends are observed by polling SOA serials every `POLL_INTERVAL` seconds, so a duration is
+at most one interval late and never negative.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import zonegen
+from harness.errors import EnvironmentProblem, XfrbenchError
+from harness.results.model import TransferRecord
+from harness.results.store import RunStore
+from harness.secrets import TlsFiles, TsigSecret, new_tls, new_tsig
+from harness.servers import logs
+from harness.servers.adapters import Server, ServerSetup, ZoneEntry, make_server
+from harness.servers.catalog import ServerKind, capabilities, find_binary, probe_version
+from harness.spec import Case, LoadedScenario, Scenario
+from harness.testbed import Testbed
+from harness.xfr import TsigKey, XfrTimeout
+from harness.xfr.poll import query_soa_serial, wait_for_serial
+from harness.xfr.pull import PullResult, pull
+
+POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
+TLS_HOSTNAME = "primary.xfrbench.test"
+START_TIMEOUT = 120.0  # a server that does not answer by then has failed to start
+
+
+class CaseFailed(XfrbenchError):
+    """A case could not be set up (a server did not start); its repeats are recorded failed."""
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    kind: ServerKind
+    path: Path
+    version: str
+
+
+def resolve_binaries(loaded: LoadedScenario) -> dict[tuple[ServerKind, str | None], ServerBinary]:
+    """Find and version every server binary the cases use, once per run."""
+    found: dict[tuple[ServerKind, str | None], ServerBinary] = {}
+    for case in loaded.cases:
+        for spec in (case.scenario.servers.primary, case.scenario.servers.secondary):
+            key = (spec.kind, str(spec.binary) if spec.binary else None)
+            if key in found:
+                continue
+            path = find_binary(spec.kind, spec.binary)
+            if path is None:
+                where = f"at {spec.binary}" if spec.binary else "on PATH"
+                raise EnvironmentProblem(
+                    f"no {spec.kind} server binary {where}; install it (make setup) or set "
+                    f"servers.*.binary in {loaded.path}"
+                )
+            found[key] = ServerBinary(spec.kind, path, probe_version(spec.kind, path))
+    return found
+
+
+def support_problem(case: Case, primary: ServerBinary, secondary: ServerBinary) -> str | None:
+    """Why the installed versions cannot run this case, or None. Never a silent fallback."""
+    p_caps = capabilities(primary.kind, primary.version)
+    s_caps = capabilities(secondary.kind, secondary.version)
+    if case.transport.startswith("xot"):
+        if not p_caps.xot_primary:
+            reason = next((r for r in p_caps.reasons if "XoT" in r or "ALPN" in r), "no XoT")
+            return f"primary {primary.kind} {primary.version}: {reason}"
+        if not s_caps.xot_secondary:
+            reason = next((r for r in s_caps.reasons if "XoT" in r), "no XoT")
+            return f"secondary {secondary.kind} {secondary.version}: {reason}"
+    if case.xfr == "ixfr" and not p_caps.ixfr_primary:
+        reason = next((r for r in p_caps.reasons if "IXFR" in r), "cannot serve IXFR")
+        return f"primary {primary.kind} {primary.version}: {reason}"
+    return None
+
+
+def _zone_spec(scenario: Scenario) -> zonegen.ZoneSpec:
+    z = scenario.zones
+    return zonegen.ZoneSpec(
+        preset=z.preset, records=z.record_count, origin=z.origin, seed=z.seed, zones=z.zones,
+        signed=z.signed, serial=z.serial,
+    )
+
+
+def _tsig_key(secret: TsigSecret | None) -> TsigKey | None:
+    return TsigKey(secret.name, secret.algorithm, secret.secret) if secret else None
+
+
+@dataclass
+class CaseRun:
+    """The live state of one case: its testbed, servers and zone versions."""
+
+    case: Case
+    case_dir: Path
+    testbed: Testbed
+    primary_bin: ServerBinary
+    secondary_bin: ServerBinary
+    zones: zonegen.GeneratedZones
+    tsig: TsigSecret | None
+    tls: TlsFiles | None
+    primary: Server | None = None
+    secondary: Server | None = None
+    procs: dict[str, Any] = field(default_factory=dict)
+    expected_digest: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.case.scenario
+
+    @property
+    def timeout(self) -> float:
+        return self.scenario.timeout
+
+    @property
+    def first_zone(self) -> str:
+        return self.zones.files[0].origin
+
+    # --- servers -------------------------------------------------------------------------
+
+    def _setup(self, role: str, zones: list[ZoneEntry], *, notify: bool) -> ServerSetup:
+        tb = self.testbed
+        me, peer = (tb.primary, tb.secondary) if role == "primary" else (tb.secondary, tb.primary)
+        spec = self.scenario.servers.primary if role == "primary" else self.scenario.servers.secondary
+        return ServerSetup(
+            role=role,  # type: ignore[arg-type]
+            address=me.address, peer=peer.address, zones=zones,
+            workdir=self.case_dir / role, tsig=self.tsig, tls=self.tls,
+            ixfr=self.case.xfr == "ixfr", notify=notify, options=dict(spec.options),
+        )
+
+    def start_primary(self) -> None:
+        zone_dir = self.case_dir / "primary" / "zones"
+        zone_dir.mkdir(parents=True, exist_ok=True)
+        entries = []
+        for zone in self.zones.files:
+            target = zone_dir / f"{zone.origin}zone"
+            _place(zone.path, target)
+            entries.append(ZoneEntry(zone.origin, target))
+        notify = self.scenario.trigger == "notify"
+        self.primary = make_server(self.primary_bin.kind, self._setup("primary", entries,
+                                                                      notify=notify),
+                                   self.primary_bin.path)
+        self._spawn("primary", self.primary)
+        # Ready = it serves the first and the last zone (it loads them in order).
+        for origin in {self.zones.files[0].origin, self.zones.files[-1].origin}:
+            self._wait_serving("primary", self.testbed.primary.address, origin,
+                               self.zones.files[0].serial, START_TIMEOUT)
+        if self.tls:
+            self._wait_port(self.testbed.primary.netns, self.testbed.primary.address, 853)
+
+    def make_secondary(self) -> Server:
+        workdir = self.case_dir / "secondary"
+        if workdir.exists():  # a cold start begins with no zone data at all
+            shutil.rmtree(workdir)
+        entries = [ZoneEntry(z.origin, workdir / "zones" / f"{z.origin}zone")
+                   for z in self.zones.files]
+        (workdir / "zones").mkdir(parents=True)
+        self.secondary = make_server(self.secondary_bin.kind,
+                                     self._setup("secondary", entries, notify=False),
+                                     self.secondary_bin.path)
+        self.secondary.render()
+        return self.secondary
+
+    def _spawn(self, role: str, server: Server) -> None:
+        server.render()
+        host = self.testbed.primary if role == "primary" else self.testbed.secondary
+        out = open(server.setup.workdir / "stdout.log", "ab")  # noqa: SIM115 - owned by proc
+        err = open(server.setup.workdir / "stderr.log", "ab")  # noqa: SIM115
+        proc = self.testbed.spawn(host, server.argv(), stdout=out, stderr=err,
+                                  cwd=server.setup.workdir)
+        out.close()
+        err.close()
+        self.procs[role] = proc
+
+    def stop(self, role: str) -> None:
+        proc = self.procs.pop(role, None)
+        if proc is not None:
+            self.testbed.stop(proc)
+
+    def _alive(self, role: str) -> None:
+        proc = self.procs.get(role)
+        if proc is not None and proc.poll() is not None:
+            server = self.primary if role == "primary" else self.secondary
+            tail = _tail(server.log_path) if server else ""
+            tail = tail or _tail(server.setup.workdir / "stderr.log") if server else ""
+            raise CaseFailed(f"the {role} exited with status {proc.returncode}: {tail}")
+
+    def _wait_serving(self, role: str, address: str, zone: str, serial: int,
+                      timeout: float) -> float:
+        netns = self.testbed.primary.netns if role == "primary" else self.testbed.secondary.netns
+        deadline = time.monotonic() + timeout
+        while True:
+            self._alive(role)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise XfrTimeout(f"timeout after {timeout:g} s: the {role} never served "
+                                 f"{zone} serial {serial}")
+            try:
+                return wait_for_serial(address, zone, serial, netns=netns,
+                                       interval=POLL_INTERVAL, timeout=min(remaining, 1.0),
+                                       since=time.monotonic())
+            except XfrTimeout:
+                continue
+
+    def _wait_port(self, netns: str, address: str, port: int) -> None:
+        from harness.netns import socket_in
+
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            self._alive("primary")
+            sock = socket_in(netns, socket.AF_INET, socket.SOCK_STREAM)
+            sock.settimeout(1.0)
+            try:
+                sock.connect((address, port))
+                return
+            except OSError:
+                time.sleep(0.05)
+            finally:
+                sock.close()
+        raise CaseFailed(f"the primary never listened on {address} port {port}")
+
+    # --- zone versions ----------------------------------------------------------------------
+
+    def publish(self, serial: int) -> float:
+        """Put version `serial` of the first zone on the primary and reload it; returns when
+        the primary serves it (monotonic time), which is also when it sends NOTIFY."""
+        assert self.primary is not None
+        base = self.zones.files[0]
+        change = zonegen.change_set(_zone_spec(self.scenario), serial_to=serial,
+                                    changes=self.scenario.zones.ixfr_changes)
+        _place(change.zone_path, self.primary.setup.zones[0].file)
+        issued = time.monotonic()
+        self.testbed.primary.run(self.primary.reload_argv(base.origin), timeout=self.timeout)
+        served = self._wait_serving("primary", self.testbed.primary.address, base.origin,
+                                    serial, self.timeout)
+        self._reload_s = served - issued
+        return served
+
+    def expected(self, serial: int) -> PullResult:
+        """The primary's copy, pulled locally (no link in the way), as the reference."""
+        return pull("127.0.0.1", self.first_zone, netns=self.testbed.primary.netns,
+                    timeout=self.timeout, digest=True)
+
+    def verify(self, zone: str, serial: int) -> tuple[bool, str | None, PullResult]:
+        """The secondary's copy equals the primary's: same serial, records and digest."""
+        copy = pull("127.0.0.1", zone, netns=self.testbed.secondary.netns,
+                    timeout=self.timeout, digest=True)
+        if not copy.ok:
+            return False, f"could not read the secondary's copy: {copy.error}", copy
+        reference = self.expected(serial) if zone == self.first_zone else pull(
+            "127.0.0.1", zone, netns=self.testbed.primary.netns, timeout=self.timeout,
+            digest=True)
+        if not reference.ok:
+            return False, f"could not read the primary's copy: {reference.error}", copy
+        from harness.xfr.pull import compare_zones
+
+        problem = compare_zones(reference, copy)
+        return problem is None, problem, copy
+
+
+def _place(source: Path, target: Path) -> None:
+    """Atomically put a zone file where a server reads it (hardlink when possible)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def _base_record(store: RunStore, case: Case, repeat: int, zone: str, serial: int,
+                 method: str = "server-to-server") -> dict[str, Any]:
+    servers = case.scenario.servers
+    return {
+        "run_id": store.run_id, "case": case.name, "repeat": repeat,
+        "primary": servers.primary.kind, "secondary": servers.secondary.kind,
+        "transport": case.transport, "xfr": case.xfr, "zone": zone, "serial": serial,
+        "trigger": case.scenario.trigger, "method": method,
+    }
+
+
+def _failed(store: RunStore, case: Case, repeat: int, zone: str, serial: int, error: str,
+            *, unsupported: bool = False, method: str = "server-to-server") -> TransferRecord:
+    record = TransferRecord(
+        **_base_record(store, case, repeat, zone, serial, method),
+        records=0, bytes=0, messages=0, duration_s=None, started_at=time.time(), ok=False,
+        error=error, verified=False, unsupported=unsupported,
+    )
+    store.append(record)
+    return record
+
+
+def _logged(run: CaseRun, zone: str, serial: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The secondary's logged incoming transfer, and the primary's logged outgoing one."""
+    assert run.primary and run.secondary
+    incoming = logs.last_incoming(run.secondary.kind, _read(run.secondary.log_path), zone, serial)
+    outgoing = [e for e in logs.PARSERS[run.primary.kind](_read(run.primary.log_path))
+                if e.direction == "out" and e.zone == zone and e.serial in (serial, None)]
+    return (incoming.to_json() if incoming else {},
+            outgoing[-1].to_json() if outgoing else {})
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _sizes(logged_in: dict[str, Any], logged_out: dict[str, Any], copy: PullResult | None,
+           xfr: str) -> tuple[int, int, int]:
+    """Bytes, messages and records of the transfer, from whichever server logged them."""
+    def pick(key: str) -> int | None:
+        for source in (logged_in, logged_out):
+            if source.get(key) is not None:
+                return int(source[key])
+        return None
+
+    records = pick("records")
+    if records is None and xfr == "axfr" and copy is not None:
+        records = copy.records  # an AXFR carries the whole zone
+    return pick("bytes") or 0, pick("messages") or 0, records or 0
+
+
+# --- the flows -----------------------------------------------------------------------------
+
+
+def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], None]) -> None:
+    """notify and retransfer triggers: one new serial of the first zone per repeat."""
+    case, scenario = run.case, run.scenario
+    zone = run.first_zone
+    base_serial = run.zones.files[0].serial
+    secondary = run.make_secondary()
+    run._spawn("secondary", secondary)
+    # The first copy is a warm-up, not a measurement: every repeat starts in sync.
+    run._wait_serving("secondary", run.testbed.secondary.address, zone, base_serial,
+                      START_TIMEOUT + run.timeout)
+    for repeat in range(1, scenario.repeats + 1):
+        serial = base_serial + repeat
+        run.testbed.flush_route_metrics()
+        started_at = time.time()
+        try:
+            primary_served = run.publish(serial)
+            if scenario.trigger == "notify":
+                t0 = primary_served
+                phases: dict[str, float] = {"primary_reload": run._reload_s}
+            else:
+                t0 = time.monotonic()
+                argv = (secondary.retransfer_argv(zone) if case.xfr == "axfr"
+                        else secondary.refresh_argv(zone))
+                run.testbed.secondary.run(argv, timeout=run.timeout)
+                phases = {"primary_reload": run._reload_s,
+                          "control_returned": time.monotonic() - t0}
+            done = run._wait_serving("secondary", run.testbed.secondary.address, zone, serial,
+                                     run.timeout)
+        except XfrTimeout as exc:
+            _failed(store, case, repeat, zone, serial, str(exc))
+            progress()
+            continue
+        duration = done - t0
+        phases["served"] = duration
+        ok, problem, copy = run.verify(zone, serial)
+        logged_in, logged_out = _logged(run, zone, serial)
+        size, messages, records = _sizes(logged_in, logged_out, copy, case.xfr)
+        store.append(TransferRecord(
+            **_base_record(store, case, repeat, zone, serial),
+            records=records, bytes=size, messages=messages, duration_s=duration,
+            started_at=started_at, ok=ok, error=problem, verified=ok, phases=phases,
+            server_logged={"secondary": logged_in, "primary": logged_out},
+            extra={"zone_records": copy.records if copy.ok else None,
+                   "link_counters": run.testbed.link_counters()},
+        ))
+        progress()
+
+
+def run_cold_start_repeats(run: CaseRun, store: RunStore, progress: Callable[[], None]) -> None:
+    """A secondary with every zone configured and none on disk, started from nothing."""
+    scenario, case = run.scenario, run.case
+    serial = run.zones.files[0].serial
+    origins = [z.origin for z in run.zones.files]
+    label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
+    for repeat in range(1, scenario.repeats + 1):
+        run.testbed.flush_route_metrics()
+        secondary = run.make_secondary()
+        started_at = time.time()
+        t0 = time.monotonic()
+        run._spawn("secondary", secondary)
+        try:
+            done = _wait_all_zones(run, origins, serial, t0 + run.timeout)
+        except XfrTimeout as exc:
+            _failed(store, case, repeat, label, serial, str(exc))
+            run.stop("secondary")
+            progress()
+            continue
+        duration = done - t0
+        problems = []
+        records = 0
+        for origin in origins:
+            ok, problem, copy = run.verify(origin, serial)
+            records += copy.records if copy.ok else 0
+            if not ok:
+                problems.append(f"{origin}: {problem}")
+        logged = logs.PARSERS[secondary.kind](_read(secondary.log_path))
+        store.append(TransferRecord(
+            **_base_record(store, case, repeat, label, serial),
+            records=records, bytes=sum(e.bytes or 0 for e in logged if e.direction == "in"),
+            messages=sum(e.messages or 0 for e in logged if e.direction == "in"),
+            duration_s=duration, started_at=started_at, ok=not problems,
+            error="; ".join(problems[:5]) or None, verified=not problems,
+            phases={"served": duration},
+            server_logged={"secondary_transfers": len([e for e in logged if e.direction == "in"])},
+            extra={"zones": len(origins), "errors_in_log": _count_errors(secondary)},
+        ))
+        run.stop("secondary")
+        progress()
+
+
+def _count_errors(server: Server) -> dict[str, int]:
+    """Failure lines worth a figure, such as the CZ.NIC talk's 'address not available'."""
+    text = _read(server.log_path)
+    return {
+        "address_not_available": text.count("address not available"),
+        "connection_refused": text.count("connection refused"),
+        "timed_out": text.count("timed out"),
+    }
+
+
+def _wait_all_zones(run: CaseRun, origins: list[str], serial: int, deadline: float) -> float:
+    """Poll every pending zone in turn until all serve `serial`; returns the last one's time."""
+    pending = list(origins)
+    last = time.monotonic()
+    address, netns = run.testbed.secondary.address, run.testbed.secondary.netns
+    while pending:
+        run._alive("secondary")
+        if time.monotonic() > deadline:
+            raise XfrTimeout(f"timeout after {run.timeout:g} s: {len(pending)} of {len(origins)}"
+                             f" zones not served (first: {pending[0]})")
+        still = []
+        for origin in pending:
+            got = query_soa_serial(address, origin, netns=netns, timeout=0.2)
+            if got is not None and got >= serial:
+                last = time.monotonic()
+            else:
+                still.append(origin)
+        if len(still) == len(pending):
+            time.sleep(POLL_INTERVAL)
+        pending = still
+    return last
+
+
+def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]) -> None:
+    """Pulls from the primary by a client on the secondary's host, across the link."""
+    from harness.xfr.kdig import kdig_pull
+
+    case = run.case
+    zone = run.first_zone
+    tb = run.testbed
+    reference = run.expected(0)
+    serial = reference.serial or 0
+    for method in run.scenario.client_pulls:
+        for repeat in range(1, run.scenario.repeats + 1):
+            tb.flush_route_metrics()
+            port = 853 if run.tls else 53
+            if method == "own":
+                tls_context = _client_tls(run.tls) if run.tls else None
+                result = pull(tb.primary.address, zone, xfr="axfr", port=port, netns=tb.secondary.netns,
+                              tsig=_tsig_key(run.tsig), tls=tls_context, timeout=run.timeout,
+                              digest=True)
+            else:
+                result = kdig_pull(tb.primary.address, zone, xfr="axfr", serial=None, port=port,
+                                   netns=tb.secondary.netns, tsig=_tsig_key(run.tsig),
+                                   tls_ca=run.tls.ca_cert if run.tls else None,
+                                   tls_hostname=TLS_HOSTNAME if run.tls else None,
+                                   timeout=run.timeout)
+            verified = result.ok and (result.digest is None or result.digest == reference.digest)
+            error = result.error
+            if result.ok and not verified:
+                error = "the pulled zone's digest differs from the primary's"
+            store.append(TransferRecord(
+                **_base_record(store, case, repeat, zone, result.serial or serial,
+                               method=f"client-pull-{method}"),
+                records=result.records, bytes=result.bytes, messages=result.messages,
+                duration_s=result.duration_s if result.ok else None,
+                started_at=result.started_at, ok=result.ok and verified, error=error,
+                verified=verified,
+                phases={k: v for k, v in (("connect", result.connect_s), ("tls", result.tls_s),
+                                          ("first_byte", result.first_byte_s)) if v is not None},
+            ))
+            progress()
+
+
+def _client_tls(tls: TlsFiles) -> Any:
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(tls.ca_cert))
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.set_alpn_protocols(["dot"])
+    return context
+
+
+def transfers_per_case(scenario: Scenario) -> int:
+    return scenario.repeats * (1 + len(scenario.client_pulls))
+
+
+@contextlib.contextmanager
+def case_testbed(case: Case, case_dir: Path) -> Iterator[Testbed]:
+    with Testbed(case.scenario.link, case.scenario.hosts, case_dir / "testbed",
+                 label=case.name) as testbed:
+        yield testbed
+
+
+def run_case(case: Case, case_dir: Path, store: RunStore,
+             binaries: dict[tuple[ServerKind, str | None], ServerBinary],
+             progress: Callable[[], None]) -> None:
+    scenario = case.scenario
+    servers = scenario.servers
+    primary_bin = binaries[(servers.primary.kind,
+                            str(servers.primary.binary) if servers.primary.binary else None)]
+    secondary_bin = binaries[(servers.secondary.kind,
+                              str(servers.secondary.binary) if servers.secondary.binary else None)]
+    zone_label = scenario.zones.origin
+    problem = support_problem(case, primary_bin, secondary_bin)
+    if problem:
+        _failed(store, case, 0, zone_label, 0, f"unsupported: {problem}", unsupported=True)
+        for _ in range(transfers_per_case(scenario)):
+            progress()
+        return
+    zones = zonegen.generate(_zone_spec(scenario))
+    case_dir.mkdir(parents=True, exist_ok=True)
+    tsig = new_tsig(algorithm=scenario.tsig_algorithm) if "tsig" in case.transport else None
+    with case_testbed(case, case_dir) as testbed:
+        tls = (new_tls(case_dir / "tls", TLS_HOSTNAME, testbed.primary.address)
+               if case.transport.startswith("xot") else None)
+        run = CaseRun(case, case_dir, testbed, primary_bin, secondary_bin, zones, tsig, tls)
+        try:
+            run.start_primary()
+            if scenario.trigger == "cold-start":
+                run_cold_start_repeats(run, store, progress)
+            else:
+                run_update_repeats(run, store, progress)
+            if scenario.client_pulls:
+                run_client_pulls(run, store, progress)
+        except (CaseFailed, XfrTimeout) as exc:
+            _failed(store, case, 0, zone_label, 0, str(exc))
+        finally:
+            for role in ("secondary", "primary"):
+                run.stop(role)
+        store.add_case_meta(case.name, {"testbed": testbed.describe(),
+                                        "primary": primary_bin.version,
+                                        "secondary": secondary_bin.version})
+
+
+def _case_slug(index: int, case: Case) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_=." else "_" for ch in case.name)
+    return f"{index:03d}-{safe}"[:120]
+
+
+def run_meta(loaded: LoadedScenario,
+             binaries: dict[tuple[ServerKind, str | None], ServerBinary]) -> dict[str, Any]:
+    from harness.link.probe import probe_kernel
+    from harness.results.provenance import collect
+
+    kernel = probe_kernel()
+    return {
+        "scenario": loaded.raw, "scenario_path": str(loaded.path),
+        "spec_hash": loaded.spec_hash, "scenario_name": loaded.scenario.name,
+        "cases": [case.name for case in loaded.cases],
+        "servers": {f"{b.kind}@{b.path}": {"kind": b.kind, "path": str(b.path),
+                                           "version": b.version}
+                    for b in binaries.values()},
+        "kernel_features": kernel.to_json(),
+        "link_backend": kernel.link_backend,
+        "host": collect(),
+    }
+
+
+def run_scenario(loaded: LoadedScenario, *, results_root: Path, out: Path | None = None,
+                 run_id: str | None = None) -> Path:
+    """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("xfrbench run needs root (network namespaces, iptables, "
+                                 "sysctls); run it with sudo, or use --dry-run")
+    binaries = resolve_binaries(loaded)
+    console = Console()
+    interrupted = False
+    with RunStore.create(results_root, run_id, out, run_meta(loaded, binaries)) as store:
+        console.print(f"run [bold]{store.run_id}[/] -> {store.path}")
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())
+        try:
+            with Progress(*columns, console=console, transient=False) as bar:
+                for index, case in enumerate(loaded.cases):
+                    task = bar.add_task(case.name, total=transfers_per_case(case.scenario))
+                    run_case(case, store.path / "cases" / _case_slug(index, case), store,
+                             binaries, lambda task=task: bar.advance(task))
+                    bar.update(task, completed=transfers_per_case(case.scenario))
+        except KeyboardInterrupt:
+            interrupted = True
+            console.print("[yellow]interrupted: finished transfers are kept[/]")
+        finally:
+            store.finish(interrupted=interrupted)
+    print_summary(store.path, console)
+    if interrupted:
+        raise KeyboardInterrupt
+    return store.path
+
+
+def print_summary(run_dir: Path, console: Any) -> None:
+    import json
+
+    from rich.table import Table
+
+    from harness.units import format_rate
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    table = Table(title=f"results in {run_dir}")
+    for column in ("case", "method", "n", "ok", "median s", "p10 s", "p90 s", "throughput",
+                   "note"):
+        table.add_column(column, justify="right" if column.endswith(("s", "n", "ok")) else "left")
+    for row in summary["cases"]:
+        def num(key: str) -> str:
+            value = row.get(key)
+            return f"{value:.3f}" if isinstance(value, int | float) else "-"
+
+        throughput = row.get("throughput_bps_median")
+        note = row.get("note") or ("unstable" if row.get("unstable") else "")
+        table.add_row(row["case"], row.get("method", ""), str(row["n"]), str(row["ok"]),
+                      num("median_s"), num("p10_s"), num("p90_s"),
+                      format_rate(throughput) if throughput else "-", note)
+    console.print(table)
