@@ -5,9 +5,9 @@ rendered from the case's scenario; every repeat appends one line to transfers.js
 as it ends, so an interrupted run keeps every finished measurement.
 
 What a server-to-server duration means (DESIGN.md, "Measuring a transfer"):
-- trigger "notify": from the moment the primary first serves the new serial (it sends NOTIFY
-  right after loading, so this is the NOTIFY moment within one poll interval) until the
-  secondary first serves it. The primary's own reload time is stored as a phase beside it.
+- trigger "notify": from the moment the primary's own NOTIFY leaves its host (seen on the
+  wire, see xfr/notify_watch.py) until the secondary first serves the new serial. The
+  primary's reload time and its NOTIFY delay are stored as phases beside it.
 - trigger "retransfer": from the control command (rndc retransfer / knotc zone-retransfer /
   nsd-control force_transfer for AXFR; refresh / zone-refresh / transfer for IXFR) until the
   secondary serves the new serial. The primary is told not to NOTIFY in this mode.
@@ -23,6 +23,7 @@ import contextlib
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,16 +33,17 @@ from typing import Any
 from harness import zonegen
 from harness.errors import EnvironmentProblem, XfrbenchError
 from harness.results.model import TransferRecord
-from harness.results.store import RunStore
-from harness.secrets import TlsFiles, TsigSecret, new_tls, new_tsig
+from harness.results.store import RunStore, write_json_atomic
+from harness.secrets import TlsFiles, new_tls, new_tsig
 from harness.servers import logs
 from harness.servers.adapters import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.catalog import ServerKind, capabilities, find_binary, probe_version
 from harness.spec import Case, LoadedScenario, Scenario
 from harness.testbed import Testbed
-from harness.xfr import TsigKey, XfrTimeout
+from harness.xfr import PullResult, TsigKey, XfrTimeout, compare_zones
+from harness.xfr.notify_watch import NotifyWatch
 from harness.xfr.poll import query_soa_serial, wait_for_serial
-from harness.xfr.pull import PullResult, pull
+from harness.xfr.pull import digest_of_wire, pull, xot_context
 
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 TLS_HOSTNAME = "primary.xfrbench.test"
@@ -103,10 +105,6 @@ def _zone_spec(scenario: Scenario) -> zonegen.ZoneSpec:
     )
 
 
-def _tsig_key(secret: TsigSecret | None) -> TsigKey | None:
-    return TsigKey(secret.name, secret.algorithm, secret.secret) if secret else None
-
-
 @dataclass
 class CaseRun:
     """The live state of one case: its testbed, servers and zone versions."""
@@ -117,12 +115,12 @@ class CaseRun:
     primary_bin: ServerBinary
     secondary_bin: ServerBinary
     zones: zonegen.GeneratedZones
-    tsig: TsigSecret | None
+    tsig: TsigKey | None
     tls: TlsFiles | None
     primary: Server | None = None
     secondary: Server | None = None
     procs: dict[str, Any] = field(default_factory=dict)
-    expected_digest: dict[int, str] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def scenario(self) -> Scenario:
@@ -243,22 +241,35 @@ class CaseRun:
     # --- zone versions ----------------------------------------------------------------------
 
     def publish(self, serial: int) -> float:
-        """Put version `serial` of the first zone on the primary and reload it; returns when
-        the primary serves it (monotonic time), which is also when it sends NOTIFY."""
+        """Put version `serial` of the first zone on the primary and reload it. Returns the
+        trigger time: when the primary's NOTIFY left its host (trigger notify), or when it
+        first served the serial (retransfer: it sends no NOTIFY then)."""
         assert self.primary is not None
         base = self.zones.files[0]
         change = zonegen.change_set(_zone_spec(self.scenario), serial_to=serial,
                                     changes=self.scenario.zones.ixfr_changes)
         _place(change.zone_path, self.primary.setup.zones[0].file)
-        issued = time.monotonic()
-        self.testbed.primary.run(self.primary.reload_argv(base.origin), timeout=self.timeout)
-        served = self._wait_serving("primary", self.testbed.primary.address, base.origin,
-                                    serial, self.timeout)
-        self._reload_s = served - issued
-        return served
+        notify = self.scenario.trigger == "notify"
+        watch = (NotifyWatch(self.testbed.primary.netns, self.testbed.secondary.address)
+                 if notify else contextlib.nullcontext())
+        with watch as notifies:
+            issued = time.monotonic()
+            self.testbed.primary.run(self.primary.reload_argv(base.origin), timeout=self.timeout)
+            served = self._wait_serving("primary", self.testbed.primary.address, base.origin,
+                                        serial, self.timeout)
+            self.phases = {"primary_reload": served - issued}
+            if notifies is None:
+                return served
+            sent = notifies.wait(serial, self.timeout)
+        if sent is None:
+            raise XfrTimeout(f"timeout after {self.timeout:g} s: the primary sent no NOTIFY "
+                             f"for serial {serial}")
+        # Both relative to the reload command: what an operator's change waits for in all.
+        self.phases["notify_sent"] = sent - issued
+        return sent
 
-    def expected(self, serial: int) -> PullResult:
-        """The primary's copy, pulled locally (no link in the way), as the reference."""
+    def expected(self) -> PullResult:
+        """The primary's current copy, pulled locally (no link in the way): the reference."""
         return pull("127.0.0.1", self.first_zone, netns=self.testbed.primary.netns,
                     timeout=self.timeout, digest=True)
 
@@ -268,13 +279,11 @@ class CaseRun:
                     timeout=self.timeout, digest=True)
         if not copy.ok:
             return False, f"could not read the secondary's copy: {copy.error}", copy
-        reference = self.expected(serial) if zone == self.first_zone else pull(
+        reference = self.expected() if zone == self.first_zone else pull(
             "127.0.0.1", zone, netns=self.testbed.primary.netns, timeout=self.timeout,
             digest=True)
         if not reference.ok:
             return False, f"could not read the primary's copy: {reference.error}", copy
-        from harness.xfr.pull import compare_zones
-
         problem = compare_zones(reference, copy)
         return problem is None, problem, copy
 
@@ -366,25 +375,31 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
     base_serial = run.zones.files[0].serial
     secondary = run.make_secondary()
     run._spawn("secondary", secondary)
-    # The first copy is a warm-up, not a measurement: every repeat starts in sync.
+    # The first copy and one update are a warm-up, not measurements: right after its first
+    # transfer a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would
+    # make repeat 1 an outlier of start-up rather than of transfer.
     run._wait_serving("secondary", run.testbed.secondary.address, zone, base_serial,
                       START_TIMEOUT + run.timeout)
+    warmup = base_serial + 1
+    run.publish(warmup)
+    if scenario.trigger == "retransfer":
+        run.testbed.secondary.run(secondary.refresh_argv(zone), timeout=run.timeout)
+    run._wait_serving("secondary", run.testbed.secondary.address, zone, warmup, run.timeout)
     for repeat in range(1, scenario.repeats + 1):
-        serial = base_serial + repeat
+        serial = warmup + repeat
         run.testbed.flush_route_metrics()
         started_at = time.time()
         try:
-            primary_served = run.publish(serial)
+            trigger_time = run.publish(serial)
+            phases = dict(run.phases)
             if scenario.trigger == "notify":
-                t0 = primary_served
-                phases: dict[str, float] = {"primary_reload": run._reload_s}
+                t0 = trigger_time
             else:
                 t0 = time.monotonic()
                 argv = (secondary.retransfer_argv(zone) if case.xfr == "axfr"
                         else secondary.refresh_argv(zone))
                 run.testbed.secondary.run(argv, timeout=run.timeout)
-                phases = {"primary_reload": run._reload_s,
-                          "control_returned": time.monotonic() - t0}
+                phases["control_returned"] = time.monotonic() - t0
             done = run._wait_serving("secondary", run.testbed.secondary.address, zone, serial,
                                      run.timeout)
         except XfrTimeout as exc:
@@ -489,24 +504,28 @@ def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]
     case = run.case
     zone = run.first_zone
     tb = run.testbed
-    reference = run.expected(0)
+    reference = run.expected()
     serial = reference.serial or 0
     for method in run.scenario.client_pulls:
         for repeat in range(1, run.scenario.repeats + 1):
             tb.flush_route_metrics()
             port = 853 if run.tls else 53
             if method == "own":
-                tls_context = _client_tls(run.tls) if run.tls else None
-                result = pull(tb.primary.address, zone, xfr="axfr", port=port, netns=tb.secondary.netns,
-                              tsig=_tsig_key(run.tsig), tls=tls_context, timeout=run.timeout,
-                              digest=True)
+                result = pull(tb.primary.address, zone, xfr="axfr", port=port,
+                              netns=tb.secondary.netns, tsig=run.tsig,
+                              tls=xot_context(run.tls.ca_cert) if run.tls else None,
+                              tls_hostname=TLS_HOSTNAME if run.tls else None,
+                              timeout=run.timeout, keep_records=True)
+                got = digest_of_wire(result, zone) if result.ok else None
+                result.wire = None  # verified; do not hold a whole zone in memory
             else:
-                result = kdig_pull(tb.primary.address, zone, xfr="axfr", serial=None, port=port,
-                                   netns=tb.secondary.netns, tsig=_tsig_key(run.tsig),
+                result = kdig_pull(tb.primary.address, zone, xfr="axfr", port=port,
+                                   netns=tb.secondary.netns, tsig=run.tsig,
                                    tls_ca=run.tls.ca_cert if run.tls else None,
                                    tls_hostname=TLS_HOSTNAME if run.tls else None,
-                                   timeout=run.timeout)
-            verified = result.ok and (result.digest is None or result.digest == reference.digest)
+                                   timeout=run.timeout, digest=True)
+                got = result.digest
+            verified = result.ok and got == reference.digest
             error = result.error
             if result.ok and not verified:
                 error = "the pulled zone's digest differs from the primary's"
@@ -521,15 +540,6 @@ def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]
                                           ("first_byte", result.first_byte_s)) if v is not None},
             ))
             progress()
-
-
-def _client_tls(tls: TlsFiles) -> Any:
-    import ssl
-
-    context = ssl.create_default_context(cafile=str(tls.ca_cert))
-    context.minimum_version = ssl.TLSVersion.TLSv1_3
-    context.set_alpn_protocols(["dot"])
-    return context
 
 
 def transfers_per_case(scenario: Scenario) -> int:
@@ -579,9 +589,12 @@ def run_case(case: Case, case_dir: Path, store: RunStore,
         finally:
             for role in ("secondary", "primary"):
                 run.stop(role)
-        store.add_case_meta(case.name, {"testbed": testbed.describe(),
-                                        "primary": primary_bin.version,
-                                        "secondary": secondary_bin.version})
+        write_json_atomic(case_dir / "case.json", {
+            "case": case.name, "axes": case.axes, "transport": case.transport, "xfr": case.xfr,
+            "scenario": case.scenario.model_dump(mode="json"), "testbed": testbed.describe(),
+            "primary": {"kind": primary_bin.kind, "version": primary_bin.version},
+            "secondary": {"kind": secondary_bin.kind, "version": secondary_bin.version},
+        })
 
 
 def _case_slug(index: int, case: Case) -> str:
@@ -618,17 +631,18 @@ def run_scenario(loaded: LoadedScenario, *, results_root: Path, out: Path | None
         raise EnvironmentProblem("xfrbench run needs root (network namespaces, iptables, "
                                  "sysctls); run it with sudo, or use --dry-run")
     binaries = resolve_binaries(loaded)
-    console = Console()
+    # Piped output (CI logs, `make demo | tee`) gets a width that fits the case names.
+    console = Console(width=None if sys.stdout.isatty() else 160)
     interrupted = False
     with RunStore.create(results_root, run_id, out, run_meta(loaded, binaries)) as store:
-        console.print(f"run [bold]{store.run_id}[/] -> {store.path}")
+        console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         try:
             with Progress(*columns, console=console, transient=False) as bar:
                 for index, case in enumerate(loaded.cases):
                     task = bar.add_task(case.name, total=transfers_per_case(case.scenario))
-                    run_case(case, store.path / "cases" / _case_slug(index, case), store,
+                    run_case(case, store.folder / "cases" / _case_slug(index, case), store,
                              binaries, lambda task=task: bar.advance(task))
                     bar.update(task, completed=transfers_per_case(case.scenario))
         except KeyboardInterrupt:
@@ -636,10 +650,10 @@ def run_scenario(loaded: LoadedScenario, *, results_root: Path, out: Path | None
             console.print("[yellow]interrupted: finished transfers are kept[/]")
         finally:
             store.finish(interrupted=interrupted)
-    print_summary(store.path, console)
+    print_summary(store.folder, console)
     if interrupted:
         raise KeyboardInterrupt
-    return store.path
+    return store.folder
 
 
 def print_summary(run_dir: Path, console: Any) -> None:
@@ -653,15 +667,26 @@ def print_summary(run_dir: Path, console: Any) -> None:
     table = Table(title=f"results in {run_dir}")
     for column in ("case", "method", "n", "ok", "median s", "p10 s", "p90 s", "throughput",
                    "note"):
-        table.add_column(column, justify="right" if column.endswith(("s", "n", "ok")) else "left")
-    for row in summary["cases"]:
-        def num(key: str) -> str:
-            value = row.get(key)
-            return f"{value:.3f}" if isinstance(value, int | float) else "-"
+        right = column.endswith((" s", "n", "ok"))
+        table.add_column(column, justify="right" if right else "left",
+                         no_wrap=column in ("case", "method"))
+    def num(row: dict[str, Any], key: str) -> str:
+        value = row.get(key)
+        return f"{value:.3f}" if isinstance(value, int | float) else "-"
 
-        throughput = row.get("throughput_bps_median")
-        note = row.get("note") or ("unstable" if row.get("unstable") else "")
-        table.add_row(row["case"], row.get("method", ""), str(row["n"]), str(row["ok"]),
-                      num("median_s"), num("p10_s"), num("p90_s"),
+    for row in summary["cases"]:
+        throughput = row.get("throughput_bps")
+        notes = []
+        if row.get("unsupported"):
+            notes.append("unsupported (reason in transfers.jsonl)")
+        if row.get("failed"):
+            notes.append(f"{row['failed']} failed")
+        if row.get("unstable") and row.get("ok"):
+            notes.append("unstable: few repeats or cv > 10 %")
+        note = "; ".join(notes)
+        method = (row.get("method") or "").replace("server-to-server", "server")
+        table.add_row(row["case"], method.replace("client-pull-", "pull "), str(row["n"]),
+                      str(row["ok"]),
+                      num(row, "median_s"), num(row, "p10_s"), num(row, "p90_s"),
                       format_rate(throughput) if throughput else "-", note)
     console.print(table)

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from harness.xfr import TsigKey
+
 # Key length per TSIG algorithm: the hash's output size (RFC 8945 section 6).
 _TSIG_BYTES = {"hmac-sha1": 20, "hmac-sha224": 28, "hmac-sha256": 32, "hmac-sha384": 48,
                "hmac-sha512": 64}
@@ -38,19 +40,10 @@ def write_private(path: Path, data: bytes | str) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class TsigSecret:
-    name: str
-    algorithm: str
-    secret: str  # base64
-
-    def __repr__(self) -> str:  # never show the secret in logs or tracebacks
-        return f"TsigSecret(name={self.name!r}, algorithm={self.algorithm!r}, secret=<hidden>)"
-
-
-def new_tsig(name: str = "xfrbench-xfr.", algorithm: str = "hmac-sha256") -> TsigSecret:
+def new_tsig(name: str = "xfrbench-xfr.", algorithm: str = "hmac-sha256") -> TsigKey:
+    """A fresh random key of the algorithm's full length."""
     raw = random_source.token_bytes(_TSIG_BYTES[algorithm])
-    return TsigSecret(name, algorithm, base64.b64encode(raw).decode())
+    return TsigKey(name, algorithm, base64.b64encode(raw).decode())
 
 
 @dataclass(frozen=True)

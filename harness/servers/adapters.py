@@ -17,8 +17,9 @@ from typing import ClassVar, Literal
 
 import jinja2
 
-from harness.secrets import TlsFiles, TsigSecret, write_private
+from harness.secrets import TlsFiles, write_private
 from harness.servers.catalog import ServerKind
+from harness.xfr import TsigKey
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
 Role = Literal["primary", "secondary"]
@@ -39,7 +40,7 @@ class ServerSetup:
     peer: str
     zones: list[ZoneEntry]
     workdir: Path
-    tsig: TsigSecret | None = None
+    tsig: TsigKey | None = None
     tls: TlsFiles | None = None
     ixfr: bool = True  # primary: serve IXFR from differences; secondary: ask for IXFR
     notify: bool = True  # primary: send NOTIFY to the secondary on every new serial

@@ -112,16 +112,17 @@ def capabilities(kind: ServerKind, version: str) -> Capabilities:
             reasons.append(f"Knot {version} has no XoT (added in 3.4)")
         return Capabilities(xot, xot, True, tuple(reasons))
     # NSD: XoT as secondary since 4.3.7; as primary it sends no ALPN before 4.11.1, so BIND
-    # (which requires "dot") refuses it. IXFR serving from zone-file differences since 4.3.?
+    # (which requires "dot") refuses it. IXFR out from zone-file differences (create-ixfr)
+    # since 4.6.0.
     xot_secondary = v >= (4, 3, 7)
     xot_primary = v >= (4, 11, 1)
     if not xot_secondary:
         reasons.append(f"NSD {version} has no XoT (added in 4.3.7)")
     if not xot_primary:
         reasons.append(f"NSD {version} serves XoT without the 'dot' ALPN (fixed in 4.11.1)")
-    ixfr_primary = v >= (4, 7, 0)
+    ixfr_primary = v >= (4, 6, 0)
     if not ixfr_primary:
-        reasons.append(f"NSD {version} cannot serve IXFR from zone-file differences (needs 4.7)")
+        reasons.append(f"NSD {version} cannot serve IXFR from zone-file differences (needs 4.6)")
     if (4, 0, 0) <= v < (4, 7, 0):
         reasons.append(f"NSD {version} has a known XoT IXFR hang on lossy links (fixed in 4.7.0)")
     return Capabilities(xot_primary, xot_secondary, ixfr_primary, tuple(reasons))
@@ -145,5 +146,6 @@ def probe_version(kind: ServerKind, binary: Path) -> str:
     )
     match = re.search(info.version_re, proc.stdout + proc.stderr)
     if not match:
-        raise ValueError(f"{binary} printed no {kind} version: {(proc.stdout + proc.stderr)[:200]!r}")
+        printed = (proc.stdout + proc.stderr)[:200]
+        raise ValueError(f"{binary} printed no {kind} version: {printed!r}")
     return match.group(1)

@@ -1,0 +1,145 @@
+"""Per-case summary figures (pure): counts, duration statistics, throughput.
+
+Only records that are ok AND verified (``TransferRecord.counts``) enter a figure. Percentiles
+use linear interpolation between order statistics (numpy's default, "type 7"). A case is
+``unstable`` when fewer than 3 transfers count or when the coefficient of variation of its
+durations exceeds 10 %: its median should not be compared with another run's.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.results.model import TransferRecord
+
+MIN_STABLE_N = 3
+MAX_STABLE_CV = 0.10
+
+
+@dataclass
+class CaseSummary:
+    case: str
+    n: int  # attempts
+    ok: int  # ok and verified: the ones that count
+    unsupported: int
+    failed: int  # not ok, or ok but not verified (never counted)
+    median_s: float | None
+    p10_s: float | None
+    p90_s: float | None
+    mean_s: float | None
+    stdev_s: float | None
+    cv: float | None
+    throughput_bps: float | None  # median of bytes * 8 / duration_s
+    records_per_s: float | None  # median of records / duration_s
+    unstable: bool
+    transport: str | None = None
+    xfr: str | None = None
+    primary: str | None = None
+    secondary: str | None = None
+    method: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of ``values`` with linear interpolation."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _common(records: list[TransferRecord], name: str) -> str | None:
+    values = {getattr(r, name) for r in records}
+    return values.pop() if len(values) == 1 else None
+
+
+def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
+    counted = [r for r in records if r.counts]
+    unsupported = sum(1 for r in records if r.unsupported)
+    durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
+    rates = [
+        r.bytes * 8 / r.duration_s
+        for r in counted
+        if r.bytes is not None and r.duration_s  # a zero duration has no rate
+    ]
+    rr_rates = [r.records / r.duration_s for r in counted if r.records is not None and r.duration_s]
+    mean = statistics.fmean(durations) if durations else None
+    stdev = statistics.stdev(durations) if len(durations) >= 2 else None
+    cv = stdev / mean if stdev is not None and mean else None
+    unstable = len(durations) < MIN_STABLE_N or (cv is not None and cv > MAX_STABLE_CV)
+    return CaseSummary(
+        case=case,
+        n=len(records),
+        ok=len(counted),
+        unsupported=unsupported,
+        failed=len(records) - len(counted) - unsupported,
+        median_s=statistics.median(durations) if durations else None,
+        p10_s=percentile(durations, 10) if durations else None,
+        p90_s=percentile(durations, 90) if durations else None,
+        mean_s=mean,
+        stdev_s=stdev,
+        cv=cv,
+        throughput_bps=statistics.median(rates) if rates else None,
+        records_per_s=statistics.median(rr_rates) if rr_rates else None,
+        unstable=unstable,
+        transport=_common(records, "transport"),
+        xfr=_common(records, "xfr"),
+        primary=_common(records, "primary"),
+        secondary=_common(records, "secondary"),
+        method=_common(records, "method"),
+    )
+
+
+def summarize(records: Iterable[TransferRecord]) -> list[CaseSummary]:
+    """One summary per case and method (server-to-server, client pulls), in the order they
+    first appear: a client pull and a server-to-server transfer are different figures."""
+    by_case: dict[tuple[str, str], list[TransferRecord]] = {}
+    for record in records:
+        by_case.setdefault((record.case, record.method), []).append(record)
+    return [summarize_case(case, items) for (case, _), items in by_case.items()]
+
+
+CSV_FIELDS = [
+    "case",
+    "primary",
+    "secondary",
+    "transport",
+    "xfr",
+    "method",
+    "n",
+    "ok",
+    "unsupported",
+    "failed",
+    "median_s",
+    "p10_s",
+    "p90_s",
+    "mean_s",
+    "stdev_s",
+    "cv",
+    "throughput_bps",
+    "records_per_s",
+    "unstable",
+]
+
+
+def to_csv(summaries: Iterable[CaseSummary]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for summary in summaries:
+        row = summary.to_dict()
+        writer.writerow({k: "" if row[k] is None else row[k] for k in CSV_FIELDS})
+    return out.getvalue()
