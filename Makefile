@@ -6,8 +6,8 @@ VENV := .venv
 XFRBENCH := $(VENV)/bin/xfrbench
 PYTHON := $(VENV)/bin/python
 # Debian packages the harness drives; installed only when missing.
-APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils iproute2 iptables \
-	ethtool iperf3 prometheus procps
+APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dnssecutils \
+	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl
 # System services the packages above start; the harness runs its own servers, never these.
 SERVICES := named bind9 knot nsd prometheus
 
@@ -63,8 +63,12 @@ lint: venv
 test: setup lint
 	$(PYTHON) -m pytest tests
 
+# Each benchmark prints its figures and records them in bench/README-*.md.
 bench: setup
 	$(PYTHON) bench/zonegen
+	$(PYTHON) bench/link
+	$(PYTHON) bench/pull
+	$(PYTHON) bench/transfers
 
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness import ui
 from harness.errors import XfrbenchError
 
 
@@ -54,8 +55,13 @@ def _print_cases(loaded: object, console: Console) -> None:
         zone = f"{zones.preset} {zones.record_count:,} rec"
         if zones.preset == "hosting":
             zone += f" x {zones.zones:,} zones"
-        table.add_row(case.name, zone, case.scenario.trigger,
-                      describe(case.scenario.link.forward), describe(case.scenario.link.reverse))
+        table.add_row(
+            case.name,
+            zone,
+            case.scenario.trigger,
+            describe(case.scenario.link.forward),
+            describe(case.scenario.link.reverse),
+        )
     console.print(table)
 
 
@@ -63,7 +69,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness import spec
 
     loaded = spec.load(args.scenario)
-    console = Console()
+    console = ui.console()
     if args.dry_run:
         _print_cases(loaded, console)
         return 0
@@ -84,17 +90,28 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(func=_cmd_doctor)
 
+    from harness.link import cli as link_cli
+    from harness.testbed import cli as testbed_cli
     from harness.zonegen import cli as zones_cli
 
     zones_cli.register(sub)
+    link_cli.register(sub)
+    testbed_cli.register(sub)
 
     run = sub.add_parser("run", help="run a scenario")
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")
-    run.add_argument("--dry-run", action="store_true",
-                     help="validate and print the expanded cases; needs no root")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate and print the expanded cases; needs no root",
+    )
     run.add_argument("--out", type=Path, help="write the run folder here instead of results/")
-    run.add_argument("--results", type=Path, default=Path("results"),
-                     help="folder that holds run folders (default: results)")
+    run.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="folder that holds run folders (default: results)",
+    )
     run.add_argument("--run-id", help="name of the run folder (default: time + random)")
     run.set_defaults(func=_cmd_run)
     return parser
@@ -107,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except XfrbenchError as exc:
         # Messages hold key paths like transports[0]: escape them so rich shows them as written.
-        Console(stderr=True, highlight=False).print(
+        ui.console(stderr=True).print(
             f"[bold red]xfrbench: error:[/] {escape(str(exc))}", soft_wrap=True
         )
         return exc.exit_status

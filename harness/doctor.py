@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.link.probe import KernelFeatures, probe_kernel
-from harness.servers.catalog import SERVER_KINDS, ServerKind, capabilities, find_binary, probe_version
+from harness.servers.catalog import (
+    SERVER_KINDS,
+    ServerKind,
+    capabilities,
+    find_binary,
+    probe_version,
+)
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,15 @@ def probe_servers() -> list[ServerReport]:
             continue
         caps = capabilities(kind, version)
         reports.append(
-            ServerReport(kind, str(binary), version, caps.xot_primary, caps.xot_secondary,
-                         caps.ixfr_primary, caps.reasons)
+            ServerReport(
+                kind,
+                str(binary),
+                version,
+                caps.xot_primary,
+                caps.xot_secondary,
+                caps.ixfr_primary,
+                caps.reasons,
+            )
         )
     return reports
 
@@ -60,13 +73,26 @@ def render(kernel: KernelFeatures, servers: list[ServerReport], console: Console
         host.add_row("note", note)
     console.print(host)
     table = Table(title="servers")
-    for column in ("kind", "binary", "version", "XoT primary", "XoT secondary", "IXFR primary",
-                   "notes"):
+    for column in (
+        "kind",
+        "binary",
+        "version",
+        "XoT primary",
+        "XoT secondary",
+        "IXFR primary",
+        "notes",
+    ):
         table.add_column(column)
     for server in servers:
-        table.add_row(server.kind, server.binary or "-", server.version or "-",
-                      _mark(server.xot_primary), _mark(server.xot_secondary),
-                      _mark(server.ixfr_primary), "\n".join(server.notes))
+        table.add_row(
+            server.kind,
+            server.binary or "-",
+            server.version or "-",
+            _mark(server.xot_primary),
+            _mark(server.xot_secondary),
+            _mark(server.ixfr_primary),
+            "\n".join(server.notes),
+        )
     console.print(table)
 
 
@@ -74,8 +100,11 @@ def run(as_json: bool) -> int:
     kernel = probe_kernel()
     servers = probe_servers()
     if as_json:
-        print(json.dumps({"host": kernel.to_json(), "servers": [asdict(s) for s in servers]},
-                         indent=2))
+        print(
+            json.dumps(
+                {"host": kernel.to_json(), "servers": [asdict(s) for s in servers]}, indent=2
+            )
+        )
     else:
         render(kernel, servers, Console())
     return 0

@@ -23,14 +23,13 @@ import contextlib
 import os
 import shutil
 import socket
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import zonegen
+from harness import ui, zonegen
 from harness.errors import EnvironmentProblem, XfrbenchError
 from harness.results.model import TransferRecord
 from harness.results.store import RunStore, write_json_atomic
@@ -48,6 +47,7 @@ from harness.xfr.pull import digest_of_wire, pull, xot_context
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 TLS_HOSTNAME = "primary.xfrbench.test"
 START_TIMEOUT = 120.0  # a server that does not answer by then has failed to start
+CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)
 
 
 class CaseFailed(XfrbenchError):
@@ -97,11 +97,22 @@ def support_problem(case: Case, primary: ServerBinary, secondary: ServerBinary) 
     return None
 
 
+def _changes(scenario: Scenario) -> int:
+    """Records per change set. A tiny zone has one NS to replace: 2 changes at most."""
+    changes = scenario.zones.ixfr_changes
+    return min(changes, 2) if scenario.zones.preset == "tiny" else changes
+
+
 def _zone_spec(scenario: Scenario) -> zonegen.ZoneSpec:
     z = scenario.zones
     return zonegen.ZoneSpec(
-        preset=z.preset, records=z.record_count, origin=z.origin, seed=z.seed, zones=z.zones,
-        signed=z.signed, serial=z.serial,
+        preset=z.preset,
+        records=z.record_count,
+        origin=z.origin,
+        seed=z.seed,
+        zones=z.zones,
+        signed=z.signed,
+        serial=z.serial,
     )
 
 
@@ -139,12 +150,21 @@ class CaseRun:
     def _setup(self, role: str, zones: list[ZoneEntry], *, notify: bool) -> ServerSetup:
         tb = self.testbed
         me, peer = (tb.primary, tb.secondary) if role == "primary" else (tb.secondary, tb.primary)
-        spec = self.scenario.servers.primary if role == "primary" else self.scenario.servers.secondary
+        spec = (
+            self.scenario.servers.primary if role == "primary" else self.scenario.servers.secondary
+        )
         return ServerSetup(
             role=role,  # type: ignore[arg-type]
-            address=me.address, peer=peer.address, zones=zones,
-            workdir=self.case_dir / role, tsig=self.tsig, tls=self.tls,
-            ixfr=self.case.xfr == "ixfr", notify=notify, options=dict(spec.options),
+            address=me.address,
+            peer=peer.address,
+            zones=zones,
+            workdir=self.case_dir / role,
+            tsig=self.tsig,
+            tls=self.tls,
+            ixfr=self.case.xfr == "ixfr",
+            notify=notify,
+            options=dict(spec.options),
+            control_socket=CONTROL_DIR / f"{self.testbed.testbed_id}-{role[0]}.sock",
         )
 
     def start_primary(self) -> None:
@@ -156,14 +176,21 @@ class CaseRun:
             _place(zone.path, target)
             entries.append(ZoneEntry(zone.origin, target))
         notify = self.scenario.trigger == "notify"
-        self.primary = make_server(self.primary_bin.kind, self._setup("primary", entries,
-                                                                      notify=notify),
-                                   self.primary_bin.path)
+        self.primary = make_server(
+            self.primary_bin.kind,
+            self._setup("primary", entries, notify=notify),
+            self.primary_bin.path,
+        )
         self._spawn("primary", self.primary)
         # Ready = it serves the first and the last zone (it loads them in order).
         for origin in {self.zones.files[0].origin, self.zones.files[-1].origin}:
-            self._wait_serving("primary", self.testbed.primary.address, origin,
-                               self.zones.files[0].serial, START_TIMEOUT)
+            self._wait_serving(
+                "primary",
+                self.testbed.primary.address,
+                origin,
+                self.zones.files[0].serial,
+                START_TIMEOUT,
+            )
         if self.tls:
             self._wait_port(self.testbed.primary.netns, self.testbed.primary.address, 853)
 
@@ -171,12 +198,15 @@ class CaseRun:
         workdir = self.case_dir / "secondary"
         if workdir.exists():  # a cold start begins with no zone data at all
             shutil.rmtree(workdir)
-        entries = [ZoneEntry(z.origin, workdir / "zones" / f"{z.origin}zone")
-                   for z in self.zones.files]
+        entries = [
+            ZoneEntry(z.origin, workdir / "zones" / f"{z.origin}zone") for z in self.zones.files
+        ]
         (workdir / "zones").mkdir(parents=True)
-        self.secondary = make_server(self.secondary_bin.kind,
-                                     self._setup("secondary", entries, notify=False),
-                                     self.secondary_bin.path)
+        self.secondary = make_server(
+            self.secondary_bin.kind,
+            self._setup("secondary", entries, notify=False),
+            self.secondary_bin.path,
+        )
         self.secondary.render()
         return self.secondary
 
@@ -185,8 +215,9 @@ class CaseRun:
         host = self.testbed.primary if role == "primary" else self.testbed.secondary
         out = open(server.setup.workdir / "stdout.log", "ab")  # noqa: SIM115 - owned by proc
         err = open(server.setup.workdir / "stderr.log", "ab")  # noqa: SIM115
-        proc = self.testbed.spawn(host, server.argv(), stdout=out, stderr=err,
-                                  cwd=server.setup.workdir)
+        proc = self.testbed.spawn(
+            host, server.argv(), stdout=out, stderr=err, cwd=server.setup.workdir
+        )
         out.close()
         err.close()
         self.procs[role] = proc
@@ -195,6 +226,10 @@ class CaseRun:
         proc = self.procs.pop(role, None)
         if proc is not None:
             self.testbed.stop(proc)
+        server = self.primary if role == "primary" else self.secondary
+        if server is not None:
+            with contextlib.suppress(FileNotFoundError):
+                server.setup.socket_path.unlink()
 
     def _alive(self, role: str) -> None:
         proc = self.procs.get(role)
@@ -204,20 +239,28 @@ class CaseRun:
             tail = tail or _tail(server.setup.workdir / "stderr.log") if server else ""
             raise CaseFailed(f"the {role} exited with status {proc.returncode}: {tail}")
 
-    def _wait_serving(self, role: str, address: str, zone: str, serial: int,
-                      timeout: float) -> float:
+    def _wait_serving(
+        self, role: str, address: str, zone: str, serial: int, timeout: float
+    ) -> float:
         netns = self.testbed.primary.netns if role == "primary" else self.testbed.secondary.netns
         deadline = time.monotonic() + timeout
         while True:
             self._alive(role)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise XfrTimeout(f"timeout after {timeout:g} s: the {role} never served "
-                                 f"{zone} serial {serial}")
+                raise XfrTimeout(
+                    f"timeout after {timeout:g} s: the {role} never served {zone} serial {serial}"
+                )
             try:
-                return wait_for_serial(address, zone, serial, netns=netns,
-                                       interval=POLL_INTERVAL, timeout=min(remaining, 1.0),
-                                       since=time.monotonic())
+                return wait_for_serial(
+                    address,
+                    zone,
+                    serial,
+                    netns=netns,
+                    interval=POLL_INTERVAL,
+                    timeout=min(remaining, 1.0),
+                    since=time.monotonic(),
+                )
             except XfrTimeout:
                 continue
 
@@ -246,42 +289,62 @@ class CaseRun:
         first served the serial (retransfer: it sends no NOTIFY then)."""
         assert self.primary is not None
         base = self.zones.files[0]
-        change = zonegen.change_set(_zone_spec(self.scenario), serial_to=serial,
-                                    changes=self.scenario.zones.ixfr_changes)
+        change = zonegen.change_set(
+            _zone_spec(self.scenario), serial_to=serial, changes=_changes(self.scenario)
+        )
         _place(change.zone_path, self.primary.setup.zones[0].file)
         notify = self.scenario.trigger == "notify"
-        watch = (NotifyWatch(self.testbed.primary.netns, self.testbed.secondary.address)
-                 if notify else contextlib.nullcontext())
+        watch = (
+            NotifyWatch(self.testbed.primary.netns, self.testbed.secondary.address)
+            if notify
+            else contextlib.nullcontext()
+        )
         with watch as notifies:
             issued = time.monotonic()
             self.testbed.primary.run(self.primary.reload_argv(base.origin), timeout=self.timeout)
-            served = self._wait_serving("primary", self.testbed.primary.address, base.origin,
-                                        serial, self.timeout)
+            served = self._wait_serving(
+                "primary", self.testbed.primary.address, base.origin, serial, self.timeout
+            )
             self.phases = {"primary_reload": served - issued}
             if notifies is None:
                 return served
             sent = notifies.wait(serial, self.timeout)
         if sent is None:
-            raise XfrTimeout(f"timeout after {self.timeout:g} s: the primary sent no NOTIFY "
-                             f"for serial {serial}")
+            raise XfrTimeout(
+                f"timeout after {self.timeout:g} s: the primary sent no NOTIFY for serial {serial}"
+            )
         # Both relative to the reload command: what an operator's change waits for in all.
         self.phases["notify_sent"] = sent - issued
         return sent
 
     def expected(self) -> PullResult:
         """The primary's current copy, pulled locally (no link in the way): the reference."""
-        return pull("127.0.0.1", self.first_zone, netns=self.testbed.primary.netns,
-                    timeout=self.timeout, digest=True)
+        return pull(
+            "127.0.0.1",
+            self.first_zone,
+            netns=self.testbed.primary.netns,
+            timeout=self.timeout,
+            digest=True,
+        )
 
     def verify(self, zone: str, serial: int) -> tuple[bool, str | None, PullResult]:
         """The secondary's copy equals the primary's: same serial, records and digest."""
-        copy = pull("127.0.0.1", zone, netns=self.testbed.secondary.netns,
-                    timeout=self.timeout, digest=True)
+        copy = pull(
+            "127.0.0.1", zone, netns=self.testbed.secondary.netns, timeout=self.timeout, digest=True
+        )
         if not copy.ok:
             return False, f"could not read the secondary's copy: {copy.error}", copy
-        reference = self.expected() if zone == self.first_zone else pull(
-            "127.0.0.1", zone, netns=self.testbed.primary.netns, timeout=self.timeout,
-            digest=True)
+        reference = (
+            self.expected()
+            if zone == self.first_zone
+            else pull(
+                "127.0.0.1",
+                zone,
+                netns=self.testbed.primary.netns,
+                timeout=self.timeout,
+                digest=True,
+            )
+        )
         if not reference.ok:
             return False, f"could not read the primary's copy: {reference.error}", copy
         problem = compare_zones(reference, copy)
@@ -311,23 +374,52 @@ def _tail(path: Path, lines: int = 5) -> str:
 # --- records -------------------------------------------------------------------------------
 
 
-def _base_record(store: RunStore, case: Case, repeat: int, zone: str, serial: int,
-                 method: str = "server-to-server") -> dict[str, Any]:
+def _base_record(
+    store: RunStore,
+    case: Case,
+    repeat: int,
+    zone: str,
+    serial: int,
+    method: str = "server-to-server",
+) -> dict[str, Any]:
     servers = case.scenario.servers
     return {
-        "run_id": store.run_id, "case": case.name, "repeat": repeat,
-        "primary": servers.primary.kind, "secondary": servers.secondary.kind,
-        "transport": case.transport, "xfr": case.xfr, "zone": zone, "serial": serial,
-        "trigger": case.scenario.trigger, "method": method,
+        "run_id": store.run_id,
+        "case": case.name,
+        "repeat": repeat,
+        "primary": servers.primary.kind,
+        "secondary": servers.secondary.kind,
+        "transport": case.transport,
+        "xfr": case.xfr,
+        "zone": zone,
+        "serial": serial,
+        "trigger": case.scenario.trigger,
+        "method": method,
     }
 
 
-def _failed(store: RunStore, case: Case, repeat: int, zone: str, serial: int, error: str,
-            *, unsupported: bool = False, method: str = "server-to-server") -> TransferRecord:
+def _failed(
+    store: RunStore,
+    case: Case,
+    repeat: int,
+    zone: str,
+    serial: int,
+    error: str,
+    *,
+    unsupported: bool = False,
+    method: str = "server-to-server",
+) -> TransferRecord:
     record = TransferRecord(
         **_base_record(store, case, repeat, zone, serial, method),
-        records=0, bytes=0, messages=0, duration_s=None, started_at=time.time(), ok=False,
-        error=error, verified=False, unsupported=unsupported,
+        records=0,
+        bytes=0,
+        messages=0,
+        duration_s=None,
+        started_at=time.time(),
+        ok=False,
+        error=error,
+        verified=False,
+        unsupported=unsupported,
     )
     store.append(record)
     return record
@@ -337,10 +429,17 @@ def _logged(run: CaseRun, zone: str, serial: int) -> tuple[dict[str, Any], dict[
     """The secondary's logged incoming transfer, and the primary's logged outgoing one."""
     assert run.primary and run.secondary
     incoming = logs.last_incoming(run.secondary.kind, _read(run.secondary.log_path), zone, serial)
-    outgoing = [e for e in logs.PARSERS[run.primary.kind](_read(run.primary.log_path))
-                if e.direction == "out" and e.zone == zone and e.serial in (serial, None)]
-    return (incoming.to_json() if incoming else {},
-            outgoing[-1].to_json() if outgoing else {})
+    # The secondary's transfer, not the harness's own verification pull from 127.0.0.1.
+    secondary = run.testbed.secondary.address
+    outgoing = [
+        e
+        for e in logs.PARSERS[run.primary.kind](_read(run.primary.log_path))
+        if e.direction == "out"
+        and e.zone == zone
+        and e.serial in (serial, None)
+        and (e.peer or "").startswith((f"{secondary}#", f"{secondary}@"))
+    ]
+    return (incoming.to_json() if incoming else {}, outgoing[-1].to_json() if outgoing else {})
 
 
 def _read(path: Path) -> str:
@@ -350,9 +449,12 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _sizes(logged_in: dict[str, Any], logged_out: dict[str, Any], copy: PullResult | None,
-           xfr: str) -> tuple[int, int, int]:
-    """Bytes, messages and records of the transfer, from whichever server logged them."""
+def _sizes(
+    logged_in: dict[str, Any], logged_out: dict[str, Any], copy: PullResult | None, xfr: str
+) -> tuple[int | None, int | None, int | None]:
+    """Bytes, messages and records of the transfer, from whichever server logged them; None
+    where neither did (Knot logs no record count, NSD 4.6 no sizes at all)."""
+
     def pick(key: str) -> int | None:
         for source in (logged_in, logged_out):
             if source.get(key) is not None:
@@ -360,9 +462,9 @@ def _sizes(logged_in: dict[str, Any], logged_out: dict[str, Any], copy: PullResu
         return None
 
     records = pick("records")
-    if records is None and xfr == "axfr" and copy is not None:
+    if records is None and xfr == "axfr" and copy is not None and copy.ok:
         records = copy.records  # an AXFR carries the whole zone
-    return pick("bytes") or 0, pick("messages") or 0, records or 0
+    return pick("bytes"), pick("messages"), records
 
 
 # --- the flows -----------------------------------------------------------------------------
@@ -378,8 +480,9 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
     # The first copy and one update are a warm-up, not measurements: right after its first
     # transfer a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would
     # make repeat 1 an outlier of start-up rather than of transfer.
-    run._wait_serving("secondary", run.testbed.secondary.address, zone, base_serial,
-                      START_TIMEOUT + run.timeout)
+    run._wait_serving(
+        "secondary", run.testbed.secondary.address, zone, base_serial, START_TIMEOUT + run.timeout
+    )
     warmup = base_serial + 1
     run.publish(warmup)
     if scenario.trigger == "retransfer":
@@ -396,12 +499,16 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
                 t0 = trigger_time
             else:
                 t0 = time.monotonic()
-                argv = (secondary.retransfer_argv(zone) if case.xfr == "axfr"
-                        else secondary.refresh_argv(zone))
+                argv = (
+                    secondary.retransfer_argv(zone)
+                    if case.xfr == "axfr"
+                    else secondary.refresh_argv(zone)
+                )
                 run.testbed.secondary.run(argv, timeout=run.timeout)
                 phases["control_returned"] = time.monotonic() - t0
-            done = run._wait_serving("secondary", run.testbed.secondary.address, zone, serial,
-                                     run.timeout)
+            done = run._wait_serving(
+                "secondary", run.testbed.secondary.address, zone, serial, run.timeout
+            )
         except XfrTimeout as exc:
             _failed(store, case, repeat, zone, serial, str(exc))
             progress()
@@ -411,14 +518,25 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
         ok, problem, copy = run.verify(zone, serial)
         logged_in, logged_out = _logged(run, zone, serial)
         size, messages, records = _sizes(logged_in, logged_out, copy, case.xfr)
-        store.append(TransferRecord(
-            **_base_record(store, case, repeat, zone, serial),
-            records=records, bytes=size, messages=messages, duration_s=duration,
-            started_at=started_at, ok=ok, error=problem, verified=ok, phases=phases,
-            server_logged={"secondary": logged_in, "primary": logged_out},
-            extra={"zone_records": copy.records if copy.ok else None,
-                   "link_counters": run.testbed.link_counters()},
-        ))
+        store.append(
+            TransferRecord(
+                **_base_record(store, case, repeat, zone, serial),
+                records=records,
+                bytes=size,
+                messages=messages,
+                duration_s=duration,
+                started_at=started_at,
+                ok=ok,
+                error=problem,
+                verified=ok,
+                phases=phases,
+                server_logged={"secondary": logged_in, "primary": logged_out},
+                extra={
+                    "zone_records": copy.records if copy.ok else None,
+                    "link_counters": run.testbed.link_counters(),
+                },
+            )
+        )
         progress()
 
 
@@ -450,16 +568,24 @@ def run_cold_start_repeats(run: CaseRun, store: RunStore, progress: Callable[[],
             if not ok:
                 problems.append(f"{origin}: {problem}")
         logged = logs.PARSERS[secondary.kind](_read(secondary.log_path))
-        store.append(TransferRecord(
-            **_base_record(store, case, repeat, label, serial),
-            records=records, bytes=sum(e.bytes or 0 for e in logged if e.direction == "in"),
-            messages=sum(e.messages or 0 for e in logged if e.direction == "in"),
-            duration_s=duration, started_at=started_at, ok=not problems,
-            error="; ".join(problems[:5]) or None, verified=not problems,
-            phases={"served": duration},
-            server_logged={"secondary_transfers": len([e for e in logged if e.direction == "in"])},
-            extra={"zones": len(origins), "errors_in_log": _count_errors(secondary)},
-        ))
+        store.append(
+            TransferRecord(
+                **_base_record(store, case, repeat, label, serial),
+                records=records,
+                bytes=sum(e.bytes or 0 for e in logged if e.direction == "in"),
+                messages=sum(e.messages or 0 for e in logged if e.direction == "in"),
+                duration_s=duration,
+                started_at=started_at,
+                ok=not problems,
+                error="; ".join(problems[:5]) or None,
+                verified=not problems,
+                phases={"served": duration},
+                server_logged={
+                    "secondary_transfers": len([e for e in logged if e.direction == "in"])
+                },
+                extra={"zones": len(origins), "errors_in_log": _count_errors(secondary)},
+            )
+        )
         run.stop("secondary")
         progress()
 
@@ -482,8 +608,10 @@ def _wait_all_zones(run: CaseRun, origins: list[str], serial: int, deadline: flo
     while pending:
         run._alive("secondary")
         if time.monotonic() > deadline:
-            raise XfrTimeout(f"timeout after {run.timeout:g} s: {len(pending)} of {len(origins)}"
-                             f" zones not served (first: {pending[0]})")
+            raise XfrTimeout(
+                f"timeout after {run.timeout:g} s: {len(pending)} of {len(origins)}"
+                f" zones not served (first: {pending[0]})"
+            )
         still = []
         for origin in pending:
             got = query_soa_serial(address, origin, netns=netns, timeout=0.2)
@@ -511,34 +639,67 @@ def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]
             tb.flush_route_metrics()
             port = 853 if run.tls else 53
             if method == "own":
-                result = pull(tb.primary.address, zone, xfr="axfr", port=port,
-                              netns=tb.secondary.netns, tsig=run.tsig,
-                              tls=xot_context(run.tls.ca_cert) if run.tls else None,
-                              tls_hostname=TLS_HOSTNAME if run.tls else None,
-                              timeout=run.timeout, keep_records=True)
+                result = pull(
+                    tb.primary.address,
+                    zone,
+                    xfr="axfr",
+                    port=port,
+                    netns=tb.secondary.netns,
+                    tsig=run.tsig,
+                    tls=xot_context(run.tls.ca_cert) if run.tls else None,
+                    tls_hostname=TLS_HOSTNAME if run.tls else None,
+                    timeout=run.timeout,
+                    keep_records=True,
+                )
                 got = digest_of_wire(result, zone) if result.ok else None
                 result.wire = None  # verified; do not hold a whole zone in memory
             else:
-                result = kdig_pull(tb.primary.address, zone, xfr="axfr", port=port,
-                                   netns=tb.secondary.netns, tsig=run.tsig,
-                                   tls_ca=run.tls.ca_cert if run.tls else None,
-                                   tls_hostname=TLS_HOSTNAME if run.tls else None,
-                                   timeout=run.timeout, digest=True)
+                result = kdig_pull(
+                    tb.primary.address,
+                    zone,
+                    xfr="axfr",
+                    port=port,
+                    netns=tb.secondary.netns,
+                    tsig=run.tsig,
+                    tls_ca=run.tls.ca_cert if run.tls else None,
+                    tls_hostname=TLS_HOSTNAME if run.tls else None,
+                    timeout=run.timeout,
+                    digest=True,
+                )
                 got = result.digest
             verified = result.ok and got == reference.digest
             error = result.error
             if result.ok and not verified:
                 error = "the pulled zone's digest differs from the primary's"
-            store.append(TransferRecord(
-                **_base_record(store, case, repeat, zone, result.serial or serial,
-                               method=f"client-pull-{method}"),
-                records=result.records, bytes=result.bytes, messages=result.messages,
-                duration_s=result.duration_s if result.ok else None,
-                started_at=result.started_at, ok=result.ok and verified, error=error,
-                verified=verified,
-                phases={k: v for k, v in (("connect", result.connect_s), ("tls", result.tls_s),
-                                          ("first_byte", result.first_byte_s)) if v is not None},
-            ))
+            store.append(
+                TransferRecord(
+                    **_base_record(
+                        store,
+                        case,
+                        repeat,
+                        zone,
+                        result.serial or serial,
+                        method=f"client-pull-{method}",
+                    ),
+                    records=result.records,
+                    bytes=result.bytes,
+                    messages=result.messages,
+                    duration_s=result.duration_s if result.ok else None,
+                    started_at=result.started_at,
+                    ok=result.ok and verified,
+                    error=error,
+                    verified=verified,
+                    phases={
+                        k: v
+                        for k, v in (
+                            ("connect", result.connect_s),
+                            ("tls", result.tls_s),
+                            ("first_byte", result.first_byte_s),
+                        )
+                        if v is not None
+                    },
+                )
+            )
             progress()
 
 
@@ -548,20 +709,30 @@ def transfers_per_case(scenario: Scenario) -> int:
 
 @contextlib.contextmanager
 def case_testbed(case: Case, case_dir: Path) -> Iterator[Testbed]:
-    with Testbed(case.scenario.link, case.scenario.hosts, case_dir / "testbed",
-                 label=case.name) as testbed:
+    with Testbed(
+        case.scenario.link, case.scenario.hosts, case_dir / "testbed", label=case.name
+    ) as testbed:
         yield testbed
 
 
-def run_case(case: Case, case_dir: Path, store: RunStore,
-             binaries: dict[tuple[ServerKind, str | None], ServerBinary],
-             progress: Callable[[], None]) -> None:
+def run_case(
+    case: Case,
+    case_dir: Path,
+    store: RunStore,
+    binaries: dict[tuple[ServerKind, str | None], ServerBinary],
+    progress: Callable[[], None],
+) -> None:
     scenario = case.scenario
     servers = scenario.servers
-    primary_bin = binaries[(servers.primary.kind,
-                            str(servers.primary.binary) if servers.primary.binary else None)]
-    secondary_bin = binaries[(servers.secondary.kind,
-                              str(servers.secondary.binary) if servers.secondary.binary else None)]
+    primary_bin = binaries[
+        (servers.primary.kind, str(servers.primary.binary) if servers.primary.binary else None)
+    ]
+    secondary_bin = binaries[
+        (
+            servers.secondary.kind,
+            str(servers.secondary.binary) if servers.secondary.binary else None,
+        )
+    ]
     zone_label = scenario.zones.origin
     problem = support_problem(case, primary_bin, secondary_bin)
     if problem:
@@ -571,10 +742,14 @@ def run_case(case: Case, case_dir: Path, store: RunStore,
         return
     zones = zonegen.generate(_zone_spec(scenario))
     case_dir.mkdir(parents=True, exist_ok=True)
+    CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     tsig = new_tsig(algorithm=scenario.tsig_algorithm) if "tsig" in case.transport else None
     with case_testbed(case, case_dir) as testbed:
-        tls = (new_tls(case_dir / "tls", TLS_HOSTNAME, testbed.primary.address)
-               if case.transport.startswith("xot") else None)
+        tls = (
+            new_tls(case_dir / "tls", TLS_HOSTNAME, testbed.primary.address)
+            if case.transport.startswith("xot")
+            else None
+        )
         run = CaseRun(case, case_dir, testbed, primary_bin, secondary_bin, zones, tsig, tls)
         try:
             run.start_primary()
@@ -589,12 +764,19 @@ def run_case(case: Case, case_dir: Path, store: RunStore,
         finally:
             for role in ("secondary", "primary"):
                 run.stop(role)
-        write_json_atomic(case_dir / "case.json", {
-            "case": case.name, "axes": case.axes, "transport": case.transport, "xfr": case.xfr,
-            "scenario": case.scenario.model_dump(mode="json"), "testbed": testbed.describe(),
-            "primary": {"kind": primary_bin.kind, "version": primary_bin.version},
-            "secondary": {"kind": secondary_bin.kind, "version": secondary_bin.version},
-        })
+        write_json_atomic(
+            case_dir / "case.json",
+            {
+                "case": case.name,
+                "axes": case.axes,
+                "transport": case.transport,
+                "xfr": case.xfr,
+                "scenario": case.scenario.model_dump(mode="json"),
+                "testbed": testbed.describe(),
+                "primary": {"kind": primary_bin.kind, "version": primary_bin.version},
+                "secondary": {"kind": secondary_bin.kind, "version": secondary_bin.version},
+            },
+        )
 
 
 def _case_slug(index: int, case: Case) -> str:
@@ -602,48 +784,66 @@ def _case_slug(index: int, case: Case) -> str:
     return f"{index:03d}-{safe}"[:120]
 
 
-def run_meta(loaded: LoadedScenario,
-             binaries: dict[tuple[ServerKind, str | None], ServerBinary]) -> dict[str, Any]:
+def run_meta(
+    loaded: LoadedScenario, binaries: dict[tuple[ServerKind, str | None], ServerBinary]
+) -> dict[str, Any]:
     from harness.link.probe import probe_kernel
     from harness.results.provenance import collect
 
     kernel = probe_kernel()
     return {
-        "scenario": loaded.raw, "scenario_path": str(loaded.path),
-        "spec_hash": loaded.spec_hash, "scenario_name": loaded.scenario.name,
+        "scenario": loaded.raw,
+        "scenario_path": str(loaded.path),
+        "spec_hash": loaded.spec_hash,
+        "scenario_name": loaded.scenario.name,
         "cases": [case.name for case in loaded.cases],
-        "servers": {f"{b.kind}@{b.path}": {"kind": b.kind, "path": str(b.path),
-                                           "version": b.version}
-                    for b in binaries.values()},
+        "servers": {
+            f"{b.kind}@{b.path}": {"kind": b.kind, "path": str(b.path), "version": b.version}
+            for b in binaries.values()
+        },
         "kernel_features": kernel.to_json(),
         "link_backend": kernel.link_backend,
         "host": collect(),
     }
 
 
-def run_scenario(loaded: LoadedScenario, *, results_root: Path, out: Path | None = None,
-                 run_id: str | None = None) -> Path:
+def run_scenario(
+    loaded: LoadedScenario,
+    *,
+    results_root: Path,
+    out: Path | None = None,
+    run_id: str | None = None,
+) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if os.geteuid() != 0:
-        raise EnvironmentProblem("xfrbench run needs root (network namespaces, iptables, "
-                                 "sysctls); run it with sudo, or use --dry-run")
+        raise EnvironmentProblem(
+            "xfrbench run needs root (network namespaces, iptables, "
+            "sysctls); run it with sudo, or use --dry-run"
+        )
     binaries = resolve_binaries(loaded)
-    # Piped output (CI logs, `make demo | tee`) gets a width that fits the case names.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = ui.console()
     interrupted = False
     with RunStore.create(results_root, run_id, out, run_meta(loaded, binaries)) as store:
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
         try:
             with Progress(*columns, console=console, transient=False) as bar:
                 for index, case in enumerate(loaded.cases):
                     task = bar.add_task(case.name, total=transfers_per_case(case.scenario))
-                    run_case(case, store.folder / "cases" / _case_slug(index, case), store,
-                             binaries, lambda task=task: bar.advance(task))
+                    run_case(
+                        case,
+                        store.folder / "cases" / _case_slug(index, case),
+                        store,
+                        binaries,
+                        lambda task=task: bar.advance(task),
+                    )
                     bar.update(task, completed=transfers_per_case(case.scenario))
         except KeyboardInterrupt:
             interrupted = True
@@ -665,11 +865,12 @@ def print_summary(run_dir: Path, console: Any) -> None:
 
     summary = json.loads((run_dir / "summary.json").read_text())
     table = Table(title=f"results in {run_dir}")
-    for column in ("case", "method", "n", "ok", "median s", "p10 s", "p90 s", "throughput",
-                   "note"):
+    for column in ("case", "method", "n", "ok", "median s", "p10 s", "p90 s", "throughput", "note"):
         right = column.endswith((" s", "n", "ok"))
-        table.add_column(column, justify="right" if right else "left",
-                         no_wrap=column in ("case", "method"))
+        table.add_column(
+            column, justify="right" if right else "left", no_wrap=column in ("case", "method")
+        )
+
     def num(row: dict[str, Any], key: str) -> str:
         value = row.get(key)
         return f"{value:.3f}" if isinstance(value, int | float) else "-"
@@ -685,8 +886,15 @@ def print_summary(run_dir: Path, console: Any) -> None:
             notes.append("unstable: few repeats or cv > 10 %")
         note = "; ".join(notes)
         method = (row.get("method") or "").replace("server-to-server", "server")
-        table.add_row(row["case"], method.replace("client-pull-", "pull "), str(row["n"]),
-                      str(row["ok"]),
-                      num(row, "median_s"), num(row, "p10_s"), num(row, "p90_s"),
-                      format_rate(throughput) if throughput else "-", note)
+        table.add_row(
+            row["case"],
+            method.replace("client-pull-", "pull "),
+            str(row["n"]),
+            str(row["ok"]),
+            num(row, "median_s"),
+            num(row, "p10_s"),
+            num(row, "p90_s"),
+            format_rate(throughput) if throughput else "-",
+            note,
+        )
     console.print(table)

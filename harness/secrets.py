@@ -22,8 +22,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from harness.xfr import TsigKey
 
 # Key length per TSIG algorithm: the hash's output size (RFC 8945 section 6).
-_TSIG_BYTES = {"hmac-sha1": 20, "hmac-sha224": 28, "hmac-sha256": 32, "hmac-sha384": 48,
-               "hmac-sha512": 64}
+_TSIG_BYTES = {
+    "hmac-sha1": 20,
+    "hmac-sha224": 28,
+    "hmac-sha256": 32,
+    "hmac-sha384": 48,
+    "hmac-sha512": 64,
+}
 
 
 def write_private(path: Path, data: bytes | str) -> Path:
@@ -74,10 +79,17 @@ def new_tls(folder: Path, hostname: str, address: str) -> TlsFiles:
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False, encipher_only=False,
-                          decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
         )
         .sign(ca_key, hashes.SHA256())

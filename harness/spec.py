@@ -217,9 +217,7 @@ class DirectionSpec(Strict):
     @property
     def impaired(self) -> bool:
         """True when packets must pass through the emulator (not only a rate limit or MTU)."""
-        return bool(
-            self.delay or self.jitter or self.loss.active or self.duplicate or self.reorder
-        )
+        return bool(self.delay or self.jitter or self.loss.active or self.duplicate or self.reorder)
 
 
 _DIRECTION_KEYS = set(DirectionSpec.model_fields)
@@ -456,6 +454,15 @@ def _case_label(value: Any) -> str:
     return str(value)
 
 
+def _only_kinds(key: str, value: Any) -> bool:
+    """True when a matrix value only picks server kinds, which the case name shows anyway."""
+    if key in _NAMED_BY_PAIR:
+        return True
+    if key == "servers" and isinstance(value, dict):
+        return all(isinstance(v, dict) and set(v) == {"kind"} for v in value.values())
+    return False
+
+
 def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]:
     """Validate the scenario and expand its matrix into cases, each validated on its own."""
     base = _validate(raw, path)
@@ -489,10 +496,11 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                 name = "/".join(
                     [f"{scenario.servers.primary.kind}-{scenario.servers.secondary.kind}"]
                     + [
-                        _case_label(v) if isinstance(v, dict)
+                        _case_label(v)
+                        if isinstance(v, dict)
                         else f"{key.rsplit('.', 1)[-1]}={_case_label(v)}"
                         for key, v in chosen.items()
-                        if key not in _NAMED_BY_PAIR
+                        if not _only_kinds(key, v)
                     ]
                     + [transport, xfr]
                 )
@@ -507,7 +515,10 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                     + [f"{k}={_case_label(v)}" for k, v in case.axes.items()]
                     + [case.transport, case.xfr]
                 ),
-                case.axes, case.transport, case.xfr, case.scenario,
+                case.axes,
+                case.transport,
+                case.xfr,
+                case.scenario,
             )
             for case in cases
         ]

@@ -16,10 +16,17 @@ _DURATION_US = {"us": 1, "µs": 1, "ms": 1000, "s": 1_000_000, "m": 60_000_000, 
 # Bits per second. tc spells bytes per second "mbps", which people misread: we refuse it.
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
 _SIZE_UNITS = {
-    "": 1, "b": 1,
-    "k": 1024, "kb": 1000, "kib": 1024,
-    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
-    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
 }
 
 
@@ -31,7 +38,7 @@ def _split(text: str) -> tuple[float, str]:
 
 
 def _negative(value: object) -> bool:
-    return isinstance(value, int | float) and value < 0 or (
+    return (isinstance(value, int | float) and value < 0) or (
         isinstance(value, str) and value.strip().startswith("-")
     )
 
@@ -89,7 +96,9 @@ def parse_size(value: str | int) -> int:
     number, unit = _split(value)
     unit = unit.lower()
     if unit not in _SIZE_UNITS:
-        raise ValueError(f"unknown size unit {unit!r} in {value!r}; use B, KiB, MiB, GiB, kB, MB, GB")
+        raise ValueError(
+            f"unknown size unit {unit!r} in {value!r}; use B, KiB, MiB, GiB, kB, MB, GB"
+        )
     return round(number * _SIZE_UNITS[unit])
 
 

@@ -55,8 +55,14 @@ def _ok(argv: list[str]) -> bool:
 def probe_kernel() -> KernelFeatures:
     root = os.geteuid() == 0
     notes: list[str] = []
-    features = {"netns": False, "veth": False, "netem": False, "htb": False, "tbf": False,
-                "nfqueue": False}
+    features = {
+        "netns": False,
+        "veth": False,
+        "netem": False,
+        "htb": False,
+        "tbf": False,
+        "nfqueue": False,
+    }
     if root:
         name = f"xfrbench-probe-{os.getpid()}"
         features["netns"] = _ok(["ip", "netns", "add", name])
@@ -77,8 +83,18 @@ def probe_kernel() -> KernelFeatures:
                             [*ns, "tc", "qdisc", "replace", "dev", "p0", "root", *args]
                         )
                 features["nfqueue"] = _ok(
-                    [*ns, "iptables", "-w", "-A", "OUTPUT", "-j", "NFQUEUE",
-                     "--queue-num", "0", "--queue-bypass"]
+                    [
+                        *ns,
+                        "iptables",
+                        "-w",
+                        "-A",
+                        "OUTPUT",
+                        "-j",
+                        "NFQUEUE",
+                        "--queue-num",
+                        "0",
+                        "--queue-bypass",
+                    ]
                 )
         finally:
             if features["netns"]:

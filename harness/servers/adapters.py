@@ -48,6 +48,13 @@ class ServerSetup:
     port: int = 53
     tls_port: int = 853
     control_port: int = 953
+    # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
+    # runner gives a short one under /run/xfrbench (see control_socket_path).
+    control_socket: Path | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        return self.control_socket or self.workdir / "control.sock"
 
 
 _env = jinja2.Environment(
@@ -78,11 +85,21 @@ class Server(ABC):
     def _context(self) -> dict[str, object]:
         s = self.setup
         return {
-            "role": s.role, "address": s.address, "peer": s.peer, "zones": s.zones,
-            "workdir": s.workdir, "tsig": s.tsig, "tls": s.tls, "ixfr": s.ixfr,
-            "notify": s.notify, "options": {k: _render_value(v) for k, v in s.options.items()},
-            "port": s.port, "tls_port": s.tls_port, "control_port": s.control_port,
+            "role": s.role,
+            "address": s.address,
+            "peer": s.peer,
+            "zones": s.zones,
+            "workdir": s.workdir,
+            "tsig": s.tsig,
+            "tls": s.tls,
+            "ixfr": s.ixfr,
+            "notify": s.notify,
+            "options": {k: _render_value(v) for k, v in s.options.items()},
+            "port": s.port,
+            "tls_port": s.tls_port,
+            "control_port": s.control_port,
             "control_secret": self.control_secret,
+            "control_socket": s.socket_path,
         }
 
     def _render(self, template: str, target: Path) -> Path:

@@ -66,11 +66,21 @@ def parse_bind(text: str) -> list[LoggedTransfer]:
             if not match:
                 continue
             xfr = match["xfr"].lower()
-        out.append(LoggedTransfer(
-            "bind", direction, _zone(match["zone"]), xfr, int(match["serial"]),
-            float(match["secs"]), int(match["msgs"]), int(match["recs"]), int(match["bytes"]),
-            match["at"], match["peer"],
-        ))
+        out.append(
+            LoggedTransfer(
+                "bind",
+                direction,
+                _zone(match["zone"]),
+                xfr,
+                int(match["serial"]),
+                float(match["secs"]),
+                int(match["msgs"]),
+                int(match["recs"]),
+                int(match["bytes"]),
+                match["at"],
+                match["peer"],
+            )
+        )
     return out
 
 
@@ -80,8 +90,11 @@ def parse_knot(text: str) -> list[LoggedTransfer]:
     for line in text.splitlines():
         if ", started" in line:
             # Knot names the serial on the 'started' line of an outgoing transfer only.
-            head = re.search(r"\[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>\w+), remote "
-                             r"(?P<peer>\S+?),", line)
+            head = re.search(
+                r"\[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>\w+), remote "
+                r"(?P<peer>\S+?),",
+                line,
+            )
             serial = _KNOT_SERIAL.search(line)
             if head and serial:
                 started_serial[(head["zone"], head["dir"], head["peer"])] = int(serial["serial"])
@@ -90,11 +103,21 @@ def parse_knot(text: str) -> list[LoggedTransfer]:
         if not match:
             continue
         key = (match["zone"], match["dir"], match["peer"])
-        out.append(LoggedTransfer(
-            "knot", "in" if match["dir"] == "incoming" else "out", _zone(match["zone"]),
-            match["xfr"].lower(), started_serial.pop(key, None), float(match["secs"]),
-            int(match["msgs"]), None, int(match["bytes"]), match["at"], match["peer"],
-        ))
+        out.append(
+            LoggedTransfer(
+                "knot",
+                "in" if match["dir"] == "incoming" else "out",
+                _zone(match["zone"]),
+                match["xfr"].lower(),
+                started_serial.pop(key, None),
+                float(match["secs"]),
+                int(match["msgs"]),
+                None,
+                int(match["bytes"]),
+                match["at"],
+                match["peer"],
+            )
+        )
     return out
 
 
@@ -104,10 +127,21 @@ def parse_nsd(text: str) -> list[LoggedTransfer]:
     for line in text.splitlines():
         match = _NSD_COMMIT.match(line)
         if match:
-            out.append(LoggedTransfer(
-                "nsd", "in", _zone(match["zone"]), None, int(match["serial"]), None, None, None,
-                None, match["at"], match["peer"],
-            ))
+            out.append(
+                LoggedTransfer(
+                    "nsd",
+                    "in",
+                    _zone(match["zone"]),
+                    None,
+                    int(match["serial"]),
+                    None,
+                    None,
+                    None,
+                    None,
+                    match["at"],
+                    match["peer"],
+                )
+            )
     return out
 
 
@@ -117,8 +151,8 @@ PARSERS = {"bind": parse_bind, "knot": parse_knot, "nsd": parse_nsd}
 def last_incoming(kind: str, text: str, zone: str, serial: int) -> LoggedTransfer | None:
     """The secondary's own record of the transfer that brought `serial` of `zone`."""
     matches = [
-        entry for entry in PARSERS[kind](text)
-        if entry.direction == "in" and entry.zone == _zone(zone)
-        and entry.serial in (serial, None)
+        entry
+        for entry in PARSERS[kind](text)
+        if entry.direction == "in" and entry.zone == _zone(zone) and entry.serial in (serial, None)
     ]
     return matches[-1] if matches else None

@@ -25,17 +25,32 @@ OPCODE_NOTIFY = 4
 
 
 def notify_serial(ip_packet: bytes, destination: str) -> int | None:
-    """If this IPv4 packet is a DNS NOTIFY to `destination`, the serial it announces (0 when
-    it carries no SOA); otherwise None. Pure function over the packet bytes."""
-    if len(ip_packet) < 20 or ip_packet[0] >> 4 != 4 or ip_packet[9] != socket.IPPROTO_UDP:
+    """If this IPv4 packet is a DNS NOTIFY to `destination` (over UDP, or over TCP as Knot
+    sends it), the serial it announces (0 when it carries no SOA); otherwise None. Pure
+    function over the packet bytes."""
+    if len(ip_packet) < 20 or ip_packet[0] >> 4 != 4:
         return None
     if socket.inet_ntoa(ip_packet[16:20]) != destination:
         return None
     ihl = (ip_packet[0] & 0x0F) * 4
-    udp = ip_packet[ihl:]
-    if len(udp) < 8 + 12 or struct.unpack_from("!H", udp, 2)[0] != 53:
+    transport = ip_packet[ihl:]
+    if ip_packet[9] == socket.IPPROTO_UDP:
+        if len(transport) < 8 or struct.unpack_from("!H", transport, 2)[0] != 53:
+            return None
+        payload = transport[8:]
+    elif ip_packet[9] == socket.IPPROTO_TCP:
+        if len(transport) < 20 or struct.unpack_from("!H", transport, 2)[0] != 53:
+            return None
+        # DNS over TCP: a 2-byte length, then the message (a NOTIFY fits one segment).
+        payload = transport[(transport[12] >> 4) * 4 + 2 :]
+    else:
         return None
-    payload = udp[8:]
+    return _notify_message_serial(payload)
+
+
+def _notify_message_serial(payload: bytes) -> int | None:
+    if len(payload) < 12:
+        return None
     flags, _qdcount, ancount = struct.unpack_from("!HHH", payload, 2)
     if (flags >> 11) & 0xF != OPCODE_NOTIFY or flags & 0x8000:  # a query, not the answer
         return None
@@ -69,8 +84,9 @@ class NotifyWatch:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> NotifyWatch:
-        self._sock = socket_in(self.netns, socket.AF_PACKET, socket.SOCK_DGRAM,
-                               socket.htons(ETH_P_ALL))
+        self._sock = socket_in(
+            self.netns, socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL)
+        )
         self._sock.settimeout(0.1)
         self._thread = threading.Thread(target=self._read, name="notify-watch", daemon=True)
         self._thread.start()
@@ -107,8 +123,12 @@ class NotifyWatch:
                     return None
                 self._cond.wait(remaining)
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)

@@ -473,10 +473,15 @@ def digest_of_wire(result: PullResult, zone: str) -> str | None:
         return None
     origin = dns.name.from_text(zone)
     replay = _Transfer(
-        zone=zone, xfr="axfr", qid=w.U16.unpack_from(result.wire[0], 0)[0],
-        qtype=dns.rdatatype.AXFR, apex_wire=origin.to_digestable(),
-        tracker=w.TransferTracker("axfr", None), tsig=None,  # TSIG was checked on the read
-        digest=DigestBuilder(origin), keep=None,
+        zone=zone,
+        xfr="axfr",
+        qid=w.U16.unpack_from(result.wire[0], 0)[0],
+        qtype=dns.rdatatype.AXFR,
+        apex_wire=origin.to_digestable(),
+        tracker=w.TransferTracker("axfr", None),
+        tsig=None,  # TSIG was checked on the read
+        digest=DigestBuilder(origin),
+        keep=None,
     )
     for msg in result.wire:
         replay.feed(msg)

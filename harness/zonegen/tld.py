@@ -10,8 +10,8 @@ Each delegation is rendered from one of ``period`` precomputed templates (``d % 
 tuple of text pieces that ``name.join(pieces)`` turns into the delegation's 2 to 5 lines: one C
 call per delegation. Templates carry the random parts (which provider's NS pair, whether the
 name server is in-bailiwick with glue, whether there is a DS and its rdata, glue addresses), so
-those repeat with the period (a 5 M-delegation zone reuses each DS rdata ~80 times; servers do
-not care). Labels never repeat (see tables.py).
+those repeat with the period (a 5 M-delegation zone reuses each DS rdata ~80 times, a 1 M-record
+one ~24 times; servers do not care). Labels never repeat (see tables.py).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ APEX_NS = 4
 APEX_RECORDS = 1 + APEX_NS * 3  # SOA, NS x4, A + AAAA for each
 DS_SHARE = 0.40
 GLUE_SHARE = 0.10
-# Period candidates (primes, so the period does not line up with anything); the smallest one
-# that covers the zone's delegations is used, so small zones repeat nothing at all.
+# Period candidates (primes, so the period does not line up with anything).
 PERIODS = (1021, 16381, 65521)
+MAX_REPEATS = 32
 BATCH_DELEGATIONS = 40_000  # ~100 k lines, ~5 MB of text per write
 
 _NS = f"\t{TTL}\tIN\tNS\t"
@@ -51,7 +51,9 @@ _AAAA = f"\t{TTL}\tIN\tAAAA\t"
 
 def soa_line(origin: str, serial: int) -> str:
     # refresh 900, retry 300, expire 7 days, negative TTL 900: what ccTLDs publish.
-    return f"{origin}\t{TTL}\tIN\tSOA\ta.ns.{origin} hostmaster.{origin} {serial} 900 300 604800 900\n"
+    return (
+        f"{origin}\t{TTL}\tIN\tSOA\ta.ns.{origin} hostmaster.{origin} {serial} 900 300 604800 900\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,10 @@ class TldPlan:
 
 
 def _choose_period(delegations: int) -> int:
+    # Each template repeats at most ~MAX_REPEATS times where a period allows it; a bigger
+    # period costs table-building time (~3 us a template) that small zones would notice.
     for period in PERIODS:
-        if period >= delegations:
+        if period * MAX_REPEATS >= delegations:
             return period
     return PERIODS[-1]
 
@@ -134,7 +138,7 @@ def _templates(seed: int, origin: str, period: int) -> Templates:
 
 def plan(origin: str, records: int, seed: int) -> TldPlan:
     budget = records - APEX_RECORDS
-    period = _choose_period(max(1, budget // 2))
+    period = _choose_period(max(1, budget * 10 // 26))  # ~2.6 records a delegation
     templates = _templates(seed, origin, period)
     prefix = [0]
     for size in templates.size:

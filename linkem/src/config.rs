@@ -158,7 +158,9 @@ impl Config {
             ));
         }
         if self.stats_path.is_empty() {
-            return Err(ConfigError("config key `stats_path`: must not be empty".into()));
+            return Err(ConfigError(
+                "config key `stats_path`: must not be empty".into(),
+            ));
         }
         if self.directions.is_empty() {
             return Err(ConfigError(
@@ -168,7 +170,10 @@ impl Config {
         for (i, d) in self.directions.iter().enumerate() {
             let at = |key: &str| format!("directions[{i}].{key}");
             if d.name.is_empty() {
-                return Err(ConfigError(format!("config key `{}`: must not be empty", at("name"))));
+                return Err(ConfigError(format!(
+                    "config key `{}`: must not be empty",
+                    at("name")
+                )));
             }
             for (j, o) in self.directions.iter().enumerate().take(i) {
                 if o.name == d.name {
@@ -201,7 +206,10 @@ impl Config {
                 )));
             }
             if d.delay_us > 3_600_000_000 {
-                return Err(ConfigError(format!("config key `{}`: at most one hour", at("delay_us"))));
+                return Err(ConfigError(format!(
+                    "config key `{}`: at most one hour",
+                    at("delay_us")
+                )));
             }
             let mut probs: Vec<(String, f64)> = vec![
                 (at("delay_correlation"), d.delay_correlation),
@@ -216,13 +224,24 @@ impl Config {
                     probs.push((at("loss.p"), *p));
                     probs.push((at("loss.correlation"), *correlation));
                 }
-                LossConfig::Gemodel { p, r, one_minus_h, one_minus_k } => {
+                LossConfig::Gemodel {
+                    p,
+                    r,
+                    one_minus_h,
+                    one_minus_k,
+                } => {
                     probs.push((at("loss.p"), *p));
                     probs.push((at("loss.r"), *r));
                     probs.push((at("loss.one_minus_h"), *one_minus_h));
                     probs.push((at("loss.one_minus_k"), *one_minus_k));
                 }
-                LossConfig::State { p13, p31, p32, p23, p14 } => {
+                LossConfig::State {
+                    p13,
+                    p31,
+                    p32,
+                    p23,
+                    p14,
+                } => {
                     probs.push((at("loss.p13"), *p13));
                     if let Some(p31) = p31 {
                         probs.push((at("loss.p31"), *p31));
@@ -239,7 +258,10 @@ impl Config {
                     )));
                 }
             }
-            if let LossConfig::State { p13, p31, p32, p14, .. } = &d.loss {
+            if let LossConfig::State {
+                p13, p31, p32, p14, ..
+            } = &d.loss
+            {
                 let p31 = p31.unwrap_or(1.0 - p13);
                 if p13 + p14 > 1.0 + 1e-12 {
                     return Err(ConfigError(format!(
@@ -291,17 +313,29 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.directions[0].loss,
-            LossConfig::Gemodel { p: 0.01, r: 1.0, one_minus_h: 1.0, one_minus_k: 0.0 }
+            LossConfig::Gemodel {
+                p: 0.01,
+                r: 1.0,
+                one_minus_h: 1.0,
+                one_minus_k: 0.0
+            }
         );
         assert_eq!(
             c.directions[1].loss,
-            LossConfig::State { p13: 0.1, p31: None, p32: 0.0, p23: 1.0, p14: 0.0 }
+            LossConfig::State {
+                p13: 0.1,
+                p31: None,
+                p32: 0.0,
+                p23: 1.0,
+                p14: 0.0
+            }
         );
     }
 
     #[test]
     fn unknown_top_level_key_rejected() {
-        let e = Config::from_json(r#"{"sed":1,"directions":[{"name":"f","queue":1}]}"#).unwrap_err();
+        let e =
+            Config::from_json(r#"{"sed":1,"directions":[{"name":"f","queue":1}]}"#).unwrap_err();
         assert!(e.0.contains("sed"), "{e}");
     }
 
@@ -309,7 +343,10 @@ mod tests {
     fn unknown_direction_key_rejected_with_path() {
         let e = Config::from_json(r#"{"directions":[{"name":"f","queue":1,"delay_ms":5}]}"#)
             .unwrap_err();
-        assert!(e.0.contains("delay_ms") && e.0.contains("directions[0]"), "{e}");
+        assert!(
+            e.0.contains("delay_ms") && e.0.contains("directions[0]"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -343,10 +380,9 @@ mod tests {
 
     #[test]
     fn duplicate_queue_rejected() {
-        let e = Config::from_json(
-            r#"{"directions":[{"name":"f","queue":1},{"name":"r","queue":1}]}"#,
-        )
-        .unwrap_err();
+        let e =
+            Config::from_json(r#"{"directions":[{"name":"f","queue":1},{"name":"r","queue":1}]}"#)
+                .unwrap_err();
         assert!(e.0.contains("directions[1].queue"), "{e}");
     }
 

@@ -101,7 +101,11 @@ impl Impairment {
             }
         } else {
             self.counter = 0;
-            Decision::Pass { delay_ns: 0, duplicate, reordered: true }
+            Decision::Pass {
+                delay_ns: 0,
+                duplicate,
+                reordered: true,
+            }
         }
     }
 }
@@ -123,7 +127,11 @@ mod tests {
         for _ in 0..1000 {
             assert_eq!(
                 imp.decide(),
-                Decision::Pass { delay_ns: 1_000_000, duplicate: false, reordered: false }
+                Decision::Pass {
+                    delay_ns: 1_000_000,
+                    duplicate: false,
+                    reordered: false
+                }
             );
         }
     }
@@ -133,7 +141,15 @@ mod tests {
         let mut imp = Impairment::new(&dir(r#","duplicate":0.2"#), 1, 0);
         let n = 100_000;
         let d = (0..n)
-            .filter(|_| matches!(imp.decide(), Decision::Pass { duplicate: true, .. }))
+            .filter(|_| {
+                matches!(
+                    imp.decide(),
+                    Decision::Pass {
+                        duplicate: true,
+                        ..
+                    }
+                )
+            })
             .count();
         assert!((d as f64 / n as f64 - 0.2).abs() < 0.01, "{d}");
     }
@@ -149,7 +165,11 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(
                 imp.decide(),
-                Decision::Pass { delay_ns: 0, duplicate: false, reordered: false }
+                Decision::Pass {
+                    delay_ns: 0,
+                    duplicate: false,
+                    reordered: false
+                }
             );
         }
     }
@@ -157,10 +177,21 @@ mod tests {
     #[test]
     fn reorder_rate_and_gap() {
         // gap 5, reorder 1.0: exactly every fifth packet skips the delay.
-        let mut imp =
-            Impairment::new(&dir(r#","delay_us":10000,"reorder":1.0,"reorder_gap":5"#), 1, 0);
+        let mut imp = Impairment::new(
+            &dir(r#","delay_us":10000,"reorder":1.0,"reorder_gap":5"#),
+            1,
+            0,
+        );
         let v: Vec<bool> = (0..20)
-            .map(|_| matches!(imp.decide(), Decision::Pass { reordered: true, .. }))
+            .map(|_| {
+                matches!(
+                    imp.decide(),
+                    Decision::Pass {
+                        reordered: true,
+                        ..
+                    }
+                )
+            })
             .collect();
         let expect: Vec<bool> = (0..20).map(|i| i % 5 == 4).collect();
         assert_eq!(v, expect);
@@ -169,7 +200,16 @@ mod tests {
         assert!(!imp.is_fifo());
         let n = 100_000;
         let r = (0..n)
-            .filter(|_| matches!(imp.decide(), Decision::Pass { reordered: true, delay_ns: 0, .. }))
+            .filter(|_| {
+                matches!(
+                    imp.decide(),
+                    Decision::Pass {
+                        reordered: true,
+                        delay_ns: 0,
+                        ..
+                    }
+                )
+            })
             .count();
         assert!((r as f64 / n as f64 - 0.25).abs() < 0.01, "{r}");
     }

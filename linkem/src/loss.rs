@@ -25,13 +25,29 @@ pub enum FourState {
 pub enum Loss {
     None,
     /// Bernoulli loss with netem's (averaging) correlation.
-    Random { p: u32, cor: Correlated },
+    Random {
+        p: u32,
+        cor: Correlated,
+    },
     /// Gilbert-Elliott: in Good, go Bad with p and lose with 1-k; in Bad, go Good with r and
     /// lose with 1-h. The packet is judged by the state it arrives in.
-    Gemodel { p: u32, r: u32, h: u32, one_minus_k: u32, bad: bool },
+    Gemodel {
+        p: u32,
+        r: u32,
+        h: u32,
+        one_minus_k: u32,
+        bad: bool,
+    },
     /// 4-state Markov chain (Salsano et al.); a packet is lost when the transition it causes
     /// lands in state 3 or 4.
-    State { p13: u32, p31: u32, p32: u32, p23: u32, p14: u32, state: FourState },
+    State {
+        p13: u32,
+        p31: u32,
+        p32: u32,
+        p23: u32,
+        p14: u32,
+        state: FourState,
+    },
 }
 
 impl Loss {
@@ -42,7 +58,12 @@ impl Loss {
                 p: prob_to_u32(p),
                 cor: Correlated::new(correlation),
             },
-            LossConfig::Gemodel { p, r, one_minus_h, one_minus_k } => Loss::Gemodel {
+            LossConfig::Gemodel {
+                p,
+                r,
+                one_minus_h,
+                one_minus_k,
+            } => Loss::Gemodel {
                 p: prob_to_u32(p),
                 r: prob_to_u32(r),
                 // tc passes 1-h on the command line but the kernel keeps h.
@@ -50,7 +71,13 @@ impl Loss {
                 one_minus_k: prob_to_u32(one_minus_k),
                 bad: false,
             },
-            LossConfig::State { p13, p31, p32, p23, p14 } => Loss::State {
+            LossConfig::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => Loss::State {
                 p13: prob_to_u32(p13),
                 p31: prob_to_u32(p31.unwrap_or(1.0 - p13)),
                 p32: prob_to_u32(p32),
@@ -70,7 +97,13 @@ impl Loss {
             Loss::Random { p, cor } => *p != 0 && *p >= cor.next(rng),
             // netem loss_gilb_ell(): two draws per packet, transition first, then the loss
             // test of the state the packet arrived in.
-            Loss::Gemodel { p, r, h, one_minus_k, bad } => {
+            Loss::Gemodel {
+                p,
+                r,
+                h,
+                one_minus_k,
+                bad,
+            } => {
                 if !*bad {
                     if rng.next_u32() < *p {
                         *bad = true;
@@ -83,18 +116,31 @@ impl Loss {
                     rng.next_u32() > *h
                 }
             }
-            // netem loss_4state(): one draw per packet. Sums are done in u64 (netem adds in
-            // u32, which only differs when the probabilities add up past 1).
-            Loss::State { p13, p31, p32, p23, p14, state } => {
+            // netem loss_4state() (with the 2026 boundary clean-up: no gaps at rnd == a4 etc.):
+            // one draw per packet. Sums are done in u64 (netem adds in u32, which only differs
+            // when the probabilities add up past 1, which the config rejects).
+            Loss::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+                state,
+            } => {
                 let rnd = rng.next_u32() as u64;
-                let (a1, a2, a3, a4, a5) =
-                    (*p13 as u64, *p31 as u64, *p32 as u64, *p14 as u64, *p23 as u64);
+                let (a1, a2, a3, a4, a5) = (
+                    *p13 as u64,
+                    *p31 as u64,
+                    *p32 as u64,
+                    *p14 as u64,
+                    *p23 as u64,
+                );
                 match *state {
                     FourState::TxInGap => {
                         if rnd < a4 {
                             *state = FourState::LostInGap;
                             true
-                        } else if a4 < rnd && rnd < a1 + a4 {
+                        } else if rnd < a1 + a4 {
                             *state = FourState::LostInBurst;
                             true
                         } else {
@@ -113,13 +159,12 @@ impl Loss {
                         if rnd < a3 {
                             *state = FourState::TxInBurst;
                             false
-                        } else if a2 + a3 < rnd {
+                        } else if rnd < a2 + a3 {
                             *state = FourState::TxInGap;
                             false
                         } else {
-                            // stays in the burst: lost again (netem's exact bounds; the
-                            // two boundary values keep the state but transmit)
-                            a3 < rnd && rnd < a2 + a3
+                            // stays in the burst: lost again
+                            true
                         }
                     }
                     FourState::LostInGap => {
@@ -146,8 +191,14 @@ mod tests {
     #[test]
     fn random_extremes() {
         let mut r = Rng::new(1, 0);
-        let mut l0 = Loss::new(&LossConfig::Random { p: 0.0, correlation: 0.0 });
-        let mut l1 = Loss::new(&LossConfig::Random { p: 1.0, correlation: 0.0 });
+        let mut l0 = Loss::new(&LossConfig::Random {
+            p: 0.0,
+            correlation: 0.0,
+        });
+        let mut l1 = Loss::new(&LossConfig::Random {
+            p: 1.0,
+            correlation: 0.0,
+        });
         for _ in 0..10_000 {
             assert!(!l0.lose(&mut r));
             assert!(l1.lose(&mut r));
@@ -158,7 +209,12 @@ mod tests {
     fn gemodel_state_bad_loses_everything_with_default_h() {
         // p = 1: always goes bad after the first packet; r = 0: never comes back; 1-h = 1.
         let mut r = Rng::new(9, 0);
-        let mut l = Loss::new(&LossConfig::Gemodel { p: 1.0, r: 0.0, one_minus_h: 1.0, one_minus_k: 0.0 });
+        let mut l = Loss::new(&LossConfig::Gemodel {
+            p: 1.0,
+            r: 0.0,
+            one_minus_h: 1.0,
+            one_minus_k: 0.0,
+        });
         assert!(!l.lose(&mut r)); // judged in Good
         assert!((0..1000).all(|_| l.lose(&mut r)));
     }

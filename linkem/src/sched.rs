@@ -74,7 +74,11 @@ impl<T> Scheduler<T> {
     /// Hold `item` until `at`.
     #[inline]
     pub fn push(&mut self, at: u64, item: T) {
-        let e = Entry { at, seq: self.seq, item };
+        let e = Entry {
+            at,
+            seq: self.seq,
+            item,
+        };
         self.seq += 1;
         match self.fifo.back() {
             Some(b) if at < b.at => self.heap.push(e),

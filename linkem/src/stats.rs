@@ -81,11 +81,18 @@ pub struct KernelQueueStats {
 pub fn parse_proc_nfqueue(text: &str) -> BTreeMap<u16, KernelQueueStats> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
-        let f: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
         if f.len() >= 7 && f[0] <= u16::MAX as u64 {
             out.insert(
                 f[0] as u16,
-                KernelQueueStats { queue_total: f[2], queue_dropped: f[5], user_dropped: f[6] },
+                KernelQueueStats {
+                    queue_total: f[2],
+                    queue_dropped: f[5],
+                    user_dropped: f[6],
+                },
             );
         }
     }
@@ -115,7 +122,11 @@ struct StatsFile<'a> {
 
 /// Render the stats file's JSON.
 pub fn render(directions: &BTreeMap<String, Counters>, updated_at_unix: f64) -> String {
-    serde_json::to_string(&StatsFile { updated_at_unix, directions }).expect("plain data")
+    serde_json::to_string(&StatsFile {
+        updated_at_unix,
+        directions,
+    })
+    .expect("plain data")
 }
 
 /// Write the stats file atomically (temporary file in the same folder, then rename).
@@ -139,13 +150,24 @@ mod tests {
     fn parse_proc_lines() {
         let text = "   10  12345     3 1     0     7     2      100  1\n   11 999 0 1 0 0 0 5 1\n";
         let m = parse_proc_nfqueue(text);
-        assert_eq!(m[&10], KernelQueueStats { queue_total: 3, queue_dropped: 7, user_dropped: 2 });
+        assert_eq!(
+            m[&10],
+            KernelQueueStats {
+                queue_total: 3,
+                queue_dropped: 7,
+                user_dropped: 2
+            }
+        );
         assert_eq!(m[&11].queue_dropped, 0);
     }
 
     #[test]
     fn overflow_counts() {
-        let k = KernelQueueStats { queue_total: 0, queue_dropped: 5, user_dropped: 3 };
+        let k = KernelQueueStats {
+            queue_total: 0,
+            queue_dropped: 5,
+            user_dropped: 3,
+        };
         assert_eq!(overflow_drops(Some(&k), 1), 8);
         assert_eq!(overflow_drops(Some(&k), 4), 9);
         assert_eq!(overflow_drops(None, 4), 4);
@@ -154,13 +176,25 @@ mod tests {
     #[test]
     fn render_has_contract_keys() {
         let mut m = BTreeMap::new();
-        m.insert("forward".to_string(), Counters { received: 3, ..Default::default() });
+        m.insert(
+            "forward".to_string(),
+            Counters {
+                received: 3,
+                ..Default::default()
+            },
+        );
         let v: serde_json::Value = serde_json::from_str(&render(&m, 12.5)).unwrap();
         assert_eq!(v["updated_at_unix"], 12.5);
         let d = &v["directions"]["forward"];
         for k in [
-            "received", "passed", "dropped_loss", "dropped_overflow", "duplicated", "reordered",
-            "queued_now", "max_queued",
+            "received",
+            "passed",
+            "dropped_loss",
+            "dropped_overflow",
+            "duplicated",
+            "reordered",
+            "queued_now",
+            "max_queued",
         ] {
             assert!(d[k].is_u64(), "{k}");
         }

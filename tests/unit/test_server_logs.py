@@ -11,7 +11,9 @@ def test_bind_incoming_and_outgoing() -> None:
     entries = logs.parse_bind((FIXTURES / "bind_xfer.log").read_text())
     incoming = [e for e in entries if e.direction == "in"]
     assert [(e.serial, e.records, e.bytes, e.messages) for e in incoming] == [
-        (1, 204, 4232, 1), (2, 5, 205, 1)]
+        (1, 204, 4232, 1),
+        (2, 5, 205, 1),
+    ]
     assert incoming[0].duration_s == 0.004
     outgoing = [e for e in entries if e.direction == "out"]
     assert [(e.xfr, e.serial) for e in outgoing] == [("axfr", 1), ("ixfr", 2)]
@@ -20,14 +22,20 @@ def test_bind_incoming_and_outgoing() -> None:
 def test_knot_takes_the_serial_from_the_started_line() -> None:
     entries = logs.parse_knot((FIXTURES / "knot_xfer.log").read_text())
     assert [(e.direction, e.xfr, e.bytes) for e in entries] == [
-        ("in", "axfr", 4243), ("in", "ixfr", 216), ("out", "axfr", 4255), ("out", "ixfr", 250)]
+        ("in", "axfr", 4243),
+        ("in", "ixfr", 216),
+        ("out", "axfr", 4255),
+        ("out", "ixfr", 250),
+    ]
     assert [e.serial for e in entries if e.direction == "out"] == [1, 2]
 
 
 def test_nsd_commit_lines() -> None:
     entries = logs.parse_nsd((FIXTURES / "nsd_xfer.log").read_text())
     assert [(e.zone, e.serial, e.logged_at) for e in entries] == [
-        ("example.", 1, "2026-11-22 01:29:47.714"), ("example.", 2, "2026-11-22 01:29:47.762")]
+        ("example.", 1, "2026-11-22 01:29:47.714"),
+        ("example.", 2, "2026-11-22 01:29:47.762"),
+    ]
 
 
 def test_last_incoming_picks_the_serial_asked_for() -> None:

@@ -15,14 +15,17 @@ BAD_SCENARIOS = {
     "unknown top-level key": ("foo = 1", "foo", "unknown key; allowed keys here: name"),
     "unknown nested key": ('[zones]\npreset="tld"\nrecordz=5', "zones.recordz", "allowed keys"),
     "loss above 100 %": ('[link]\nloss="120%"', "link.loss.p", "allowed: 0% to 100%"),
-    "negative loss": ('[link.forward]\nloss=-1', "link.forward.loss.p", "0% to 100%"),
+    "negative loss": ("[link.forward]\nloss=-1", "link.forward.loss.p", "0% to 100%"),
     "negative delay": ('[link]\ndelay="-5ms"', "link.delay", "negative"),
     "zero records": ('[zones]\npreset="tld"\nrecords=0', "zones.records", "greater than or equal"),
-    "unknown server kind": ('[servers.primary]\nkind="powerdns"', "servers.primary.kind",
-                            "'bind', 'knot' or 'nsd'"),
+    "unknown server kind": (
+        '[servers.primary]\nkind="powerdns"',
+        "servers.primary.kind",
+        "'bind', 'knot' or 'nsd'",
+    ),
     "unparsable duration unit": ('[link]\ndelay="5 parsecs"', "link.delay", "use us, ms, s"),
     "rate in bytes": ('[link]\nrate="10mbps"', "link.rate", "bits per second"),
-    "rate without unit": ('[link]\nrate=100', "link.rate", "no unit"),
+    "rate without unit": ("[link]\nrate=100", "link.rate", "no unit"),
     "bad TSIG algorithm": ('tsig_algorithm="hmac-md5"', "tsig_algorithm", "hmac-sha256"),
     "TOML syntax error": ("[link\ndelay=1", "", "TOML syntax error"),
     "unknown transport": ('transports=["doh"]', "transports[0]", "'xot-tsig'"),
@@ -30,33 +33,58 @@ BAD_SCENARIOS = {
     "empty xfr list": ("xfr=[]", "xfr", "at least 1"),
     "wrong type": ('repeats="three"', "repeats", "wrong type"),
     "zero repeats": ("repeats=0", "repeats", "greater than or equal to 1"),
-    "option of another server": ('[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
-                                 "servers.primary.options", "allowed: max-transfer"),
-    "option of wrong type": ('[servers.secondary]\nkind="knot"\noptions={tcp-workers="many"}',
-                             "servers.secondary.options", "must be int"),
-    "global sysctl per host": ('[hosts.primary.sysctl]\n"net.core.rmem_max"=1',
-                               "hosts.primary.sysctl", "cannot be set per host"),
-    "unknown congestion control": ('[hosts.secondary]\ncongestion_control="compound"',
-                                   "hosts.secondary.congestion_control", "'bbr'"),
-    "matrix key that does not exist": ('[matrix]\n"link.bogus"=["1ms"]', "link.bogus",
-                                       "in the matrix case"),
-    "bad value in matrix": ('[matrix]\n"link.delay"=["1ms","-1ms"]', "link.delay",
-                            "matrix case link.delay=-1ms"),
-    "matrix value not a list": ('[matrix]\n"link.delay"="1ms"', "matrix.link.delay",
-                                "valid list"),
-    "matrix over transports": ('[matrix]\ntransports=[["tcp"]]', "matrix.transports",
-                               "top-level key"),
+    "option of another server": (
+        '[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
+        "servers.primary.options",
+        "allowed: max-transfer",
+    ),
+    "option of wrong type": (
+        '[servers.secondary]\nkind="knot"\noptions={tcp-workers="many"}',
+        "servers.secondary.options",
+        "must be int",
+    ),
+    "global sysctl per host": (
+        '[hosts.primary.sysctl]\n"net.core.rmem_max"=1',
+        "hosts.primary.sysctl",
+        "cannot be set per host",
+    ),
+    "unknown congestion control": (
+        '[hosts.secondary]\ncongestion_control="compound"',
+        "hosts.secondary.congestion_control",
+        "'bbr'",
+    ),
+    "matrix key that does not exist": (
+        '[matrix]\n"link.bogus"=["1ms"]',
+        "link.bogus",
+        "in the matrix case",
+    ),
+    "bad value in matrix": (
+        '[matrix]\n"link.delay"=["1ms","-1ms"]',
+        "link.delay",
+        "matrix case link.delay=-1ms",
+    ),
+    "matrix value not a list": ('[matrix]\n"link.delay"="1ms"', "matrix.link.delay", "valid list"),
+    "matrix over transports": (
+        '[matrix]\ntransports=[["tcp"]]',
+        "matrix.transports",
+        "top-level key",
+    ),
     "unknown link direction": ('[link.sideways]\ndelay="1ms"', "link.sideways", "forward, reverse"),
     "parameter of another loss model": (
-        '[link.forward.loss]\nmodel="gemodel"\np="1%"\np13="3%"', "link.forward.loss",
-        "do not apply to loss model 'gemodel'"),
+        '[link.forward.loss]\nmodel="gemodel"\np="1%"\np13="3%"',
+        "link.forward.loss",
+        "do not apply to loss model 'gemodel'",
+    ),
     "MTU too small": ("[link]\nmtu=100", "link.mtu", "greater than or equal to 576"),
     "jitter without delay": ('[link]\njitter="5ms"', "link.forward", "needs a delay"),
     "records on the tiny preset": ("[zones]\nrecords=5", "zones", "omit 'records'"),
     "zones on a non-hosting preset": ('[zones]\npreset="tld"\nzones=5', "zones", "hosting preset"),
     "bad origin": ('[zones]\norigin="a..b"', "zones.origin", "not a valid domain name"),
-    "IXFR on a cold start": ('trigger="cold-start"\nxfr=["axfr","ixfr"]', "(top level)",
-                             "always a full transfer"),
+    "IXFR on a cold start": (
+        'trigger="cold-start"\nxfr=["axfr","ixfr"]',
+        "(top level)",
+        "always a full transfer",
+    ),
     "unknown client pull": ('client_pulls=["curl"]', "client_pulls[0]", "'own' or 'kdig'"),
     "zero timeout": ("timeout=0", "timeout", "more than 0"),
     "unknown trigger": ('trigger="carrier-pigeon"', "trigger", "'cold-start'"),
@@ -76,7 +104,9 @@ def test_bad_scenario_is_rejected_with_file_key_and_fix(name: str, tmp_path: Pat
     assert words in message
 
 
-def test_cli_exit_status_2_and_no_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_exit_status_2_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('transports=["doh"]')
     assert main(["run", "--dry-run", str(path)]) == 2
@@ -117,11 +147,15 @@ def test_matrix_expands_to_product_of_axes_transports_and_xfr(tmp_path: Path) ->
 
 def test_matrix_table_values_merge_into_the_table(tmp_path: Path) -> None:
     path = tmp_path / "m.toml"
-    path.write_text('[zones]\norigin="x."\nseed=7\n[matrix]\n'
-                    'zones=[{preset="tiny"},{preset="tld",records=5000}]\n')
+    path.write_text(
+        '[zones]\norigin="x."\nseed=7\n[matrix]\n'
+        'zones=[{preset="tiny"},{preset="tld",records=5000}]\n'
+    )
     cases = spec.load(path).cases
-    assert [(c.scenario.zones.preset, c.scenario.zones.record_count, c.scenario.zones.seed)
-            for c in cases] == [("tiny", 2, 7), ("tld", 5000, 7)]
+    assert [
+        (c.scenario.zones.preset, c.scenario.zones.record_count, c.scenario.zones.seed)
+        for c in cases
+    ] == [("tiny", 2, 7), ("tld", 5000, 7)]
 
 
 def test_no_matrix_gives_one_case_per_transport_and_xfr(tmp_path: Path) -> None:

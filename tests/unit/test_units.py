@@ -5,8 +5,16 @@ from harness import units
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("150ms", 0.15), ("200us", 0.0002), ("1.5s", 1.5), ("2m", 120.0), (3, 3.0), ("0", 0.0),
-     (" 10 ms ", 0.01), ("250µs", 0.00025)],
+    [
+        ("150ms", 0.15),
+        ("200us", 0.0002),
+        ("1.5s", 1.5),
+        ("2m", 120.0),
+        (3, 3.0),
+        ("0", 0.0),
+        (" 10 ms ", 0.01),
+        ("250µs", 0.00025),
+    ],
 )
 def test_durations(text: str | int, seconds: float) -> None:
     assert units.parse_duration(text) == pytest.approx(seconds, abs=1e-12)
@@ -14,8 +22,12 @@ def test_durations(text: str | int, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("-5ms", "negative"), ("5parsecs", "unknown duration unit"), ("fast", "cannot parse"),
-     (True, "boolean")],
+    [
+        ("-5ms", "negative"),
+        ("5parsecs", "unknown duration unit"),
+        ("fast", "cannot parse"),
+        (True, "boolean"),
+    ],
 )
 def test_bad_durations(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -32,8 +44,13 @@ def test_rates(text: str, bits: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("10mbps", "ambiguous"), ("100", "no unit"), ("0mbit", "zero"), ("3 furlongs", "unknown"),
-     ("-1mbit", "negative")],
+    [
+        ("10mbps", "ambiguous"),
+        ("100", "no unit"),
+        ("0mbit", "zero"),
+        ("3 furlongs", "unknown"),
+        ("-1mbit", "negative"),
+    ],
 )
 def test_bad_rates(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -48,8 +65,9 @@ def test_sizes(text: str | int, size: int) -> None:
     assert units.parse_size(text) == size
 
 
-@pytest.mark.parametrize(("text", "percent"), [("0.5%", 0.5), ("100%", 100.0), (10, 10.0),
-                                               ("0", 0.0)])
+@pytest.mark.parametrize(
+    ("text", "percent"), [("0.5%", 0.5), ("100%", 100.0), (10, 10.0), ("0", 0.0)]
+)
 def test_percents(text: str | int, percent: float) -> None:
     assert units.parse_percent(text) == percent
 

@@ -1,0 +1,119 @@
+"""Driving linkem, the user-space link emulator: its config (pure) and its binary.
+
+linkem reads packets from NFQUEUE queues (one per direction), holds them for the configured
+delay and gives them back with a verdict, applying netem's loss, duplication and reordering
+models. Its probabilities are fractions (0..1); the scenario holds percent (0..100).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from harness.errors import EnvironmentProblem
+from harness.link.netem import gemodel_params, queue_packets, state_params
+from harness.spec import DirectionSpec, LinkSpec, LossSpec
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
+QUEUES = {"forward": 10, "reverse": 11}
+READY_LINE = "linkem ready"
+
+
+def find_binary() -> Path:
+    override = os.environ.get("XFRBENCH_LINKEM")
+    candidates = [Path(override)] if override else [DEFAULT_BINARY]
+    if not override and (found := shutil.which("linkem")):
+        candidates.append(Path(found))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise EnvironmentProblem(
+        f"the linkem binary is missing (looked at {', '.join(map(str, candidates))}); "
+        "build it with `make linkem` (cargo build --release --manifest-path linkem/Cargo.toml) "
+        "or point XFRBENCH_LINKEM at it"
+    )
+
+
+def _fraction(percent: float) -> float:
+    return round(percent / 100.0, 9)
+
+
+def loss_config(loss: LossSpec) -> dict[str, Any]:
+    if not loss.active:
+        return {"model": "none"}
+    if loss.model == "random":
+        return {
+            "model": "random",
+            "p": _fraction(loss.p),
+            "correlation": _fraction(loss.correlation),
+        }
+    if loss.model == "gemodel":
+        p, r, one_minus_h, one_minus_k = map(_fraction, gemodel_params(loss))
+        return {
+            "model": "gemodel",
+            "p": p,
+            "r": r,
+            "one_minus_h": one_minus_h,
+            "one_minus_k": one_minus_k,
+        }
+    p13, p31, p32, p23, p14 = map(_fraction, state_params(loss))
+    return {"model": "state", "p13": p13, "p31": p31, "p32": p32, "p23": p23, "p14": p14}
+
+
+def direction_config(
+    name: str, direction: DirectionSpec, *, queue: int, rtt: float
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "queue": queue,
+        "delay_us": round(direction.delay * 1e6),
+        "jitter_us": round(direction.jitter * 1e6),
+        "jitter_distribution": direction.jitter_distribution,
+        "delay_correlation": _fraction(direction.delay_correlation),
+        "loss": loss_config(direction.loss),
+        "duplicate": _fraction(direction.duplicate),
+        "duplicate_correlation": 0.0,
+        "reorder": _fraction(direction.reorder),
+        "reorder_correlation": 0.0,
+        "reorder_gap": direction.reorder_gap,
+        "queue_max_len": queue_packets(direction.rate, rtt, direction.mtu),
+    }
+
+
+def link_rtt(link: LinkSpec) -> float:
+    """Round-trip time the queues must cover: both delays plus both jitters."""
+    return link.forward.delay + link.forward.jitter + link.reverse.delay + link.reverse.jitter
+
+
+def config(
+    link: LinkSpec, *, stats_path: Path, stats_interval_ms: int = 200, every_direction: bool = False
+) -> dict[str, Any]:
+    """linkem's config for the impaired directions of `link` (an unimpaired one gets no queue).
+
+    every_direction queues unimpaired directions too: to measure the emulator's own cost.
+    """
+    rtt = link_rtt(link)
+    directions = [
+        direction_config(name, spec, queue=QUEUES[name], rtt=rtt)
+        for name, spec in (("forward", link.forward), ("reverse", link.reverse))
+        if spec.impaired or every_direction
+    ]
+    return {
+        "seed": link.seed,
+        "stats_path": str(stats_path),
+        "stats_interval_ms": stats_interval_ms,
+        "directions": directions,
+    }
+
+
+def read_stats(path: Path) -> dict[str, Any]:
+    """linkem's last stats snapshot ({} before the first one is written)."""
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}

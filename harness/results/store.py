@@ -1,0 +1,212 @@
+"""The run folder ``results/<run-id>/``: the durable record of a run.
+
+- ``run.json``: format version, run id, start (and end) time, whether the run was
+  interrupted, plus the caller's metadata (scenario, hash, provenance...). Always written to
+  a temp file and renamed, so a reader sees the old or the new file, never half of one.
+- ``transfers.jsonl``: one ``TransferRecord`` per line, appended and fsync'ed as each
+  transfer finishes: a Ctrl-C or a crash loses at most the line being written, and
+  ``load_run`` skips such a truncated last line.
+- ``summary.json`` / ``summary.csv``: written by ``finish()`` from transfers.jsonl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from harness.errors import UserInputError
+from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
+from harness.results.summary import summarize, to_csv
+
+RUN_JSON = "run.json"
+TRANSFERS = "transfers.jsonl"
+SUMMARY_JSON = "summary.json"
+SUMMARY_CSV = "summary.csv"
+
+
+def new_run_id(now: datetime.datetime | None = None) -> str:
+    """UTC timestamp + 6 random hex digits: sorts by start time, unique across hosts."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def _utc_text(now: datetime.datetime | None = None) -> str:
+    return (now or datetime.datetime.now(datetime.UTC)).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temp file in the same folder, fsync and rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RunStore:
+    """Writer of one run folder. Use ``RunStore.create(...)`` and ``with``: leaving the
+    block finishes the run (interrupted when it left by an exception, e.g. Ctrl-C)."""
+
+    def __init__(self, folder: Path, run_id: str, meta: dict[str, Any]) -> None:
+        self.folder = folder
+        self.run_id = run_id
+        self.meta = meta
+        self._lines: IO[str] | None = (folder / TRANSFERS).open("a", encoding="utf-8")
+        self.appended = 0
+        self.finished = False
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        run_id: str | None = None,
+        out: Path | None = None,
+        run_meta: dict[str, Any] | None = None,
+    ) -> RunStore:
+        """Make ``root/<run-id>/`` (or ``out``) and write its run.json.
+
+        Refuses an existing non-empty folder: a run never mixes into another run's files.
+        """
+        run_id = run_id or new_run_id()
+        if "/" in run_id or run_id in ("", ".", ".."):
+            raise UserInputError(f"run id {run_id!r} is not a plain folder name")
+        folder = Path(out) if out is not None else Path(root) / run_id
+        if folder.exists() and any(folder.iterdir()):
+            raise UserInputError(
+                f"result folder {folder} already exists and is not empty",
+                fix="pick another --out or run id, or remove the old run",
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = dict(run_meta or {})
+        reserved = {"format_version", "run_id", "started", "finished", "interrupted"}
+        clash = sorted(reserved & set(meta))
+        if clash:
+            raise ValueError(f"run_meta may not set {', '.join(clash)}")
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "run_id": run_id,
+            "started": _utc_text(),
+            "finished": None,
+            "interrupted": None,
+            **meta,
+        }
+        write_json_atomic(folder / RUN_JSON, meta)
+        return cls(folder, run_id, meta)
+
+    def append(self, record: TransferRecord) -> None:
+        """Append one record and make it durable before returning."""
+        if self._lines is None:
+            raise RuntimeError("the run is finished; no more records")
+        if record.run_id != self.run_id:
+            raise ResultFormatError(
+                f"record of run {record.run_id!r} appended to run {self.run_id!r}"
+            )
+        record.validate()
+        self._lines.write(record.to_json() + "\n")
+        self._lines.flush()
+        os.fsync(self._lines.fileno())
+        self.appended += 1
+
+    def finish(self, interrupted: bool = False) -> None:
+        """Close transfers.jsonl, write the summaries and the final run.json."""
+        if self.finished:
+            return
+        if self._lines is not None:
+            self._lines.close()
+            self._lines = None
+        _, records = load_run(self.folder)
+        summaries = summarize(records)
+        write_json_atomic(
+            self.folder / SUMMARY_JSON,
+            {
+                "format_version": FORMAT_VERSION,
+                "run_id": self.run_id,
+                "interrupted": interrupted,
+                "cases": [s.to_dict() for s in summaries],
+            },
+        )
+        _write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))
+        self.meta["finished"] = _utc_text()
+        self.meta["interrupted"] = interrupted
+        self.meta["transfers"] = len(records)
+        write_json_atomic(self.folder / RUN_JSON, self.meta)
+        self.finished = True
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.finish(interrupted=kind is not None)
+
+
+def load_run(path: Path) -> tuple[dict[str, Any], list[TransferRecord]]:
+    """(run.json, records) of a run folder. A truncated LAST line (a writer killed in the
+    middle of it) is skipped; a bad line anywhere else is an error."""
+    folder = Path(path)
+    try:
+        meta = json.loads((folder / RUN_JSON).read_text())
+    except FileNotFoundError:
+        raise UserInputError(f"{folder} is not a run folder (no {RUN_JSON})") from None
+    except json.JSONDecodeError as exc:
+        raise ResultFormatError(f"{folder / RUN_JSON}: {exc}") from None
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ResultFormatError(
+            f"{folder / RUN_JSON}: format_version {version!r}; this harness reads up to "
+            f"{FORMAT_VERSION}"
+        )
+    records: list[TransferRecord] = []
+    transfers = folder / TRANSFERS
+    if not transfers.exists():
+        return meta, records
+    raw = transfers.read_bytes()
+    lines = raw.split(b"\n")
+    complete_end = len(lines) - 1  # the part after the last newline is unfinished
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        last = number - 1 >= complete_end
+        try:
+            records.append(TransferRecord.from_json(line.decode("utf-8")))
+        except (ResultFormatError, UnicodeDecodeError) as exc:
+            if last:
+                break  # a killed writer's half line
+            raise ResultFormatError(f"{transfers}:{number}: {exc}") from None
+    return meta, records

@@ -1,0 +1,51 @@
+"""`xfrbench clean`: remove what killed runs left behind (and only that)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    clean = subparsers.add_parser(
+        "clean",
+        help="remove namespaces, processes, rules and sysctl changes left by killed runs",
+        description="Reads the testbed registries under /run/xfrbench/testbeds and undoes "
+        "exactly what they list for drivers that are no longer running. Nothing "
+        "is matched by name pattern; live runs are left alone.",
+    )
+    clean.add_argument("--json", action="store_true", help="machine-readable output")
+    clean.set_defaults(func=handle_clean)
+
+
+def handle_clean(args: argparse.Namespace) -> int:
+    import os
+
+    from harness.errors import EnvironmentProblem
+    from harness.testbed import clean_leftovers, find_strays
+
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("`xfrbench clean` needs root (namespaces, iptables, sysctl)")
+    problems: list[str] = []
+    removed = clean_leftovers(problems=problems)
+    strays = find_strays()
+    if args.json:
+        print(
+            json.dumps(
+                {"removed": removed, "problems": problems, "unlisted_namespaces": strays}, indent=2
+            )
+        )
+    else:
+        for line in removed:
+            print(f"removed {line}")
+        for line in problems:
+            print(f"problem: {line}")
+        for name in strays:
+            print(
+                f"note: namespace {name} is named like ours but no registry lists it; "
+                f"left alone (remove it with `ip netns delete {name}` if it is yours)"
+            )
+        if not removed and not problems:
+            print("nothing to clean")
+    return 1 if problems else 0

@@ -1,0 +1,228 @@
+"""Real transfers between real servers in namespaces, end to end through `xfrbench run`."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.results.store import load_run
+from harness.runner import CaseRun, resolve_binaries, run_scenario, support_problem
+from harness.testbed import Testbed
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.netns,
+    pytest.mark.servers,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
+]
+
+
+def _run(tmp_path: Path, text: str) -> tuple[dict, list]:
+    path = tmp_path / "scenario.toml"
+    path.write_text(text)
+    run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
+    meta, records = load_run(run_dir)
+    assert meta["spec_hash"] and meta["interrupted"] is False
+    assert (run_dir / "summary.json").exists() and (run_dir / "summary.csv").exists()
+    return meta, records
+
+
+def _assert_verified(records: list, expected: int) -> None:
+    assert len(records) == expected, [r.error for r in records]
+    for record in records:
+        assert record.ok and record.verified, (record.case, record.error)
+        assert record.duration_s is not None and record.duration_s > 0
+        assert record.serial > 0
+        # Sizes come from the servers' own logs; NSD 4.6 and Knot log fewer of them.
+        assert record.records is None or record.records > 0
+
+
+def test_each_server_as_primary_and_secondary_axfr_ixfr_tsig_notify(tmp_path: Path) -> None:
+    meta, records = _run(
+        tmp_path,
+        """
+repeats = 2
+timeout = "30s"
+transports = ["tcp-tsig"]
+xfr = ["axfr", "ixfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 800
+origin = "pairs.example."
+ixfr_changes = 6
+[matrix]
+servers = [
+  { primary = { kind = "bind" }, secondary = { kind = "knot" } },
+  { primary = { kind = "knot" }, secondary = { kind = "nsd" } },
+  { primary = { kind = "nsd" }, secondary = { kind = "bind" } },
+]
+""",
+    )
+    _assert_verified(records, 3 * 2 * 2)
+    assert {(r.primary, r.secondary) for r in records} == {
+        ("bind", "knot"),
+        ("knot", "nsd"),
+        ("nsd", "bind"),
+    }
+    for record in records:
+        assert record.phases["notify_sent"] > 0 and record.phases["served"] == record.duration_s
+        if record.xfr == "ixfr":
+            # An IXFR carries the change set, not the zone.
+            assert record.records is None or record.records < 100, record
+    # BIND logs its own view of the transfer; it is stored beside the measurement.
+    bind_in = [r for r in records if r.secondary == "bind"]
+    assert all(r.server_logged["secondary"]["serial"] == r.serial for r in bind_in)
+
+
+def test_xot_cells_run_where_supported_and_say_why_not_elsewhere(tmp_path: Path) -> None:
+    meta, records = _run(
+        tmp_path,
+        """
+repeats = 2
+timeout = "30s"
+transports = ["xot", "xot-tsig"]
+xfr = ["axfr"]
+trigger = "retransfer"
+client_pulls = ["own", "kdig"]
+[zones]
+preset = "tld"
+records = 600
+origin = "xot.example."
+[matrix]
+servers = [
+  { primary = { kind = "bind" }, secondary = { kind = "bind" } },
+  { primary = { kind = "bind" }, secondary = { kind = "nsd" } },
+  { primary = { kind = "nsd" }, secondary = { kind = "bind" } },
+  { primary = { kind = "knot" }, secondary = { kind = "bind" } },
+]
+""",
+    )
+    supported = [r for r in records if r.primary == "bind"]
+    # 2 pairs x 2 transports x (server, own reader, kdig) x 2 repeats
+    _assert_verified(supported, 2 * 2 * 3 * 2)
+    assert {r.method for r in supported} == {
+        "server-to-server",
+        "client-pull-own",
+        "client-pull-kdig",
+    }
+    own = [r for r in supported if r.method == "client-pull-own"]
+    assert all(r.phases["tls"] > 0 for r in own)
+    unsupported = [r for r in records if r.primary != "bind"]
+    assert len(unsupported) == 4 and all(r.unsupported and not r.ok for r in unsupported)
+    reasons = {r.primary: r.error for r in unsupported}
+    assert "ALPN" in reasons["nsd"] and "Knot 3.2" in reasons["knot"]
+
+
+def test_retransfer_forces_axfr_and_refresh_does_ixfr(tmp_path: Path) -> None:
+    meta, records = _run(
+        tmp_path,
+        """
+repeats = 2
+timeout = "30s"
+transports = ["tcp"]
+xfr = ["axfr", "ixfr"]
+trigger = "retransfer"
+[zones]
+preset = "tld"
+records = 1000
+origin = "re.example."
+[servers.primary]
+kind = "knot"
+[servers.secondary]
+kind = "bind"
+""",
+    )
+    _assert_verified(records, 4)
+    axfr = [r for r in records if r.xfr == "axfr"]
+    ixfr = [r for r in records if r.xfr == "ixfr"]
+    assert all(r.records >= 1000 for r in axfr)  # the whole zone, per BIND's own log
+    assert all(r.records < 100 for r in ixfr)
+    assert all("control_returned" in r.phases for r in records)
+
+
+def test_cold_start_of_a_secondary_with_200_hosting_zones(tmp_path: Path) -> None:
+    meta, records = _run(
+        tmp_path,
+        """
+repeats = 1
+timeout = "120s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "cold-start"
+[zones]
+preset = "hosting"
+zones = 200
+origin = "hosting.example."
+[servers.primary]
+kind = "knot"
+[servers.secondary]
+kind = "bind"
+""",
+    )
+    _assert_verified(records, 1)
+    record = records[0]
+    assert record.zone == "200 zones" and record.extra["zones"] == 200
+    assert record.server_logged["secondary_transfers"] >= 200
+
+
+def test_verification_catches_a_corrupted_secondary_copy(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'repeats = 1\ntimeout = "30s"\n[zones]\npreset = "tld"\nrecords = 300\n'
+        'origin = "corrupt.example."\n'
+    )
+    loaded = spec.load(path)
+    case = loaded.cases[0]
+    binaries = resolve_binaries(loaded)
+    bind = next(iter(binaries.values()))
+    assert support_problem(case, bind, bind) is None
+    from harness import zonegen
+    from harness.runner import _zone_spec
+
+    zones = zonegen.generate(_zone_spec(case.scenario))
+    with Testbed(case.scenario.link, case.scenario.hosts, tmp_path / "tb") as testbed:
+        run = CaseRun(case, tmp_path / "case", testbed, bind, bind, zones, None, None)
+        try:
+            run.start_primary()
+            secondary = run.make_secondary()
+            run._spawn("secondary", secondary)
+            zone, serial = run.first_zone, zones.files[0].serial
+            run._wait_serving("secondary", testbed.secondary.address, zone, serial, 60)
+            assert run.verify(zone, serial)[0]
+            # Change one record of the secondary's copy on disk, keep the serial, restart.
+            run.stop("secondary")
+            copy = secondary.setup.zones[0].file
+            deadline = time.monotonic() + 10
+            while not copy.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            text = copy.read_text()
+            lines = [
+                i for i, line in enumerate(text.splitlines()) if "\tNS\t" in line or " NS " in line
+            ]
+            assert lines, "the secondary wrote no zone file"
+            rows = text.splitlines()
+            rows[lines[-1]] = rows[lines[-1]].rstrip().rstrip(".") + "x."
+            copy.write_text("\n".join(rows) + "\n")
+            run._spawn("secondary", secondary)
+            run._wait_serving("secondary", testbed.secondary.address, zone, serial, 60)
+            ok, problem, _ = run.verify(zone, serial)
+            assert not ok and problem and "digest" in problem
+        finally:
+            run.stop("secondary")
+            run.stop("primary")
+
+
+def test_run_json_records_provenance(tmp_path: Path) -> None:
+    meta, records = _run(
+        tmp_path,
+        'repeats = 1\ntimeout = "30s"\n[zones]\npreset = "tiny"\norigin = "tiny.example."\n',
+    )
+    _assert_verified(records, 1)
+    assert meta["format_version"] == 1 and meta["link_backend"] in {"netem", "linkem"}
+    assert any(s["kind"] == "bind" and s["version"] for s in meta["servers"].values())
+    assert meta["host"] and meta["scenario"]["zones"]["preset"] == "tiny"
