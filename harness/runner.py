@@ -43,6 +43,7 @@ from harness.xfr import PullResult, TsigKey, XfrTimeout, compare_zones
 from harness.xfr.notify_watch import NotifyWatch
 from harness.xfr.poll import query_soa_serial, wait_for_serial
 from harness.xfr.pull import digest_of_wire, pull, xot_context
+from harness.zonegen.cache import link_or_copy
 
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 TLS_HOSTNAME = "primary.xfrbench.test"
@@ -173,7 +174,7 @@ class CaseRun:
         entries = []
         for zone in self.zones.files:
             target = zone_dir / f"{zone.origin}zone"
-            _place(zone.path, target)
+            link_or_copy(zone.path, target)
             entries.append(ZoneEntry(zone.origin, target))
         notify = self.scenario.trigger == "notify"
         self.primary = make_server(
@@ -235,8 +236,9 @@ class CaseRun:
         proc = self.procs.get(role)
         if proc is not None and proc.poll() is not None:
             server = self.primary if role == "primary" else self.secondary
-            tail = _tail(server.log_path) if server else ""
-            tail = tail or _tail(server.setup.workdir / "stderr.log") if server else ""
+            tail = ""
+            if server is not None:  # its log says why, or else its stderr
+                tail = _tail(server.log_path) or _tail(server.setup.workdir / "stderr.log")
             raise CaseFailed(f"the {role} exited with status {proc.returncode}: {tail}")
 
     def _wait_serving(
@@ -292,7 +294,7 @@ class CaseRun:
         change = zonegen.change_set(
             _zone_spec(self.scenario), serial_to=serial, changes=_changes(self.scenario)
         )
-        _place(change.zone_path, self.primary.setup.zones[0].file)
+        link_or_copy(change.zone_path, self.primary.setup.zones[0].file)
         notify = self.scenario.trigger == "notify"
         watch = (
             NotifyWatch(self.testbed.primary.netns, self.testbed.secondary.address)
@@ -349,19 +351,6 @@ class CaseRun:
             return False, f"could not read the primary's copy: {reference.error}", copy
         problem = compare_zones(reference, copy)
         return problem is None, problem, copy
-
-
-def _place(source: Path, target: Path) -> None:
-    """Atomically put a zone file where a server reads it (hardlink when possible)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    try:
-        os.link(source, tmp)
-    except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
 
 
 def _tail(path: Path, lines: int = 5) -> str:

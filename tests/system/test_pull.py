@@ -7,7 +7,6 @@ kills exactly that pid at the end; readiness is an SOA answer, never a sleep.
 
 from __future__ import annotations
 
-import datetime
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness import netns as netns_mod
+from harness.secrets import new_tls
 from harness.xfr import TsigKey, compare_zones
 from harness.xfr.digest import zone_digest_dnspython
 from harness.xfr.kdig import kdig_pull
@@ -67,72 +67,8 @@ def zone_text(serial: int, hosts: int) -> str:
 
 def make_tls_files(folder: Path) -> tuple[Path, Path, Path]:
     """A per-test CA and a server certificate for TLS_NAME and 127.0.0.1: (ca, cert, key)."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "xfrbench test CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, TLS_NAME)]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName(TLS_NAME), x509.IPAddress(ipaddress.ip_address(ADDRESS))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_path, cert_path, key_path = folder / "ca.crt", folder / "server.crt", folder / "server.key"
-    ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-    return ca_path, cert_path, key_path
+    files = new_tls(folder, TLS_NAME, ADDRESS)
+    return files.ca_cert, files.cert, files.key
 
 
 def key_clause(key: TsigKey) -> str:
