@@ -53,7 +53,7 @@ linkem:
 # The default scenario: prints what the host offers, then runs quick.toml and its table.
 demo: setup
 	$(XFRBENCH) doctor
-	$(XFRBENCH) run scenarios/quick.toml
+	$(XFRBENCH) run scenarios/quick.toml --report
 
 lint: venv
 	$(VENV)/bin/ruff check harness tests bench

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness import ui
-from harness.errors import XfrbenchError
+from harness.errors import UserInputError, XfrbenchError
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -75,7 +75,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     from harness.runner import run_scenario
 
-    run_scenario(loaded, results_root=args.results, out=args.out, run_id=args.run_id)
+    if args.sample_interval <= 0:
+        raise UserInputError(
+            f"--sample-interval must be more than 0 s, got {args.sample_interval:g}",
+            key="--sample-interval",
+            fix="e.g. --sample-interval 0.5",
+        )
+    if args.prometheus_port is not None and not 0 <= args.prometheus_port <= 65535:
+        raise UserInputError(
+            f"--prometheus-port {args.prometheus_port} is not a TCP port",
+            key="--prometheus-port",
+            fix="pick 1024-65535, e.g. 9100 (0 picks a free one)",
+        )
+    run_dir = run_scenario(
+        loaded,
+        results_root=args.results,
+        out=args.out,
+        run_id=args.run_id,
+        prometheus_port=args.prometheus_port,
+        sample_interval=args.sample_interval,
+    )
+    if args.report:
+        from harness.report.cli import write_and_print
+
+        write_and_print(run_dir)
     return 0
 
 
@@ -91,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=_cmd_doctor)
 
     from harness.link import cli as link_cli
+    from harness.report import cli as report_cli
     from harness.testbed import cli as testbed_cli
     from harness.zonegen import cli as zones_cli
 
@@ -113,7 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder that holds run folders (default: results)",
     )
     run.add_argument("--run-id", help="name of the run folder (default: time + random)")
+    run.add_argument(
+        "--prometheus-port",
+        type=int,
+        metavar="PORT",
+        help="serve live metrics for Prometheus on 127.0.0.1:PORT while the run goes on",
+    )
+    run.add_argument(
+        "--sample-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often servers' CPU, memory and sockets are sampled (default 1 s; "
+        "every transfer's start and end are sampled too)",
+    )
+    run.add_argument(
+        "--report", action="store_true", help="write RUN_DIR/report.html when the run ends"
+    )
     run.set_defaults(func=_cmd_run)
+    report_cli.register(sub)
     return parser
 
 

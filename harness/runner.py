@@ -31,8 +31,9 @@ from typing import Any
 
 from harness import ui, zonegen
 from harness.errors import EnvironmentProblem, XfrbenchError
+from harness.metrics.sampler import Sampler, Target
 from harness.results.model import TransferRecord
-from harness.results.store import RunStore, write_json_atomic
+from harness.results.store import SAMPLES, RunStore, write_json_atomic
 from harness.secrets import TlsFiles, new_tls, new_tsig
 from harness.servers import logs
 from harness.servers.adapters import Server, ServerSetup, ZoneEntry, make_server
@@ -133,6 +134,8 @@ class CaseRun:
     secondary: Server | None = None
     procs: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
+    sampler: Sampler | None = None
+    bound: dict[str, float] = field(default_factory=dict)  # bit/s, see case_bound()
 
     @property
     def scenario(self) -> Scenario:
@@ -217,20 +220,51 @@ class CaseRun:
         out = open(server.setup.workdir / "stdout.log", "ab")  # noqa: SIM115 - owned by proc
         err = open(server.setup.workdir / "stderr.log", "ab")  # noqa: SIM115
         proc = self.testbed.spawn(
-            host, server.argv(), stdout=out, stderr=err, cwd=server.setup.workdir
+            host, server.argv(), stdout=out, stderr=err, cwd=server.setup.workdir, cgroup=role
         )
         out.close()
         err.close()
         self.procs[role] = proc
+        _wait_entered(proc, host.netns)
+        self._watch()
 
     def stop(self, role: str) -> None:
         proc = self.procs.pop(role, None)
         if proc is not None:
+            self._watch()  # stop sampling it before it goes
             self.testbed.stop(proc)
         server = self.primary if role == "primary" else self.secondary
         if server is not None:
             with contextlib.suppress(FileNotFoundError):
                 server.setup.socket_path.unlink()
+
+    # --- sampling --------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Point the sampler at the servers running now (a cold start restarts one)."""
+        if self.sampler is None:
+            return
+        servers = {"primary": self.primary, "secondary": self.secondary}
+        targets = [
+            Target(
+                role=role,
+                server=servers[role].kind if servers[role] else "",
+                pid=proc.pid,
+                cgroup=self.testbed.cgroup_of(proc),
+            )
+            for role, proc in self.procs.items()
+        ]
+        hosts = self.testbed.describe()["hosts"]
+        ranges = {
+            role: _port_range(hosts[role]["sysctls"].get("net.ipv4.ip_local_port_range"))
+            for role in ("primary", "secondary")
+        }
+        self.sampler.watch(self.case.name, targets, self.testbed.link_counters, ranges)
+
+    def mark(self, event: str, repeat: int) -> None:
+        """A sample of every server right at a transfer's start or end."""
+        if self.sampler is not None:
+            self.sampler.mark(event, repeat)  # type: ignore[arg-type]
 
     def _alive(self, role: str) -> None:
         proc = self.procs.get(role)
@@ -351,6 +385,49 @@ class CaseRun:
             return False, f"could not read the primary's copy: {reference.error}", copy
         problem = compare_zones(reference, copy)
         return problem is None, problem, copy
+
+
+def _wait_entered(proc: Any, netns: str, limit: float = 2.0) -> None:
+    """Wait until `proc` (started through cgroup and netns wrappers that exec in place) lives
+    in `netns`: until then /proc/<pid>/net shows the host's sockets, not the server's."""
+    want = os.stat(Path("/run/netns", netns)).st_ino
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == want:
+                return
+        except OSError:
+            return
+        time.sleep(0.002)
+
+
+def _port_range(text: str | None) -> tuple[int, int]:
+    try:
+        low, high = (int(word) for word in (text or "").split())
+    except ValueError:
+        return (32768, 60999)  # the kernel's default
+    return (low, high)
+
+
+def case_bound(case: Case, describe: dict[str, Any]) -> dict[str, float]:
+    """The model bounds (bit/s) a transfer's throughput is read against: primary -> secondary
+    data over the configured link with the hosts' effective buffers (DESIGN.md)."""
+    from harness.link.linktest import compute_bound
+
+    bounds = compute_bound(case.scenario.link, describe)
+    named = {
+        "model": bounds.model_bps,
+        "rate": bounds.rate_goodput_bps,
+        "receive_window": bounds.receive_window_bps,
+        "send_window": bounds.send_window_bps,
+        "mathis": bounds.mathis_bps,
+        "pftk": bounds.pftk_bps,
+    }
+    return {
+        key: float(value)
+        for key, value in named.items()
+        if value is not None and value > 0 and value != float("inf")
+    }
 
 
 def _tail(path: Path, lines: int = 5) -> str:
@@ -481,6 +558,7 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
         serial = warmup + repeat
         run.testbed.flush_route_metrics()
         started_at = time.time()
+        run.mark("transfer-start", repeat)
         try:
             trigger_time = run.publish(serial)
             phases = dict(run.phases)
@@ -499,9 +577,11 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
                 "secondary", run.testbed.secondary.address, zone, serial, run.timeout
             )
         except XfrTimeout as exc:
+            run.mark("transfer-end", repeat)
             _failed(store, case, repeat, zone, serial, str(exc))
             progress()
             continue
+        run.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
         duration = done - t0
         phases["served"] = duration
         ok, problem, copy = run.verify(zone, serial)
@@ -519,6 +599,7 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
                 error=problem,
                 verified=ok,
                 phases=phases,
+                bound=run.bound,
                 server_logged={"secondary": logged_in, "primary": logged_out},
                 extra={
                     "zone_records": copy.records if copy.ok else None,
@@ -541,13 +622,16 @@ def run_cold_start_repeats(run: CaseRun, store: RunStore, progress: Callable[[],
         started_at = time.time()
         t0 = time.monotonic()
         run._spawn("secondary", secondary)
+        run.mark("transfer-start", repeat)
         try:
             done = _wait_all_zones(run, origins, serial, t0 + run.timeout)
         except XfrTimeout as exc:
+            run.mark("transfer-end", repeat)
             _failed(store, case, repeat, label, serial, str(exc))
             run.stop("secondary")
             progress()
             continue
+        run.mark("transfer-end", repeat)
         duration = done - t0
         problems = []
         records = 0
@@ -569,6 +653,7 @@ def run_cold_start_repeats(run: CaseRun, store: RunStore, progress: Callable[[],
                 error="; ".join(problems[:5]) or None,
                 verified=not problems,
                 phases={"served": duration},
+                bound=run.bound,
                 server_logged={
                     "secondary_transfers": len([e for e in logged if e.direction == "in"])
                 },
@@ -627,6 +712,7 @@ def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]
         for repeat in range(1, run.scenario.repeats + 1):
             tb.flush_route_metrics()
             port = 853 if run.tls else 53
+            run.mark("transfer-start", repeat)
             if method == "own":
                 result = pull(
                     tb.primary.address,
@@ -656,6 +742,7 @@ def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]
                     digest=True,
                 )
                 got = result.digest
+            run.mark("transfer-end", repeat)
             verified = result.ok and got == reference.digest
             error = result.error
             if result.ok and not verified:
@@ -678,6 +765,7 @@ def run_client_pulls(run: CaseRun, store: RunStore, progress: Callable[[], None]
                     ok=result.ok and verified,
                     error=error,
                     verified=verified,
+                    bound=run.bound,
                     phases={
                         k: v
                         for k, v in (
@@ -710,6 +798,7 @@ def run_case(
     store: RunStore,
     binaries: dict[tuple[ServerKind, str | None], ServerBinary],
     progress: Callable[[], None],
+    sampler: Sampler | None = None,
 ) -> None:
     scenario = case.scenario
     servers = scenario.servers
@@ -739,7 +828,18 @@ def run_case(
             if case.transport.startswith("xot")
             else None
         )
-        run = CaseRun(case, case_dir, testbed, primary_bin, secondary_bin, zones, tsig, tls)
+        run = CaseRun(
+            case,
+            case_dir,
+            testbed,
+            primary_bin,
+            secondary_bin,
+            zones,
+            tsig,
+            tls,
+            sampler=sampler,
+            bound=case_bound(case, testbed.describe()),
+        )
         try:
             run.start_primary()
             if scenario.trigger == "cold-start":
@@ -753,6 +853,8 @@ def run_case(
         finally:
             for role in ("secondary", "primary"):
                 run.stop(role)
+            if sampler is not None:
+                sampler.unwatch()
         write_json_atomic(
             case_dir / "case.json",
             {
@@ -762,6 +864,7 @@ def run_case(
                 "xfr": case.xfr,
                 "scenario": case.scenario.model_dump(mode="json"),
                 "testbed": testbed.describe(),
+                "bound_bps": run.bound,
                 "primary": {"kind": primary_bin.kind, "version": primary_bin.version},
                 "secondary": {"kind": secondary_bin.kind, "version": secondary_bin.version},
             },
@@ -802,8 +905,15 @@ def run_scenario(
     results_root: Path,
     out: Path | None = None,
     run_id: str | None = None,
+    prometheus_port: int | None = None,
+    sample_interval: float = 1.0,
 ) -> Path:
-    """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results."""
+    """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
+
+    Servers are sampled every `sample_interval` seconds and at each transfer's start and end
+    (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
+    way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if os.geteuid() != 0:
@@ -814,8 +924,40 @@ def run_scenario(
     binaries = resolve_binaries(loaded)
     console = ui.console()
     interrupted = False
-    with RunStore.create(results_root, run_id, out, run_meta(loaded, binaries)) as store:
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(
+            RunStore.create(results_root, run_id, out, run_meta(loaded, binaries))
+        )
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
+        exporter = None
+        if prometheus_port is not None:
+            from harness.metrics.exporter import Exporter
+
+            exporter = stack.enter_context(
+                Exporter(store.run_id, loaded.scenario.name, loaded.spec_hash, port=prometheus_port)
+            )
+            store.listeners.append(exporter.observe_transfer)
+            for case in loaded.cases:
+                servers = case.scenario.servers
+                exporter.expect_transfers(
+                    case.name,
+                    servers.primary.kind,
+                    servers.secondary.kind,
+                    case.transport,
+                    case.xfr,
+                    methods=(
+                        "server-to-server",
+                        *(f"client-pull-{m}" for m in case.scenario.client_pulls),
+                    ),
+                )
+            console.print(f"metrics for Prometheus on http://127.0.0.1:{exporter.port}/metrics")
+        sampler = stack.enter_context(
+            Sampler(
+                store.folder / SAMPLES,
+                sample_interval,
+                on_sample=exporter.observe_sample if exporter else None,
+            )
+        )
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
@@ -832,13 +974,23 @@ def run_scenario(
                         store,
                         binaries,
                         lambda task=task: bar.advance(task),
+                        sampler,
                     )
                     bar.update(task, completed=transfers_per_case(case.scenario))
         except KeyboardInterrupt:
             interrupted = True
             console.print("[yellow]interrupted: finished transfers are kept[/]")
         finally:
+            sampler.close()  # its last lines go into the summary
+            store.meta["sampler"] = {
+                "interval_s": sample_interval,
+                "sample_cost_s": sampler.sample_cost_s,
+                "errors": sampler.errors,
+            }
             store.finish(interrupted=interrupted)
+    from harness.metrics.openmetrics import write_openmetrics
+
+    write_openmetrics(store.folder)
     print_summary(store.folder, console)
     if interrupted:
         raise KeyboardInterrupt

@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -29,6 +30,7 @@ RUN_JSON = "run.json"
 TRANSFERS = "transfers.jsonl"
 SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"
+SAMPLES = "samples.jsonl"  # written by harness.metrics.sampler while the run goes on
 
 
 def new_run_id(now: datetime.datetime | None = None) -> str:
@@ -86,6 +88,8 @@ class RunStore:
         self._lines: IO[str] | None = (folder / TRANSFERS).open("a", encoding="utf-8")
         self.appended = 0
         self.finished = False
+        # Called with each record once it is durable (the live Prometheus exporter).
+        self.listeners: list[Callable[[TransferRecord], None]] = []
 
     @classmethod
     def create(
@@ -138,6 +142,8 @@ class RunStore:
         self._lines.flush()
         os.fsync(self._lines.fileno())
         self.appended += 1
+        for listener in self.listeners:
+            listener(record)
 
     def finish(self, interrupted: bool = False) -> None:
         """Close transfers.jsonl, write the summaries and the final run.json."""
@@ -155,6 +161,7 @@ class RunStore:
                 "run_id": self.run_id,
                 "interrupted": interrupted,
                 "cases": [s.to_dict() for s in summaries],
+                "resources": _resources(self.folder / SAMPLES),
             },
         )
         _write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))
@@ -174,6 +181,15 @@ class RunStore:
         tb: TracebackType | None,
     ) -> None:
         self.finish(interrupted=kind is not None)
+
+
+def _resources(samples: Path) -> dict[str, Any]:
+    """Per-case CPU, memory, TIME_WAIT and link figures from the run's samples, if taken."""
+    if not samples.exists():
+        return {}
+    from harness.metrics.resources import load_samples, summarize_resources
+
+    return summarize_resources(load_samples(samples))
 
 
 def load_run(path: Path) -> tuple[dict[str, Any], list[TransferRecord]]:

@@ -38,6 +38,7 @@ class CaseSummary:
     throughput_bps: float | None  # median of bytes * 8 / duration_s
     records_per_s: float | None  # median of records / duration_s
     unstable: bool
+    bound_bps: float | None = None  # the model bound the throughput is read against
     transport: str | None = None
     xfr: str | None = None
     primary: str | None = None
@@ -80,6 +81,7 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
     stdev = statistics.stdev(durations) if len(durations) >= 2 else None
     cv = stdev / mean if stdev is not None and mean else None
     unstable = len(durations) < MIN_STABLE_N or (cv is not None and cv > MAX_STABLE_CV)
+    bounds = [r.bound["model"] for r in records if r.bound.get("model")]
     return CaseSummary(
         case=case,
         n=len(records),
@@ -95,6 +97,7 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
         throughput_bps=statistics.median(rates) if rates else None,
         records_per_s=statistics.median(rr_rates) if rr_rates else None,
         unstable=unstable,
+        bound_bps=statistics.median(bounds) if bounds else None,
         transport=_common(records, "transport"),
         xfr=_common(records, "xfr"),
         primary=_common(records, "primary"),
@@ -131,6 +134,7 @@ CSV_FIELDS = [
     "cv",
     "throughput_bps",
     "records_per_s",
+    "bound_bps",
     "unstable",
 ]
 

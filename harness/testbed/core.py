@@ -25,6 +25,7 @@ from typing import IO, Any
 from harness.errors import EnvironmentProblem, ToolFailed, UserInputError, XfrbenchError
 from harness.link import linkem
 from harness.link.netem import netem_argv, parse_tc_stats, rate_argv
+from harness.metrics import cgroup as cgroups
 from harness.spec import PER_HOST_SYSCTLS, DirectionSpec, HostsSpec, LinkSpec
 from harness.testbed import plan as planning
 from harness.testbed import registry as reg
@@ -151,6 +152,7 @@ class Testbed:
         self._iptables: list[list[str]] = []
         self._applied: dict[str, dict[str, str]] = {}
         self._effective: dict[str, dict[str, str]] = {}
+        self._cgroups: dict[int, cgroups.Cgroup] = {}
         self._init_sysctls: list[dict[str, str]] = []
         self._linkem_config: dict[str, Any] | None = None
         self._linkem_proc: subprocess.Popen[Any] | None = None
@@ -552,14 +554,26 @@ class Testbed:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         text: bool = False,
+        cgroup: str | None = None,
     ) -> subprocess.Popen[Any]:
         """Start `argv` inside `host`'s namespace and register it for teardown.
 
         `ip netns exec` execs the command in place, so the pid is the command's own. A new
         session keeps a terminal's Ctrl-C from reaching it: the testbed stops it, in order.
+        With `cgroup` (a short name, e.g. the server's role) the process runs in a cgroup of
+        its own, entered before exec so that forked children are counted too; the cgroup is
+        recorded before the process so that teardown stops the process, then removes it.
         """
+        full_argv = host.argv(argv)
+        group = None
+        layout = cgroups.detect() if cgroup is not None else None
+        if layout is not None and layout.kind != "proc":  # else: sampled from /proc instead
+            name = f"xfb-{self.testbed_id}-{cgroup}"
+            self._add("cgroup", paths=cgroups.cgroup_dirs(name, layout))  # listed before made
+            group = cgroups.Cgroup.create(name, layout)
+            full_argv = cgroups.attach_argv(group.procs_files, full_argv)
         proc = subprocess.Popen(
-            host.argv(argv),
+            full_argv,
             stdout=stdout,
             stderr=stderr,
             cwd=cwd,
@@ -576,7 +590,13 @@ class Testbed:
             argv=argv,
         )
         self._procs[proc.pid] = (proc, item)
+        if group is not None:
+            self._cgroups[proc.pid] = group
         return proc
+
+    def cgroup_of(self, proc: subprocess.Popen[Any]) -> cgroups.Cgroup | None:
+        """The cgroup `proc` was spawned in (None: not asked for, or none can be made here)."""
+        return self._cgroups.get(proc.pid)
 
     def stop(self, proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
         """SIGTERM, wait up to `timeout`, then SIGKILL; returns the exit status."""
@@ -591,6 +611,14 @@ class Testbed:
         entry = self._procs.pop(proc.pid, None)
         if entry is not None and self._registry is not None:
             self._registry.discard(entry[1])
+        group = self._cgroups.pop(proc.pid, None)
+        if group is not None:
+            cgroups.remove(group.paths)
+            if self._registry is not None:
+                for item in self._registry.items:
+                    if item.get("kind") == "cgroup" and item.get("paths") == group.paths:
+                        self._registry.discard(item)
+                        break
         return int(proc.returncode)
 
     # --- between repetitions, and observations --------------------------------------------------
@@ -614,9 +642,9 @@ class Testbed:
         else:
             for name, _ in self._directions():
                 counters[name] = self._qdisc_counters(self._egress(name), "netem")
-        for name, spec in self._directions():
-            if spec.rate:
-                counters[name]["htb"] = self.rate_counters()[name]
+        rated = self.rate_counters() if any(spec.rate for _, spec in self._directions()) else {}
+        for name, counts in rated.items():
+            counters[name]["htb"] = counts
         return counters
 
     def _qdisc_counters(self, dev: str, kind: str) -> dict[str, Any]:

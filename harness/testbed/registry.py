@@ -71,7 +71,7 @@ def normalize_sysctl(value: str) -> str:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # kill | iptables | netns | sysctl | cc_allowed | file
+    kind: str  # kill | iptables | netns | sysctl | cc_allowed | cgroup | file
     target: str
     detail: dict[str, Any] = field(default_factory=dict)
     item: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -128,6 +128,8 @@ def plan_cleanup(
                 )
             if added:
                 actions.append(Action("cc_allowed", " ".join(added), {"added": added}, item))
+        elif kind == "cgroup":
+            actions.append(Action("cgroup", " ".join(item["paths"]), dict(item), item))
         elif kind == "file":
             if not item.get("keep"):
                 actions.append(Action("file", item["path"], dict(item), item))
@@ -372,6 +374,13 @@ def _execute_one(action: Action) -> str:
         if restored != normalize_sysctl(current):
             write_sysctl(CC_ALLOWED, restored)
         return f"sysctl {CC_ALLOWED} restored to {restored!r}"
+    if action.kind == "cgroup":
+        from harness.metrics.cgroup import remove
+
+        left = remove(detail["paths"])
+        if left:
+            return f"!cgroup not removed: {', '.join(left)}"
+        return f"cgroup {action.target}"
     if action.kind == "file":
         try:
             Path(action.target).unlink()

@@ -1,0 +1,17 @@
+"""Per-host observation of a run: what each server costs and what the link did.
+
+- procfs: /proc parsers and readers (TCP sockets by state, TIME_WAIT, ephemeral ports,
+  retransmits of a server's namespace; the process-tree fallback for CPU and memory).
+- cgroup: one cgroup per server (v2 or v1) for its CPU seconds and memory.
+- sampler: the thread writing results/<run-id>/samples.jsonl.
+- resources: the per-case summary of those samples (summary["resources"]).
+
+samples.jsonl holds one JSON object per line. A server line:
+    t, event ("periodic" | "transfer-start" | "transfer-end"), case, repeat (int | null),
+    role, server, pid, source ("cgroup-v1" | "cgroup-v2" | "proc"),
+    cpu_user_s, cpu_system_s (cumulative), rss_bytes, peak_rss_bytes, memory_bytes,
+    tcp {inuse, orphan, time_wait, alloc}, tcp_states {state: n, non-zero only},
+    ephemeral_ports_in_use, retrans_segs, tcp_timeouts, active_opens, passive_opens
+A link line: t, event, case, repeat, role "link", direction, passed, dropped (cumulative).
+A reader that fails leaves its line out (see Sampler.errors); no line is half-filled.
+"""

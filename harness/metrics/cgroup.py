@@ -1,0 +1,327 @@
+"""One cgroup per server process, for its CPU seconds and memory, on cgroup v2 or v1.
+
+Layouts, chosen by `detect()` from /proc/self/mountinfo:
+- "v2": a cgroup2 hierarchy offering the memory controller (users' hosts, systemd). The
+  groups go under <mount>/xfrbench/ with `+memory` in both subtree_controls. The cpu
+  controller is not needed: cpu.stat's usage/user/system are there without it (and enabling
+  it fails while realtime threads exist).
+- "v1": separate cpuacct and memory hierarchies (hybrid hosts such as the build VM, where the
+  cgroup2 tree at /sys/fs/cgroup/unified has no controllers). One group in each.
+- "proc": neither can be used; the caller samples the process tree in /proc instead.
+
+A server joins its groups before it execs (`attach_argv`), so the children it forks (NSD)
+are counted too. Groups are created at the hierarchy's root, beside the host's own, not
+inside the driver's group: v2 forbids processes in a group whose controllers are delegated
+to children, and the driver's group holds the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import EnvironmentProblem
+
+PARENT = "xfrbench"
+_RMDIR_WAIT = 5.0
+
+
+@dataclass(frozen=True)
+class CgroupUsage:
+    """CPU and memory of one server; `source` says where they came from."""
+
+    cpu_user_s: float
+    cpu_system_s: float
+    rss_bytes: int  # anon memory (v2 anon, v1 total_rss, or VmRSS)
+    peak_rss_bytes: int | None  # v1 max_usage_in_bytes, v2 memory.peak (incl. cache), VmHWM
+    memory_bytes: int | None  # charged memory incl. page cache; None for the proc source
+    source: str  # "cgroup-v1" | "cgroup-v2" | "proc"
+
+
+@dataclass(frozen=True)
+class Mount:
+    mountpoint: str
+    fstype: str
+    options: frozenset[str]  # super options: v1 controller names live here
+
+
+@dataclass(frozen=True)
+class Layout:
+    kind: str  # "v2" | "v1" | "proc"
+    cpu_root: str | None  # hierarchy root holding cpu figures (v2: the only root)
+    memory_root: str | None
+    reason: str  # one line for doctor / run.json
+
+    @property
+    def roots(self) -> list[str]:
+        return list(dict.fromkeys(r for r in (self.cpu_root, self.memory_root) if r))
+
+
+# --- pure parsers -----------------------------------------------------------------------
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def parse_mountinfo(text: str) -> list[Mount]:
+    mounts = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        mounts.append(Mount(_unescape(fields[4]), tail[0], frozenset(tail[2].split(","))))
+    return mounts
+
+
+def choose_layout(mounts: list[Mount], v2_controllers: dict[str, str]) -> Layout:
+    """The layout for these mounts; `v2_controllers` maps each cgroup2 mountpoint to the text
+    of its cgroup.controllers."""
+    for mount in mounts:
+        if mount.fstype == "cgroup2":
+            offered = v2_controllers.get(mount.mountpoint, "").split()
+            if "memory" in offered:
+                root = mount.mountpoint
+                return Layout("v2", root, root, f"cgroup v2 at {root} offers memory")
+    cpu = next((m for m in mounts if m.fstype == "cgroup" and "cpuacct" in m.options), None)
+    memory = next((m for m in mounts if m.fstype == "cgroup" and "memory" in m.options), None)
+    if cpu and memory:
+        return Layout(
+            "v1",
+            cpu.mountpoint,
+            memory.mountpoint,
+            f"cgroup v1 cpuacct at {cpu.mountpoint}, memory at {memory.mountpoint}",
+        )
+    return Layout("proc", None, None, "no cgroup hierarchy offers both cpu and memory figures")
+
+
+def parse_flat_keyed(text: str) -> dict[str, int]:
+    """`key value` lines (cpu.stat, cpuacct.stat, memory.stat)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].lstrip("-").isdigit():
+            out[words[0]] = int(words[1])
+    return out
+
+
+def parse_cpu_stat_v2(text: str) -> tuple[float, float]:
+    """cpu.stat (microseconds) -> (user s, system s)."""
+    stat = parse_flat_keyed(text)
+    return stat["user_usec"] / 1e6, stat["system_usec"] / 1e6
+
+
+def parse_cpuacct_stat_v1(text: str, user_hz: int = 100) -> tuple[float, float]:
+    """cpuacct.stat (USER_HZ ticks, 10 ms) -> (user s, system s)."""
+    stat = parse_flat_keyed(text)
+    return stat["user"] / user_hz, stat["system"] / user_hz
+
+
+parse_memory_stat = parse_flat_keyed
+
+
+def anon_bytes(memory_stat: dict[str, int]) -> int:
+    """Resident anonymous memory: v2 `anon`, v1 `total_rss` (hierarchical) or `rss`."""
+    for key in ("anon", "total_rss", "rss"):
+        if key in memory_stat:
+            return memory_stat[key]
+    raise ValueError("memory.stat has none of anon, total_rss, rss")
+
+
+def cgroup_dirs(name: str, layout: Layout) -> list[str]:
+    """Every directory `Cgroup.create(name, layout)` makes, parents first (for a registry
+    entry written before they exist)."""
+    _check_name(name)
+    out = []
+    for root in layout.roots:
+        out += [os.path.join(root, PARENT), os.path.join(root, PARENT, name)]
+    return out
+
+
+def attach_argv(procs_files: list[str], argv: list[str]) -> list[str]:
+    """`argv` wrapped so that the process joins the cgroups first and then execs in place.
+
+    `sh` writes its own pid ($$) to each procs file and execs `argv`, so the server keeps
+    the pid sh had (the one Popen returned) and everything it forks starts inside. The
+    count comes first, so any argv (even one holding "--") is passed on untouched.
+    """
+    script = (
+        'n=$1; shift; while [ "$n" -gt 0 ]; do '
+        'echo $$ > "$1" || { echo "xfrbench: cannot join cgroup $1" >&2; exit 126; }; '
+        "shift; n=$((n - 1)); done; "
+        'exec "$@"'
+    )
+    return ["sh", "-c", script, "xfrbench-attach", str(len(procs_files)), *procs_files, *argv]
+
+
+def _check_name(name: str) -> None:
+    if not name or "/" in name or name in (".", "..") or "\n" in name:
+        raise ValueError(f"{name!r} is not a plain cgroup name")
+
+
+# --- thin I/O ---------------------------------------------------------------------------
+
+
+def detect() -> Layout:
+    """The layout this host offers to the driver (root needed to write to it)."""
+    mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+    controllers = {}
+    for mount in mounts:
+        if mount.fstype == "cgroup2":
+            with contextlib.suppress(OSError):
+                path = os.path.join(mount.mountpoint, "cgroup.controllers")
+                controllers[mount.mountpoint] = Path(path).read_text()
+    layout = choose_layout(mounts, controllers)
+    if layout.kind != "proc" and not all(os.access(r, os.W_OK) for r in layout.roots):
+        return Layout("proc", None, None, f"{layout.reason}, but not writable (needs root)")
+    return layout
+
+
+def _enable_memory(directory: str) -> None:
+    control = os.path.join(directory, "cgroup.subtree_control")
+    if "memory" not in Path(control).read_text().split():
+        Path(control).write_text("+memory")
+
+
+class Cgroup:
+    """One server's groups (one per hierarchy the layout uses)."""
+
+    def __init__(self, name: str, layout: Layout, paths: list[str]) -> None:
+        self.name = name
+        self.layout = layout
+        self.paths = paths  # every directory created (parents included), for teardown
+
+    @classmethod
+    def create(cls, name: str, layout: Layout | None = None) -> Cgroup:
+        """Make <root>/xfrbench/<name> in each hierarchy; an existing group is reused."""
+        layout = layout or detect()
+        if layout.kind == "proc":
+            raise EnvironmentProblem(f"no cgroup to create {name!r} in: {layout.reason}")
+        dirs = cgroup_dirs(name, layout)
+        made: list[str] = []
+        try:
+            for parent, child in zip(dirs[::2], dirs[1::2], strict=True):
+                # Another testbed may remove the shared parent between our two mkdirs.
+                for attempt in range(5):
+                    try:
+                        os.makedirs(parent, exist_ok=True)
+                        if layout.kind == "v2":
+                            _enable_memory(os.path.dirname(parent))
+                            _enable_memory(parent)
+                        os.makedirs(child, exist_ok=True)
+                        break
+                    except FileNotFoundError:
+                        if attempt == 4:
+                            raise
+                made += [parent, child]
+        except OSError as exc:
+            remove(made)
+            raise EnvironmentProblem(
+                f"cannot create cgroup {name!r} ({layout.reason}): {exc}; run as root, "
+                "or on a host whose cgroups the driver may write"
+            ) from exc
+        return cls(name, layout, made)
+
+    def _dir(self, root: str | None) -> str:
+        assert root is not None
+        return os.path.join(root, PARENT, self.name)
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [os.path.join(self._dir(root), "cgroup.procs") for root in self.layout.roots]
+
+    def pids(self) -> list[int]:
+        pids: set[int] = set()
+        for path in self.procs_files:
+            with contextlib.suppress(FileNotFoundError):
+                pids.update(map(int, Path(path).read_text().split()))
+        return sorted(pids)
+
+    def read(self) -> CgroupUsage:
+        cpu = self._dir(self.layout.cpu_root)
+        memory = self._dir(self.layout.memory_root)
+        if self.layout.kind == "v2":
+            user, system = parse_cpu_stat_v2(_read(cpu, "cpu.stat"))
+            peak_text = _read_optional(memory, "memory.peak")  # Linux 5.19+
+            current = int(_read(memory, "memory.current"))
+        else:
+            user, system = parse_cpuacct_stat_v1(_read(cpu, "cpuacct.stat"), _user_hz())
+            peak_text = _read_optional(memory, "memory.max_usage_in_bytes")
+            current = int(_read(memory, "memory.usage_in_bytes"))
+        return CgroupUsage(
+            cpu_user_s=user,
+            cpu_system_s=system,
+            rss_bytes=anon_bytes(parse_memory_stat(_read(memory, "memory.stat"))),
+            peak_rss_bytes=int(peak_text) if peak_text is not None else None,
+            memory_bytes=current,
+            source=f"cgroup-{self.layout.kind}",
+        )
+
+
+def _user_hz() -> int:
+    return os.sysconf("SC_CLK_TCK")  # the USER_HZ that cpuacct.stat counts in
+
+
+def _read(directory: str, name: str) -> str:
+    with open(os.path.join(directory, name)) as f:
+        return f.read()
+
+
+def _read_optional(directory: str, name: str) -> str | None:
+    try:
+        return _read(directory, name)
+    except FileNotFoundError:
+        return None
+
+
+def _has_child_groups(path: str) -> bool:
+    try:
+        return any(entry.is_dir() for entry in os.scandir(path))
+    except FileNotFoundError:
+        return False
+
+
+def remove(paths: list[str], wait: float = _RMDIR_WAIT) -> list[str]:
+    """Remove the groups in `paths`, deepest first; returns what could not be removed.
+
+    A group still holding a dying process answers EBUSY for a moment: retried up to `wait`
+    seconds. A parent that still has child groups (another testbed's) is left alone; one
+    already gone is fine.
+    """
+    problems = []
+    for path in sorted(dict.fromkeys(paths), key=lambda p: p.count("/"), reverse=True):
+        if _has_child_groups(path):
+            if os.path.basename(path) != PARENT:
+                problems.append(f"{path}: still has child groups")
+            continue
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EBUSY and os.path.basename(path) == PARENT:
+                    break  # another testbed's group appeared meanwhile: it is theirs now
+                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                    problems.append(f"{path}: {exc.strerror}")
+                    break
+                time.sleep(0.05)
+    return problems

@@ -1,0 +1,160 @@
+"""Per-case resource summary of samples.jsonl (summary["resources"][case]), pure.
+
+Counters (CPU seconds, retransmits, link packets) are summed over consecutive samples rather
+than taken as last minus first, as Prometheus' increase() does: a counter that starts again
+from zero (a restarted server has a new pid and a new cgroup; a rebuilt namespace has new
+TCP counters) adds its new value, so a figure never comes out negative and a restart in the
+middle of a case loses nothing but what was spent between the last sample before and the
+restart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserInputError
+
+Sample = dict[str, Any]
+SERVER_ROLES = ("primary", "secondary")
+
+
+def load_samples(path: Path) -> list[Sample]:
+    """All lines of a samples.jsonl; a truncated last line (a run killed mid-write) is
+    dropped, a broken line elsewhere is an error. A missing file is no samples."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    samples: list[Sample] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise UserInputError(
+                f"line {number} is not JSON",
+                file=path,
+                fix="the samples file is damaged; re-run the scenario",
+            ) from None
+        if not isinstance(value, dict):
+            raise UserInputError(f"line {number} is not a JSON object", file=path)
+        samples.append(value)
+    return samples
+
+
+def _same_process(a: Sample, b: Sample) -> bool:
+    # A restarted server is a new process with a new cgroup: its counters start at zero.
+    return a.get("pid") == b.get("pid") and a.get("source") == b.get("source")
+
+
+def _always(a: Sample, b: Sample) -> bool:
+    return True
+
+
+def _cpu(sample: Sample) -> float:
+    return float(sample["cpu_user_s"]) + float(sample["cpu_system_s"])
+
+
+def counter_delta(
+    samples: list[Sample],
+    value: Callable[[Sample], float],
+    continuous: Callable[[Sample, Sample], bool] = _always,
+) -> float:
+    """Increase of a cumulative counter over time-ordered samples, across resets: where it
+    went down, or `continuous` says a new counter began, the new value counts from zero."""
+    total = 0.0
+    for a, b in itertools.pairwise(samples):
+        now = value(b)
+        step = now - value(a)
+        total += step if step >= 0 and continuous(a, b) else now
+    return total
+
+
+def _transfer_cpu(samples: list[Sample]) -> list[tuple[float, float]]:
+    """(user, system) CPU seconds of each transfer, from its start and end marks."""
+    starts: dict[Any, Sample] = {}
+    ends: dict[Any, Sample] = {}
+    for sample in samples:
+        if sample.get("event") == "transfer-start":
+            starts.setdefault(sample.get("repeat"), sample)  # the first start
+        elif sample.get("event") == "transfer-end":
+            ends[sample.get("repeat")] = sample  # the last end
+    out = []
+    for repeat, start in starts.items():
+        end = ends.get(repeat)
+        if end is None or end["t"] < start["t"] or not _same_process(start, end):
+            continue
+        user = float(end["cpu_user_s"]) - float(start["cpu_user_s"])
+        system = float(end["cpu_system_s"]) - float(start["cpu_system_s"])
+        if user >= 0 and system >= 0:
+            out.append((user, system))
+    return out
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 6) if values else None
+
+
+def _role_summary(samples: list[Sample]) -> dict[str, Any]:
+    per = _transfer_cpu(samples)
+    return {
+        "cpu_s_per_transfer": {
+            "user": _median([u for u, _ in per]),
+            "system": _median([s for _, s in per]),
+            "total": _median([u + s for u, s in per]),
+        },
+        "cpu_s_total": round(counter_delta(samples, _cpu, _same_process), 6),
+        "peak_rss_bytes": max(
+            max(int(s.get("rss_bytes") or 0), int(s.get("peak_rss_bytes") or 0)) for s in samples
+        ),
+        "peak_time_wait": max(int(s.get("tcp", {}).get("time_wait", 0)) for s in samples),
+        "peak_ephemeral_ports": max(int(s.get("ephemeral_ports_in_use", 0)) for s in samples),
+        "retrans_segs": int(counter_delta(samples, lambda s: int(s["retrans_segs"]))),
+        "tcp_timeouts": int(counter_delta(samples, lambda s: int(s["tcp_timeouts"]))),
+    }
+
+
+def _is_server(sample: Sample) -> bool:
+    return sample.get("role") != "link" and "cpu_user_s" in sample and "error" not in sample
+
+
+def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
+    """{case: {role: figures, "link": {direction: {passed, dropped}}}}; see the contract.
+
+    cpu_s_per_transfer is the median over transfers of the CPU used between a transfer's
+    start and end marks (None without marks); peak_rss_bytes the highest of the sampled RSS
+    and the kernel's peak (which counts from the server's start); the rest are peaks or
+    counter deltas over the case's samples.
+    """
+    cases: dict[str, list[Sample]] = {}
+    for sample in samples:
+        if "error" in sample or "case" not in sample or "t" not in sample:
+            continue
+        cases.setdefault(sample["case"], []).append(sample)
+    out: dict[str, dict[str, Any]] = {}
+    for case, lines in cases.items():
+        lines.sort(key=lambda s: s["t"])
+        result: dict[str, Any] = {}
+        roles = dict.fromkeys(s["role"] for s in lines if _is_server(s))
+        for role in sorted(roles, key=lambda r: (r not in SERVER_ROLES, r)):
+            result[role] = _role_summary([s for s in lines if s["role"] == role and _is_server(s)])
+        link: dict[str, dict[str, int]] = {}
+        directions = dict.fromkeys(s.get("direction") for s in lines if s.get("role") == "link")
+        for direction in sorted(d for d in directions if d):
+            steps = [s for s in lines if s.get("role") == "link" and s["direction"] == direction]
+            link[direction] = {
+                key: int(counter_delta(steps, lambda s, k=key: int(s[k])))
+                for key in ("passed", "dropped")
+            }
+        result["link"] = link
+        out[case] = result
+    return out

@@ -1,0 +1,89 @@
+"""Subcommands `report` and `compare`; the heavy imports (matplotlib, scipy) happen only
+when one of them runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from harness import ui
+
+
+def register(subparsers: Any) -> None:
+    from harness.report.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+
+    report = subparsers.add_parser(
+        "report", help="write RUN_DIR/report.html and print a summary of a run"
+    )
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder")
+    report.add_argument(
+        "--out", type=Path, metavar="FILE", help="write the HTML here (default RUN_DIR/report.html)"
+    )
+    report.set_defaults(func=cmd_report)
+
+    compare = subparsers.add_parser(
+        "compare",
+        help="compare two runs case by case; exit 1 on a significant regression",
+        description="Matches the cases of RUN_A (baseline) and RUN_B, prints medians with "
+        "bootstrap confidence intervals and the change. A change is significant when "
+        "|change| > --threshold and the two-sided Mann-Whitney p < --alpha. Exit status: "
+        "1 when B has a significant regression, 0 otherwise, 2 on bad input.",
+    )
+    compare.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run folder")
+    compare.add_argument("run_b", type=Path, metavar="RUN_B", help="run folder to check")
+    compare.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"smallest relative change that matters (default {DEFAULT_THRESHOLD}: 5 %%)",
+    )
+    compare.add_argument(
+        "--alpha",
+        type=float,
+        default=DEFAULT_ALPHA,
+        help=f"significance level of the rank test (default {DEFAULT_ALPHA})",
+    )
+    compare.add_argument(
+        "--allow-different-scenario",
+        action="store_true",
+        help="compare the shared cases of runs whose scenario spec hashes differ",
+    )
+    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    compare.set_defaults(func=cmd_compare)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    write_and_print(args.run_dir, args.out)
+    return 0
+
+
+def write_and_print(run_dir: Path, out: Path | None = None) -> Path:
+    """Write the run's report.html (or `out`) and print its summary and where it is."""
+    from harness.report.data import REPORT_HTML, load_report_data
+    from harness.report.html import write_report
+    from harness.report.text import print_summary
+
+    data = load_report_data(run_dir)
+    written = write_report(data, out or Path(run_dir) / REPORT_HTML)
+    print_summary(data, ui.console(), written)
+    return written
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report.compare import load_and_compare
+    from harness.report.text import print_comparison
+
+    result = load_and_compare(
+        args.run_a,
+        args.run_b,
+        threshold=args.threshold,
+        alpha=args.alpha,
+        allow_different_scenario=args.allow_different_scenario,
+    )
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        print_comparison(result, ui.console())
+    return result.exit_status

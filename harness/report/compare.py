@@ -1,0 +1,470 @@
+"""`xfrbench compare RUN_A RUN_B`: is run B slower than run A, case by case?
+
+Cases are matched by (case, method). For each: the median duration of each run with a
+percentile-bootstrap confidence interval, the relative change of B against A with its own
+bootstrap interval, and a two-sided Mann-Whitney U test. A change is significant only when
+it is larger than the threshold AND p < alpha: a small but consistent shift is noise for an
+operator, and a large shift on three transfers is luck. A significant slow-down is a
+regression, and so is a case whose transfers all failed in B but not in A; either makes the
+exit status 1, so the command can gate a server upgrade in CI.
+
+Everything but ``load_and_compare`` is pure; the bootstrap uses a fixed seed per case so the
+same two runs always print the same intervals.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserInputError
+from harness.report.data import SERVER_TO_SERVER, case_label, load_records
+from harness.results.model import TransferRecord
+from harness.results.store import RUN_JSON
+
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_ALPHA = 0.05
+MIN_N = 5  # fewer transfers per case and run: a single outlier moves the median
+MAX_CV = 0.10
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 5
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no-change"
+FAILED_IN_B = "failed-in-b"
+NEW_IN_B = "new-in-b"
+NO_DATA = "no-data"
+REGRESSIONS = (REGRESSION, FAILED_IN_B)
+
+
+# --- statistics (pure) ------------------------------------------------------------------
+
+
+def min_two_sided_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p an exact Mann-Whitney test can give for these sample sizes
+    (every value of one sample below every value of the other): 2 / C(n_a + n_b, n_a)."""
+    if n_a == 0 or n_b == 0:
+        return 1.0
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+def repeats_for_alpha(alpha: float) -> int:
+    """The fewest transfers per run (equal in both) for which p < alpha is possible at all."""
+    n = 1
+    while min_two_sided_p(n, n) >= alpha:
+        n += 1
+    return n
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean else None
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Two-sided Mann-Whitney U p-value (exact for small samples without ties)."""
+    if not a or not b:
+        return None
+    from scipy.stats import mannwhitneyu
+
+    p = float(mannwhitneyu(a, b, alternative="two-sided", method="auto").pvalue)
+    return 1.0 if math.isnan(p) else p  # every value tied: no evidence of a shift
+
+
+def _resampled_medians(values: Sequence[float], rng: Any) -> Any:
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    picks = rng.integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
+    return np.median(data[picks], axis=1)
+
+
+def bootstrap_intervals(
+    a: Sequence[float], b: Sequence[float], confidence: float, seed: int = BOOTSTRAP_SEED
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None]:
+    """Percentile-bootstrap intervals of median A, median B and median B / median A - 1.
+    None where a sample has fewer than 2 values (no spread to resample)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    tails = [50 * (1 - confidence), 100 - 50 * (1 - confidence)]
+
+    def interval(values: Any) -> tuple[float, float]:
+        low, high = np.percentile(values, tails)
+        return float(low), float(high)
+
+    meds_a = _resampled_medians(a, rng) if len(a) >= 2 else None
+    meds_b = _resampled_medians(b, rng) if len(b) >= 2 else None
+    ci_a = interval(meds_a) if meds_a is not None else None
+    ci_b = interval(meds_b) if meds_b is not None else None
+    ci_change = None
+    if meds_a is not None and meds_b is not None and np.all(meds_a > 0):
+        ci_change = interval(meds_b / meds_a - 1)
+    return ci_a, ci_b, ci_change
+
+
+# --- one case -----------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    attempts: int
+    n: int  # transfers that count (ok and verified)
+    failed: int  # not ok or not verified, unsupported included
+    median_s: float | None
+    ci_s: tuple[float, float] | None
+    cv: float | None
+    durations_s: list[float]
+
+
+@dataclass
+class CaseComparison:
+    case: str
+    method: str
+    a: Side
+    b: Side
+    change: float | None  # median B / median A - 1
+    change_ci: tuple[float, float] | None
+    p_value: float | None
+    min_p: float  # the smallest p these sample sizes allow
+    significant: bool
+    verdict: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return case_label(self.case, self.method)
+
+    @property
+    def regression(self) -> bool:
+        return self.verdict in REGRESSIONS
+
+
+def _side(records: list[TransferRecord]) -> Side:
+    durations = [float(r.duration_s) for r in records if r.counts and r.duration_s is not None]
+    return Side(
+        attempts=len(records),
+        n=len(durations),
+        failed=len(records) - len(durations),
+        median_s=statistics.median(durations) if durations else None,
+        ci_s=None,
+        cv=coefficient_of_variation(durations),
+        durations_s=durations,
+    )
+
+
+def stability_warnings(a: Side, b: Side, alpha: float) -> list[str]:
+    warnings = []
+    smallest = min(a.n, b.n)
+    if 0 < smallest < MIN_N:
+        floor = min_two_sided_p(a.n, b.n)
+        needed = max(MIN_N, repeats_for_alpha(alpha))
+        if floor >= alpha:
+            warnings.append(
+                f"unstable: n={a.n} vs {b.n}: the smallest two-sided Mann-Whitney p possible "
+                f"is {floor:.3g}, so no change can be significant at alpha {alpha:g}; run at "
+                f"least {needed} transfers per case in each run (scenario repeats)"
+            )
+        else:
+            warnings.append(
+                f"unstable: n={a.n} vs {b.n}: fewer than {MIN_N} transfers, one slow transfer "
+                f"moves the median; run at least {needed} transfers per case in each run"
+            )
+    for name, side in (("A", a), ("B", b)):
+        if side.cv is not None and side.cv > MAX_CV:
+            warnings.append(
+                f"unstable: run {name} spread is wide (CV {side.cv:.1%} > {MAX_CV:.0%}): "
+                "a busy host or a noisy link; its median is not a reliable figure"
+            )
+    if a.failed != b.failed and (a.attempts or b.attempts):
+        warnings.append(
+            f"failed or unverified transfers: {a.failed} of {a.attempts} in A, "
+            f"{b.failed} of {b.attempts} in B"
+        )
+    return warnings
+
+
+def compare_case(
+    case: str,
+    method: str,
+    records_a: list[TransferRecord],
+    records_b: list[TransferRecord],
+    *,
+    threshold: float,
+    alpha: float,
+) -> CaseComparison:
+    a, b = _side(records_a), _side(records_b)
+    a.ci_s, b.ci_s, change_ci = bootstrap_intervals(a.durations_s, b.durations_s, 1 - alpha)
+    change = None
+    if a.median_s and b.median_s is not None:
+        change = b.median_s / a.median_s - 1
+    p = mann_whitney_p(a.durations_s, b.durations_s)
+    significant = change is not None and p is not None and abs(change) > threshold and p < alpha
+    if a.n and b.n:
+        if significant and change is not None:
+            verdict = REGRESSION if change > 0 else IMPROVEMENT
+        else:
+            verdict = NO_CHANGE
+    elif a.n:
+        verdict = FAILED_IN_B
+    elif b.n:
+        verdict = NEW_IN_B
+    else:
+        verdict = NO_DATA
+    return CaseComparison(
+        case=case,
+        method=method,
+        a=a,
+        b=b,
+        change=change,
+        change_ci=change_ci,
+        p_value=p,
+        min_p=min_two_sided_p(a.n, b.n),
+        significant=significant,
+        verdict=verdict,
+        warnings=stability_warnings(a, b, alpha),
+    )
+
+
+# --- two runs -----------------------------------------------------------------------------
+
+
+@dataclass
+class Difference:
+    what: str
+    a: str
+    b: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.a} -> {self.b}"
+
+
+def _server_versions(meta: dict[str, Any]) -> dict[str, str]:
+    servers = meta.get("servers")
+    if not isinstance(servers, dict):
+        return {}
+    versions: dict[str, str] = {}
+    for key, value in servers.items():
+        if isinstance(value, dict):
+            kind = str(value.get("kind") or key.partition("@")[0])
+            name = kind if kind not in versions else str(key)  # two builds of one server
+            versions[name] = str(value.get("version") or "?")
+    return versions
+
+
+def metadata_differences(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list[Difference]:
+    """What differs between the two runs' environments (spec hash aside): server versions,
+    kernel, host, CPU, OS, link backend, harness commit."""
+    out = []
+    versions_a, versions_b = _server_versions(meta_a), _server_versions(meta_b)
+    for kind in sorted(set(versions_a) | set(versions_b)):
+        va, vb = versions_a.get(kind, "(absent)"), versions_b.get(kind, "(absent)")
+        if va != vb:
+            out.append(Difference(f"{kind} version", va, vb))
+    host_a = meta_a.get("host") if isinstance(meta_a.get("host"), dict) else {}
+    host_b = meta_b.get("host") if isinstance(meta_b.get("host"), dict) else {}
+    assert isinstance(host_a, dict) and isinstance(host_b, dict)
+    for key, what in (
+        ("kernel", "kernel"),
+        ("hostname", "host"),
+        ("cpu_model", "CPU"),
+        ("cpu_count", "CPU count"),
+        ("os", "OS"),
+        ("git_commit", "harness commit"),
+    ):
+        va, vb = host_a.get(key), host_b.get(key)
+        if key == "git_commit":  # as git prints it
+            va, vb = (str(v)[:12] if v else v for v in (va, vb))
+        if va != vb:
+            out.append(Difference(what, str(va or "(unknown)"), str(vb or "(unknown)")))
+    backend_a, backend_b = meta_a.get("link_backend"), meta_b.get("link_backend")
+    if backend_a != backend_b:
+        out.append(Difference("link backend", str(backend_a), str(backend_b)))
+    return out
+
+
+@dataclass
+class Comparison:
+    run_a: str
+    run_b: str
+    run_id_a: str
+    run_id_b: str
+    threshold: float
+    alpha: float
+    spec_hash_a: str | None
+    spec_hash_b: str | None
+    differences: list[Difference]
+    cases: list[CaseComparison]
+    only_in_a: list[str]
+    only_in_b: list[str]
+    warnings: list[str]
+
+    @property
+    def regressions(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.regression]
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.regressions else 0
+
+    def to_json(self) -> dict[str, Any]:
+        cases = []
+        for item in self.cases:
+            data = asdict(item)
+            data["label"] = item.label
+            data["regression"] = item.regression
+            cases.append(data)
+        return {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "run_id_a": self.run_id_a,
+            "run_id_b": self.run_id_b,
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "spec_hash_a": self.spec_hash_a,
+            "spec_hash_b": self.spec_hash_b,
+            "same_scenario": self.spec_hash_a == self.spec_hash_b,
+            "differences": [asdict(d) for d in self.differences],
+            "cases": cases,
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "warnings": self.warnings,
+            "regressions": [c.label for c in self.regressions],
+            "exit_status": self.exit_status,
+        }
+
+
+def _label(key: tuple[str, str]) -> str:
+    case, method = key
+    return case if method == SERVER_TO_SERVER else f"{case} [{method.removeprefix('client-')}]"
+
+
+def _groups(records: list[TransferRecord]) -> dict[tuple[str, str], list[TransferRecord]]:
+    groups: dict[tuple[str, str], list[TransferRecord]] = {}
+    for record in records:
+        groups.setdefault((record.case, record.method), []).append(record)
+    return groups
+
+
+def check_options(threshold: float, alpha: float) -> None:
+    if not (math.isfinite(threshold) and 0 <= threshold < 1):
+        raise UserInputError(
+            f"threshold {threshold:g} is outside 0..1",
+            key="--threshold",
+            fix="give a fraction: 0.05 means a 5 % change",
+        )
+    if not (math.isfinite(alpha) and 0 < alpha < 1):
+        raise UserInputError(
+            f"alpha {alpha:g} is outside 0..1", key="--alpha", fix="give e.g. 0.05 or 0.01"
+        )
+
+
+def _run_state(meta: dict[str, Any]) -> str | None:
+    if meta.get("interrupted") is True:
+        return "was interrupted (Ctrl-C)"
+    if meta.get("finished") is None:
+        return "never finished (no end time in run.json)"
+    return None
+
+
+def compare_runs(
+    meta_a: dict[str, Any],
+    records_a: list[TransferRecord],
+    meta_b: dict[str, Any],
+    records_b: list[TransferRecord],
+    *,
+    path_a: Path,
+    path_b: Path,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    allow_different_scenario: bool = False,
+) -> Comparison:
+    check_options(threshold, alpha)
+    warnings = []
+    hash_a, hash_b = meta_a.get("spec_hash"), meta_b.get("spec_hash")
+    if hash_a and hash_b and hash_a != hash_b:
+        if not allow_different_scenario:
+            raise UserInputError(
+                f"the runs ran different scenarios (spec_hash {str(hash_a)[:16]} in "
+                f"{Path(path_a) / RUN_JSON}, {str(hash_b)[:16]} here): their medians are not "
+                "comparable",
+                file=Path(path_b) / RUN_JSON,
+                key="spec_hash",
+                fix="compare two runs of one scenario, or pass --allow-different-scenario "
+                "to compare the cases they share anyway",
+            )
+        warnings.append(
+            f"different scenarios (spec hash {str(hash_a)[:16]} vs {str(hash_b)[:16]}), "
+            "compared because of --allow-different-scenario"
+        )
+    elif not hash_a or not hash_b:
+        warnings.append("a run has no spec_hash in run.json: cannot check the scenarios match")
+    for name, path, meta in (("A", path_a, meta_a), ("B", path_b, meta_b)):
+        state = _run_state(meta)
+        if state:
+            warnings.append(f"run {name} ({path}) {state}: some cases may be missing")
+    groups_a, groups_b = _groups(records_a), _groups(records_b)
+    common = [key for key in groups_a if key in groups_b]
+    if not common:
+        raise UserInputError(
+            f"no case of {path_a} ({len(groups_a)} cases) is in {path_b} "
+            f"({len(groups_b)} cases): nothing to compare",
+            fix="compare two runs of the same scenario",
+        )
+    cases = [
+        compare_case(
+            case,
+            method,
+            groups_a[(case, method)],
+            groups_b[(case, method)],
+            threshold=threshold,
+            alpha=alpha,
+        )
+        for case, method in common
+    ]
+    return Comparison(
+        run_a=str(path_a),
+        run_b=str(path_b),
+        run_id_a=str(meta_a.get("run_id") or Path(path_a).name),
+        run_id_b=str(meta_b.get("run_id") or Path(path_b).name),
+        threshold=threshold,
+        alpha=alpha,
+        spec_hash_a=str(hash_a) if hash_a else None,
+        spec_hash_b=str(hash_b) if hash_b else None,
+        differences=metadata_differences(meta_a, meta_b),
+        cases=cases,
+        only_in_a=[_label(k) for k in groups_a if k not in groups_b],
+        only_in_b=[_label(k) for k in groups_b if k not in groups_a],
+        warnings=warnings,
+    )
+
+
+def load_and_compare(
+    run_a: Path,
+    run_b: Path,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    allow_different_scenario: bool = False,
+) -> Comparison:
+    check_options(threshold, alpha)
+    meta_a, records_a = load_records(run_a)
+    meta_b, records_b = load_records(run_b)
+    return compare_runs(
+        meta_a,
+        records_a,
+        meta_b,
+        records_b,
+        path_a=Path(run_a),
+        path_b=Path(run_b),
+        threshold=threshold,
+        alpha=alpha,
+        allow_different_scenario=allow_different_scenario,
+    )

@@ -1,0 +1,542 @@
+"""The report's model: every number the report shows, computed from a run folder's files.
+
+``build_report_data`` is pure (run.json, records, summary.json, samples, case.json files in;
+a ``ReportData`` of plain numbers out); ``load_report_data`` reads the files around it. The
+renderers (figures, HTML, terminal) only format what is here, so tests check the numbers
+once and the rendering separately.
+
+Per-case duration figures come from ``harness.results.summary`` over transfers.jsonl (the
+same code that writes summary.json), so an interrupted run without summary.json reports the
+same figures a finished one would. Resource figures come from summary.json["resources"]
+when the run wrote it, else from samples.jsonl through ``harness.metrics.resources``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserInputError
+from harness.results.model import ResultFormatError, TransferRecord
+from harness.results.store import RUN_JSON, SAMPLES, SUMMARY_JSON, TRANSFERS, load_run
+from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, summarize_case
+from harness.units import format_duration, format_rate
+
+REPORT_HTML = "report.html"
+SERVER_ROLES = ("primary", "secondary")
+SERVER_TO_SERVER = "server-to-server"
+
+
+@dataclass(frozen=True)
+class ServerVersion:
+    kind: str
+    version: str | None
+    path: str | None
+
+
+@dataclass
+class RunInfo:
+    run_dir: str
+    run_id: str
+    scenario: str | None
+    description: str | None
+    scenario_path: str | None
+    spec_hash: str | None
+    started: str | None
+    finished: str | None
+    # "complete", "interrupted" (Ctrl-C, partial results kept) or "unfinished" (the writer
+    # died: run.json never got its end time)
+    state: str
+    git_commit: str | None
+    git_dirty: bool | None
+    hostname: str | None
+    os: str | None
+    kernel: str | None
+    cpu: str | None
+    servers: list[ServerVersion]
+    link_backend: str | None
+    transfers: int
+
+    @property
+    def interrupted(self) -> bool:
+        return self.state != "complete"
+
+
+@dataclass
+class CaseRow:
+    case: str
+    method: str
+    transport: str | None
+    xfr: str | None
+    primary: str | None
+    secondary: str | None
+    link: str | None  # the emulated link of the case, from cases/*/case.json
+    n: int
+    ok: int
+    failed: int
+    unsupported: int
+    failure_reasons: list[tuple[str, int]]  # (error, how many), most frequent first
+    unsupported_reasons: list[tuple[str, int]]
+    durations_s: list[float]  # the transfers that count, in the order they ran
+    median_s: float | None
+    p10_s: float | None
+    p90_s: float | None
+    cv: float | None
+    throughputs_bps: list[float]
+    throughput_bps: float | None  # median
+    bound_bps: dict[str, float]  # TransferRecord.bound keys, median over the case's records
+    unstable: bool
+    unstable_why: str | None
+
+    @property
+    def label(self) -> str:
+        return case_label(self.case, self.method)
+
+    @property
+    def model_bound_bps(self) -> float | None:
+        if "model" in self.bound_bps:
+            return self.bound_bps["model"]
+        return min(self.bound_bps.values()) if self.bound_bps else None
+
+    @property
+    def limited_by(self) -> str | None:
+        """Which bound the model figure is (rate, receive_window, ...), when it says."""
+        model = self.model_bound_bps
+        if model is None:
+            return None
+        for key, value in self.bound_bps.items():
+            if key != "model" and value == model:
+                return key
+        return None
+
+
+@dataclass
+class RoleResources:
+    role: str
+    cpu_user_s_per_transfer: float | None
+    cpu_system_s_per_transfer: float | None
+    cpu_total_s_per_transfer: float | None
+    cpu_s_total: float | None
+    peak_rss_bytes: int | None
+    peak_time_wait: int | None
+    peak_ephemeral_ports: int | None
+    retrans_segs: int | None
+    tcp_timeouts: int | None
+
+
+@dataclass
+class CaseResources:
+    case: str
+    roles: dict[str, RoleResources]
+    link: dict[str, dict[str, int]]  # direction -> {"passed": n, "dropped": n}
+
+
+@dataclass
+class ReportData:
+    run: RunInfo
+    cases: list[CaseRow]
+    resources: list[CaseResources]
+    resources_source: str | None  # "summary.json" or "samples.jsonl"
+    resources_note: str | None  # why there are none
+    # role -> [(seconds since the first sample, TIME_WAIT sockets)]
+    time_wait: dict[str, list[tuple[float, int]]]
+    case_spans: list[tuple[str, float, float]]  # (case, first, last sample) on that time axis
+    samples_note: str | None  # why there is no time series
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def uniform_link(self) -> str | None:
+        """The link description when every case ran on the same link, else None."""
+        links = {row.link for row in self.cases if row.link is not None}
+        return links.pop() if len(links) == 1 else None
+
+
+def _reasons(records: list[TransferRecord]) -> list[tuple[str, int]]:
+    counts = Counter(
+        (r.error or ("not verified" if r.ok and not r.verified else "no reason recorded")).strip()
+        for r in records
+    )
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _bounds(records: list[TransferRecord]) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for record in records:
+        for key, value in record.bound.items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+                values.setdefault(key, []).append(float(value))
+    return {key: statistics.median(items) for key, items in values.items()}
+
+
+def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[CaseRow]:
+    """One row per (case, method), in the order they first ran."""
+    groups: dict[tuple[str, str], list[TransferRecord]] = {}
+    for record in records:
+        groups.setdefault((record.case, record.method), []).append(record)
+    rows = []
+    for (case, method), items in groups.items():
+        summary = summarize_case(case, items)
+        counted = [r for r in items if r.counts]
+        durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
+        rates = [
+            r.bytes * 8 / r.duration_s for r in counted if r.bytes is not None and r.duration_s
+        ]
+        why = None  # a case with no result is not "unstable": the failures say why
+        if summary.unstable and durations:
+            if len(durations) < MIN_STABLE_N:
+                counted_text = (
+                    "1 verified transfer"
+                    if len(durations) == 1
+                    else (f"{len(durations)} verified transfers")
+                )
+                why = f"only {counted_text} (fewer than {MIN_STABLE_N})"
+            elif summary.cv is not None:
+                why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
+        failed = [r for r in items if not r.counts and not r.unsupported]
+        rows.append(
+            CaseRow(
+                case=case,
+                method=method,
+                transport=summary.transport,
+                xfr=summary.xfr,
+                primary=summary.primary,
+                secondary=summary.secondary,
+                link=links.get(case),
+                n=summary.n,
+                ok=summary.ok,
+                failed=summary.failed,
+                unsupported=summary.unsupported,
+                failure_reasons=_reasons(failed),
+                unsupported_reasons=_reasons([r for r in items if r.unsupported]),
+                durations_s=durations,
+                median_s=summary.median_s,
+                p10_s=summary.p10_s,
+                p90_s=summary.p90_s,
+                cv=summary.cv,
+                throughputs_bps=rates,
+                throughput_bps=summary.throughput_bps,
+                bound_bps=_bounds(items),
+                unstable=summary.unstable,
+                unstable_why=why,
+            )
+        )
+    return rows
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def run_info(run_dir: Path, meta: dict[str, Any], transfers: int) -> RunInfo:
+    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    assert isinstance(host, dict)
+    scenario = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
+    assert isinstance(scenario, dict)
+    servers = []
+    raw_servers = meta.get("servers")
+    if isinstance(raw_servers, dict):
+        for key, value in raw_servers.items():
+            if isinstance(value, dict):
+                servers.append(
+                    ServerVersion(
+                        kind=str(value.get("kind") or key.partition("@")[0]),
+                        version=_text(value.get("version")),
+                        path=_text(value.get("path")),
+                    )
+                )
+    if meta.get("interrupted") is True:
+        state = "interrupted"
+    elif meta.get("finished") is None:
+        state = "unfinished"
+    else:
+        state = "complete"
+    cpu = host.get("cpu_model")
+    if cpu and host.get("cpu_count"):
+        cpu = f"{cpu} x {host['cpu_count']}"
+    return RunInfo(
+        run_dir=str(run_dir),
+        run_id=str(meta.get("run_id") or run_dir.name),
+        scenario=_text(meta.get("scenario_name") or scenario.get("name")),
+        description=_text(scenario.get("description")),
+        scenario_path=_text(meta.get("scenario_path")),
+        spec_hash=_text(meta.get("spec_hash")),
+        started=_text(meta.get("started")),
+        finished=_text(meta.get("finished")),
+        state=state,
+        git_commit=_text(host.get("git_commit")),
+        git_dirty=host.get("git_dirty") if isinstance(host.get("git_dirty"), bool) else None,
+        hostname=_text(host.get("hostname")),
+        os=_text(host.get("os")),
+        kernel=_text(host.get("kernel")),
+        cpu=_text(cpu),
+        servers=servers,
+        link_backend=_text(meta.get("link_backend")),
+        transfers=transfers,
+    )
+
+
+def describe_direction(direction: dict[str, Any]) -> str:
+    """One direction of a link as in a scenario file: 'delay 50ms, loss random 1%, ...'."""
+    parts = []
+    delay = direction.get("delay") or 0
+    parts.append(f"delay {format_duration(float(delay))}")
+    if direction.get("jitter"):
+        parts.append(f"jitter {format_duration(float(direction['jitter']))}")
+    loss = direction.get("loss") if isinstance(direction.get("loss"), dict) else {}
+    assert isinstance(loss, dict)
+    p = loss.get("p") or loss.get("p13")
+    if p:
+        parts.append(f"loss {loss.get('model', 'random')} {p:g}%")
+    if direction.get("rate"):
+        parts.append(f"rate {format_rate(float(direction['rate']))}")
+    if direction.get("mtu") not in (None, 1500):
+        parts.append(f"mtu {direction['mtu']}")
+    return ", ".join(parts)
+
+
+def describe_link(link: dict[str, Any]) -> str | None:
+    forward = link.get("forward")
+    reverse = link.get("reverse")
+    if not isinstance(forward, dict) or not isinstance(reverse, dict):
+        return None
+    there, back = describe_direction(forward), describe_direction(reverse)
+    if there == back:
+        return f"{there} (each way)"
+    return f"primary->secondary {there}; secondary->primary {back}"
+
+
+def case_links(case_files: list[dict[str, Any]]) -> dict[str, str]:
+    """Case name -> link description, from the case.json files of cases/."""
+    links = {}
+    for data in case_files:
+        scenario = data.get("scenario")
+        if not isinstance(scenario, dict) or not isinstance(scenario.get("link"), dict):
+            continue
+        text = describe_link(scenario["link"])
+        if text and isinstance(data.get("case"), str):
+            links[data["case"]] = text
+    return links
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
+    """summary["resources"] (the contract's per-case resource summary) as dataclasses; a key
+    that is missing or not a number becomes None rather than an error."""
+    out = []
+    for case, by_role in resources.items():
+        if not isinstance(by_role, dict):
+            continue
+        roles = {}
+        for role in SERVER_ROLES:
+            figures = by_role.get(role)
+            if not isinstance(figures, dict):
+                continue
+            cpu = figures.get("cpu_s_per_transfer")
+            cpu = cpu if isinstance(cpu, dict) else {}
+            roles[role] = RoleResources(
+                role=role,
+                cpu_user_s_per_transfer=_float(cpu.get("user")),
+                cpu_system_s_per_transfer=_float(cpu.get("system")),
+                cpu_total_s_per_transfer=_float(cpu.get("total")),
+                cpu_s_total=_float(figures.get("cpu_s_total")),
+                peak_rss_bytes=_int(figures.get("peak_rss_bytes")),
+                peak_time_wait=_int(figures.get("peak_time_wait")),
+                peak_ephemeral_ports=_int(figures.get("peak_ephemeral_ports")),
+                retrans_segs=_int(figures.get("retrans_segs")),
+                tcp_timeouts=_int(figures.get("tcp_timeouts")),
+            )
+        link: dict[str, dict[str, int]] = {}
+        raw_link = by_role.get("link")
+        if isinstance(raw_link, dict):
+            for direction, counts in raw_link.items():
+                if isinstance(counts, dict):
+                    link[str(direction)] = {k: v for k, v in counts.items() if _int(v) is not None}
+        out.append(CaseResources(case=str(case), roles=roles, link=link))
+    return out
+
+
+def _time_wait(sample: dict[str, Any]) -> int | None:
+    tcp = sample.get("tcp")
+    if isinstance(tcp, dict) and isinstance(tcp.get("time_wait"), int):
+        return int(tcp["time_wait"])
+    states = sample.get("tcp_states")
+    if isinstance(states, dict):
+        return int(states.get("time_wait", 0))  # only non-zero states are listed
+    return None
+
+
+def time_wait_series(
+    samples: list[dict[str, Any]],
+) -> tuple[dict[str, list[tuple[float, int]]], list[tuple[str, float, float]]]:
+    """TIME_WAIT sockets per server role over time (seconds since the run's first sample),
+    and the span of each case on that axis, in the order the cases ran."""
+    timed = [s for s in samples if isinstance(s.get("t"), int | float)]
+    if not timed:
+        return {}, []
+    t0 = min(float(s["t"]) for s in timed)
+    series: dict[str, list[tuple[float, int]]] = {}
+    spans: dict[str, list[float]] = {}
+    for sample in sorted(timed, key=lambda s: float(s["t"])):
+        t = float(sample["t"]) - t0
+        case = sample.get("case")
+        if isinstance(case, str):
+            span = spans.setdefault(case, [t, t])
+            span[1] = t
+        role = sample.get("role")
+        if role not in SERVER_ROLES:
+            continue
+        count = _time_wait(sample)
+        if count is not None:
+            series.setdefault(str(role), []).append((t, count))
+    return series, [(case, first, last) for case, (first, last) in spans.items()]
+
+
+def build_report_data(
+    run_dir: Path,
+    meta: dict[str, Any],
+    records: list[TransferRecord],
+    *,
+    summary: dict[str, Any] | None,
+    samples: list[dict[str, Any]] | None,
+    case_files: list[dict[str, Any]],
+    resources_from_samples: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+) -> ReportData:
+    """Pure: the report's numbers from the parsed files. ``samples`` None means the run has
+    no samples.jsonl; ``resources_from_samples`` is the summarising function (injected so
+    this module does not depend on the sampler's package when summary.json has it all)."""
+    warnings = []
+    run = run_info(run_dir, meta, len(records))
+    if run.state == "interrupted":
+        warnings.append("the run was interrupted (Ctrl-C): later cases may be missing")
+    elif run.state == "unfinished":
+        warnings.append(
+            "the run never finished (run.json has no end time: the driver was killed); "
+            "figures come from the transfers it recorded"
+        )
+    rows = case_rows(records, case_links(case_files))
+    if not records:
+        warnings.append(f"{TRANSFERS} holds no transfer")
+
+    resources: list[CaseResources] = []
+    source = note = None
+    stored = summary.get("resources") if isinstance(summary, dict) else None
+    if isinstance(stored, dict) and stored:
+        resources, source = case_resources(stored), SUMMARY_JSON
+    elif samples is None:
+        note = (
+            f"no {SAMPLES} in this run (recorded before per-host sampling existed, or "
+            "sampling was off): CPU, memory and TIME_WAIT are not available"
+        )
+    elif not samples:
+        note = f"{SAMPLES} is empty: no resource sample was taken"
+    elif resources_from_samples is not None:
+        resources, source = case_resources(resources_from_samples(samples)), SAMPLES
+    if source is not None and not resources:
+        note = "the resource summary has no case"
+
+    time_wait: dict[str, list[tuple[float, int]]] = {}
+    spans: list[tuple[str, float, float]] = []
+    samples_note = None
+    if samples is None:
+        samples_note = f"no {SAMPLES} in this run: no time series"
+    else:
+        time_wait, spans = time_wait_series(samples)
+        if not time_wait:
+            samples_note = f"{SAMPLES} has no server sample with a TIME_WAIT count"
+    return ReportData(
+        run=run,
+        cases=rows,
+        resources=resources,
+        resources_source=source,
+        resources_note=note,
+        time_wait=time_wait,
+        case_spans=spans,
+        samples_note=samples_note,
+        warnings=warnings,
+    )
+
+
+def case_label(case: str, method: str) -> str:
+    """The case name, plus the method when it is a client pull (a different figure)."""
+    if method == SERVER_TO_SERVER:
+        return case
+    return f"{case} [{method.removeprefix('client-')}]"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserInputError(f"not valid JSON: {exc}", file=path) from None
+
+
+def check_run_dir(run_dir: Path) -> Path:
+    """The folder, if it is a run folder; else a UserInputError that says what to give."""
+    folder = Path(run_dir)
+    if not folder.exists():
+        raise UserInputError(
+            f"{folder} does not exist", fix="give a run folder such as results/<run-id>"
+        )
+    if not folder.is_dir():
+        raise UserInputError(
+            f"{folder} is not a folder", fix="give a run folder such as results/<run-id>"
+        )
+    if not (folder / RUN_JSON).is_file():
+        raise UserInputError(
+            f"{folder} is not a run folder (no {RUN_JSON})",
+            fix="give a folder written by `xfrbench run`, such as results/<run-id>",
+        )
+    return folder
+
+
+def load_records(run_dir: Path) -> tuple[dict[str, Any], list[TransferRecord]]:
+    """run.json and the records of a run folder; a malformed file is the user's input error
+    here (exit 2) since report and compare only read."""
+    folder = check_run_dir(run_dir)
+    try:
+        return load_run(folder)
+    except ResultFormatError as exc:
+        raise UserInputError(str(exc), file=folder) from None
+
+
+def load_report_data(run_dir: Path) -> ReportData:
+    folder = Path(run_dir)
+    meta, records = load_records(folder)
+    summary_path = folder / SUMMARY_JSON
+    summary = _read_json(summary_path) if summary_path.is_file() else None
+    samples = None
+    summarize_resources = None
+    if (folder / SAMPLES).is_file():
+        from harness.metrics.resources import load_samples, summarize_resources
+
+        samples = load_samples(folder / SAMPLES)
+    case_files = []
+    for path in sorted(folder.glob("cases/*/case.json")):
+        data = _read_json(path)
+        if isinstance(data, dict):
+            case_files.append(data)
+    return build_report_data(
+        folder,
+        meta,
+        records,
+        summary=summary if isinstance(summary, dict) else None,
+        samples=samples,
+        case_files=case_files,
+        resources_from_samples=summarize_resources,
+    )

@@ -1,0 +1,511 @@
+"""The report's figures: what each one plots (pure, from ``ReportData``) and how it is drawn.
+
+Each ``Figure`` carries its ``series``, the exact numbers the drawing uses: the drawing
+functions read only ``series``, the HTML embeds it as JSON next to the plot, so a test (or a
+reader who wants the numbers) checks what is plotted without parsing SVG. Drawing uses
+matplotlib's object API (no pyplot state): SVG for the report, PNG through Agg on request.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.report.data import SERVER_ROLES, CaseRow, ReportData
+
+ROLE_COLOURS = {"primary": "#1f77b4", "secondary": "#ff7f0e"}
+ROLE_LINES = {"primary": "-", "secondary": "--"}
+POINT_COLOUR = "#4c72b0"
+BOUND_COLOUR = "#c0392b"
+MAX_POINTS_PER_ROLE = 4000  # TIME_WAIT samples drawn per role; peaks are kept when thinning
+MIB = 1024 * 1024
+
+
+@dataclass
+class Figure:
+    id: str
+    title: str
+    caption: str
+    series: dict[str, Any]
+    points: int  # data points drawn (transfers, bars or samples)
+    note: str | None = None  # shown instead of a plot when there is nothing to draw
+
+    @property
+    def drawable(self) -> bool:
+        return self.note is None and self.points > 0
+
+
+def _why_empty(row: CaseRow) -> str | None:
+    """The text drawn in place of a case's points when it has none."""
+    if row.durations_s:
+        return None if row.throughputs_bps else "no byte count"
+    parts = [f"{row.unsupported} unsupported"] if row.unsupported else []
+    parts += [f"{row.failed} failed"] if row.failed else []
+    return "no verified transfer" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def duration_figure(data: ReportData) -> Figure:
+    cases = [
+        {
+            "label": row.label,
+            "points": row.durations_s,
+            "median": row.median_s,
+            "p10": row.p10_s,
+            "p90": row.p90_s,
+            "missing": None if row.durations_s else _why_empty(row),
+        }
+        for row in data.cases
+    ]
+    points = sum(len(c["points"]) for c in cases)
+    return Figure(
+        id="fig-duration",
+        title="Transfer duration per case",
+        caption=(
+            "Duration of each verified transfer per case (dots), median (black bar) and "
+            "p10-p90 spread (line); seconds. Failed and unsupported transfers are not drawn."
+        ),
+        series={"unit": "s", "cases": cases},
+        points=points,
+        note=None if points else "no transfer counted (none was ok and verified)",
+    )
+
+
+def throughput_figure(data: ReportData) -> Figure:
+    cases = [
+        {
+            "label": row.label,
+            "points": row.throughputs_bps,
+            "median": row.throughput_bps,
+            "bound": row.model_bound_bps,
+            "limited_by": row.limited_by,
+            "missing": _why_empty(row) if not row.throughputs_bps else None,
+        }
+        for row in data.cases
+    ]
+    bounded = any(c["bound"] is not None for c in cases)
+    points = sum(len(c["points"]) for c in cases)
+    caption = (
+        "Throughput of each verified transfer (zone bytes x 8 / duration; dots) and its "
+        "median (black bar)"
+    )
+    if bounded:
+        caption += (
+            " against the model bound of the case (red: the lowest of the rate, window and "
+            "loss limits); bit/s"
+        )
+    else:
+        caption += "; bit/s. No bound: unimpaired link"
+    return Figure(
+        id="fig-throughput",
+        title="Throughput against the model bound",
+        caption=caption + ".",
+        series={"unit": "bit/s", "bounded": bounded, "cases": cases},
+        points=points,
+        note=None if points else "no transfer with a byte count was counted",
+    )
+
+
+def cpu_figure(data: ReportData) -> Figure:
+    cases = []
+    bars = 0
+    for item in data.resources:
+        entry: dict[str, Any] = {"label": item.case}
+        for role in SERVER_ROLES:
+            figures = item.roles.get(role)
+            if figures is None or figures.cpu_total_s_per_transfer is None:
+                entry[role] = None
+                continue
+            entry[role] = {
+                "user": figures.cpu_user_s_per_transfer,
+                "system": figures.cpu_system_s_per_transfer,
+                "total": figures.cpu_total_s_per_transfer,
+            }
+            bars += 1
+        cases.append(entry)
+    note = data.resources_note
+    if note is None and not bars:
+        note = "no CPU figure per transfer (no transfer-start/end samples)"
+    return Figure(
+        id="fig-cpu",
+        title="CPU time per transfer",
+        caption=(
+            "Server CPU seconds per transfer (median over transfers of the CPU used between "
+            "the transfer's start and end samples), per server role: the median user time "
+            "(solid) with the median system time (hatched) stacked on it; seconds."
+        ),
+        series={"unit": "s", "cases": cases},
+        points=bars,
+        note=note,
+    )
+
+
+def memory_figure(data: ReportData) -> Figure:
+    cases = []
+    bars = 0
+    for item in data.resources:
+        entry: dict[str, Any] = {"label": item.case}
+        for role in SERVER_ROLES:
+            figures = item.roles.get(role)
+            value = figures.peak_rss_bytes if figures is not None else None
+            entry[role] = value
+            bars += value is not None
+        cases.append(entry)
+    note = data.resources_note
+    if note is None and not bars:
+        note = "no memory sample"
+    return Figure(
+        id="fig-memory",
+        title="Peak resident memory",
+        caption=(
+            "Peak resident memory of each server role during the case (cgroup anon/RSS or "
+            "VmHWM); MiB."
+        ),
+        series={"unit": "bytes", "cases": cases},
+        points=bars,
+        note=note,
+    )
+
+
+def thin(points: list[tuple[float, int]], limit: int) -> list[tuple[float, int]]:
+    """At most ``limit`` points: the largest of each run of consecutive samples, so the
+    peaks the operator looks for survive."""
+    if len(points) <= limit:
+        return list(points)
+    size = -(-len(points) // limit)  # ceiling
+    return [max(points[i : i + size], key=lambda p: p[1]) for i in range(0, len(points), size)]
+
+
+def time_wait_figure(data: ReportData) -> Figure:
+    roles = {role: thin(pts, MAX_POINTS_PER_ROLE) for role, pts in data.time_wait.items()}
+    points = sum(len(pts) for pts in roles.values())
+    return Figure(
+        id="fig-timewait",
+        title="TCP TIME_WAIT sockets over time",
+        caption=(
+            "TCP sockets in TIME_WAIT in each server's network namespace (/proc/<pid>/net/"
+            "sockstat) over the run, per role; shaded bands are the cases in the order they "
+            "ran; seconds since the first sample."
+        ),
+        series={
+            "unit": "sockets",
+            "roles": {role: [list(p) for p in pts] for role, pts in roles.items()},
+            "spans": [list(span) for span in data.case_spans],
+        },
+        points=points,
+        note=data.samples_note,
+    )
+
+
+def build_figures(data: ReportData) -> list[Figure]:
+    return [
+        duration_figure(data),
+        throughput_figure(data),
+        cpu_figure(data),
+        memory_figure(data),
+        time_wait_figure(data),
+    ]
+
+
+# --- drawing: reads only Figure.series -------------------------------------------------
+# Drawn elements carry SVG ids "<figure id>-<what>-<case index>" (points, median, spread,
+# bound, bar-<role>, line-<role>), so a test can count what was drawn in the SVG itself.
+
+
+def _rate_scale(values: list[float]) -> tuple[float, str]:
+    top = max(values, default=0.0)
+    for scale, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if top >= scale:
+            return scale, unit
+    return 1.0, "bit/s"
+
+
+def _new_figure(rows: int) -> Any:
+    from matplotlib.figure import Figure as MplFigure
+
+    return MplFigure(figsize=(9, max(2.4, 0.42 * rows + 1.3)), layout="constrained")
+
+
+def _case_axes(mpl_figure: Any, labels: list[str]) -> Any:
+    ax = mpl_figure.add_subplot()
+    ax.set_ylim(len(labels) - 0.5, -0.5)  # first case on top
+    ax.set_yticks(range(len(labels)), labels)
+    ax.grid(axis="x", alpha=0.3)
+    return ax
+
+
+def _offsets(count: int) -> list[float]:
+    """Small fixed vertical offsets so equal points of one case do not hide each other."""
+    return [((i % 5) - 2) * 0.07 for i in range(count)]
+
+
+def _draw_cases(ax: Any, fid: str, cases: list[dict[str, Any]], scale: float) -> None:
+    """Per case: its points, p10-p90 line, median and (when given) bound."""
+    from matplotlib.transforms import blended_transform_factory
+
+    label_at = blended_transform_factory(ax.transAxes, ax.transData)
+    for y, case in enumerate(cases):
+        points = [p / scale for p in case["points"]]
+        if not points:
+            text = case.get("missing") or "no verified transfer"
+            ax.text(0.01, y, text, transform=label_at, va="center", fontsize=8, color="grey")
+            continue
+        ax.scatter(
+            points,
+            [y + dy for dy in _offsets(len(points))],
+            s=14,
+            color=POINT_COLOUR,
+            alpha=0.7,
+            zorder=3,
+            gid=f"{fid}-points-{y}",
+        )
+        if case.get("p10") is not None and case.get("p90") is not None:
+            ax.plot(
+                [case["p10"] / scale, case["p90"] / scale],
+                [y, y],
+                color="black",
+                lw=1,
+                gid=f"{fid}-spread-{y}",
+            )
+        if case.get("median") is not None:
+            ax.plot(
+                [case["median"] / scale],
+                [y],
+                marker="|",
+                ms=14,
+                mew=2,
+                color="black",
+                gid=f"{fid}-median-{y}",
+            )
+        if case.get("bound") is not None:
+            ax.plot(
+                [case["bound"] / scale],
+                [y],
+                marker="|",
+                ms=16,
+                mew=2.5,
+                color=BOUND_COLOUR,
+                gid=f"{fid}-bound-{y}",
+            )
+
+
+def _x_scale(ax: Any, values: list[float]) -> None:
+    """Logarithmic when the values span more than two decades (a cold start next to a
+    small IXFR, a tiny zone's throughput next to the link's bound), else linear from 0."""
+    from matplotlib.ticker import FuncFormatter
+
+    if values and min(values) > 0 and max(values) / min(values) > 100:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.1 1 10
+    else:
+        ax.set_xlim(left=0)
+
+
+def _draw_duration(series: dict[str, Any], fid: str) -> Any:
+    cases = series["cases"]
+    figure = _new_figure(len(cases))
+    ax = _case_axes(figure, [c["label"] for c in cases])
+    _draw_cases(ax, fid, cases, 1.0)
+    _x_scale(ax, [p for c in cases for p in c["points"]])
+    ax.set_xlabel("transfer duration (s)")
+    return figure
+
+
+def _draw_throughput(series: dict[str, Any], fid: str) -> Any:
+    from matplotlib.lines import Line2D
+
+    cases = series["cases"]
+    values = [p for c in cases for p in c["points"]]
+    values += [c["bound"] for c in cases if c["bound"] is not None]
+    scale, unit = _rate_scale(values)
+    figure = _new_figure(len(cases))
+    ax = _case_axes(figure, [c["label"] for c in cases])
+    _draw_cases(ax, fid, cases, scale)
+    _x_scale(ax, values)
+    ax.set_xlabel(f"throughput ({unit})")
+    handles = [
+        Line2D([], [], ls="", marker="o", color=POINT_COLOUR, label="transfer"),
+        Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="median"),
+    ]
+    if series["bounded"]:
+        handles.append(
+            Line2D([], [], ls="", marker="|", ms=12, mew=2.5, color=BOUND_COLOUR, label="bound")
+        )
+    else:
+        ax.set_title("no bound: unimpaired link", fontsize=9, loc="right", color="grey")
+    figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=8)
+    return figure
+
+
+def _role_bars(
+    series: dict[str, Any],
+    fid: str,
+    segments: Callable[[Any], list[tuple[float, str]]],
+    xlabel: str,
+) -> Any:
+    """Two bars per case (primary above secondary); ``segments`` gives the stacked parts
+    (value, hatch) of one role's entry."""
+    from matplotlib.patches import Patch
+
+    cases = series["cases"]
+    figure = _new_figure(len(cases))
+    ax = _case_axes(figure, [c["label"] for c in cases])
+    height = 0.38
+    right = 0.0
+    for y, case in enumerate(cases):
+        for offset, role in ((-height / 2, "primary"), (height / 2, "secondary")):
+            entry = case.get(role)
+            if entry is None:
+                continue
+            left = 0.0
+            for part, (width, hatch) in enumerate(segments(entry)):
+                ax.barh(
+                    y + offset,
+                    width,
+                    height=height,
+                    left=left,
+                    color=ROLE_COLOURS[role],
+                    hatch=hatch or None,
+                    edgecolor="white" if hatch else ROLE_COLOURS[role],
+                    alpha=0.6 if hatch else 0.9,
+                    gid=f"{fid}-bar-{role}-{y}-{part}",
+                )
+                left += width
+            right = max(right, left)
+    ax.set_xlim(0, right * 1.08 or 1.0)
+    ax.set_xlabel(xlabel)
+    figure.legend(
+        handles=[Patch(color=ROLE_COLOURS[r], label=r) for r in SERVER_ROLES],
+        loc="outside upper right",
+        ncols=2,
+        fontsize=8,
+    )
+    return figure
+
+
+def _cpu_segments(entry: dict[str, Any]) -> list[tuple[float, str]]:
+    if entry.get("user") is not None and entry.get("system") is not None:
+        return [(entry["user"], ""), (entry["system"], "///")]
+    return [(entry["total"], "")]
+
+
+def _draw_cpu(series: dict[str, Any], fid: str) -> Any:
+    return _role_bars(series, fid, _cpu_segments, "CPU time per transfer (s)")
+
+
+def _draw_memory(series: dict[str, Any], fid: str) -> Any:
+    return _role_bars(series, fid, lambda peak: [(peak / MIB, "")], "peak resident memory (MiB)")
+
+
+def split_by_span(points: list[list[float]], spans: list[list[Any]]) -> list[list[list[float]]]:
+    """Consecutive runs of points that fall in one case span (points outside every span
+    stay with their neighbours)."""
+    runs: list[list[list[float]]] = []
+    current_span: int | None = None
+    for point in points:
+        span = next((i for i, (_, a, b) in enumerate(spans) if a <= point[0] <= b), None)
+        if not runs or (span is not None and span != current_span):
+            runs.append([])
+            current_span = span if span is not None else current_span
+        runs[-1].append(point)
+    return runs
+
+
+def _draw_time_wait(series: dict[str, Any], fid: str) -> Any:
+    from matplotlib.figure import Figure as MplFigure
+    from matplotlib.ticker import MaxNLocator
+
+    figure = MplFigure(figsize=(9, 3.6), layout="constrained")
+    ax = figure.add_subplot()
+    spans = series["spans"]
+    for index, (case, first, last) in enumerate(spans):
+        if index % 2 == 0:
+            ax.axvspan(first, last, color="grey", alpha=0.12, lw=0)
+        if len(spans) <= 12:
+            ax.annotate(
+                case,
+                ((first + last) / 2, 1.0),
+                xycoords=("data", "axes fraction"),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=20 if len(spans) > 4 else 0,
+            )
+    for role in SERVER_ROLES:
+        # One line per case: the servers of the next case are new processes in new
+        # namespaces, and a line across the gap would invent values.
+        for index, points in enumerate(split_by_span(series["roles"].get(role, []), spans)):
+            ax.step(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                where="post",
+                color=ROLE_COLOURS[role],
+                linestyle=ROLE_LINES[role],  # equal counts of both roles stay visible
+                label=role if index == 0 else None,
+                gid=f"{fid}-line-{role}-{index}",
+            )
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("time since the first sample (s)")
+    ax.set_ylabel("TIME_WAIT sockets")
+    ax.grid(alpha=0.3)
+    figure.legend(loc="outside upper right", ncols=2, fontsize=8)
+    return figure
+
+
+_DRAW: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "fig-duration": _draw_duration,
+    "fig-throughput": _draw_throughput,
+    "fig-cpu": _draw_cpu,
+    "fig-memory": _draw_memory,
+    "fig-timewait": _draw_time_wait,
+}
+
+_SVG_PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.S)
+_SVG_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+def render(figure: Figure, fmt: str = "svg") -> bytes:
+    """The figure drawn as SVG or PNG (Agg). Deterministic: no date, ids salted by the
+    figure's id so several inline SVGs in one page never share an element id."""
+    import matplotlib
+
+    mpl_figure = _DRAW[figure.id](figure.series, figure.id)
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.id}):
+        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+        mpl_figure.savefig(buffer, format=fmt, metadata=metadata, dpi=110)
+    return buffer.getvalue()
+
+
+_SVG_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def prefix_ids(svg: str, prefix: str) -> str:
+    """Make matplotlib's generic ids (figure_1, axes_1...) unique within a page holding
+    several SVGs, references (url(#...), href="#...") included."""
+    ids = {i for i in _SVG_ID.findall(svg) if not i.startswith(prefix + "-")}
+    if not ids:
+        return svg
+    names = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
+    pattern = re.compile(rf'(\bid="|url\(#|href="#)({names})(?=[")])')
+    return pattern.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
+
+
+def render_svg(figure: Figure) -> str:
+    """Inline SVG for an HTML page: no XML prologue, DOCTYPE or RDF metadata (which carry
+    external URLs); the figure's title becomes the SVG's accessible name."""
+    svg = render(figure, "svg").decode("utf-8")
+    svg = _SVG_METADATA.sub("", _SVG_PROLOGUE.sub("", svg, count=1), count=1)
+    svg = prefix_ids(svg, figure.id)
+    label = html.escape(figure.title, quote=True)
+    return svg.replace("<svg ", f'<svg role="img" aria-label="{label}" ', 1)
+
+
+def write_png(figure: Figure, path: Path) -> Path:
+    Path(path).write_bytes(render(figure, "png"))
+    return Path(path)

@@ -1,0 +1,184 @@
+"""Real cgroups (v2 or v1, whichever this host offers) around real processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.metrics import cgroup, procfs
+from harness.metrics.resources import load_samples, summarize_resources
+from harness.metrics.sampler import Sampler, Target
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to write cgroups"),
+]
+
+# Forks a child that inherits the cgroup, burns CPU, holds 64 MiB, then waits.
+WORKLOAD = """
+import os, sys, time
+print(open("/proc/self/cgroup").read(), end="", flush=True)
+if os.fork() == 0:
+    time.sleep(60)
+    os._exit(0)
+block = bytearray(64 << 20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+end = time.process_time() + 0.3
+while time.process_time() < end:
+    pass
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def layout() -> cgroup.Layout:
+    found = cgroup.detect()
+    if found.kind == "proc":
+        pytest.skip(f"no usable cgroup hierarchy: {found.reason}")
+    return found
+
+
+@pytest.fixture
+def group(layout: cgroup.Layout) -> Iterator[cgroup.Cgroup]:
+    made = cgroup.Cgroup.create(f"xfb-test-{os.getpid()}", layout)
+    try:
+        yield made
+    finally:
+        for pid in made.pids():  # only processes this test put there
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        cgroup.remove(made.paths)
+
+
+def _start(group: cgroup.Cgroup, argv: list[str], **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        cgroup.attach_argv(group.procs_files, argv),
+        stdout=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_process_and_its_children_are_counted_then_removed(
+    layout: cgroup.Layout, group: cgroup.Cgroup
+) -> None:
+    assert group.paths == cgroup.cgroup_dirs(group.name, layout)
+    assert all(os.path.isdir(path) for path in group.paths)
+    proc = _start(group, [sys.executable, "-c", WORKLOAD])
+    assert proc.stdout is not None
+    own_cgroup = []
+    while (line := proc.stdout.readline().strip()) != "ready":
+        assert line, "the workload ended early"
+        own_cgroup.append(line)
+    # /proc/<pid>/cgroup lists our group in every hierarchy the layout uses.
+    expected = f"/{cgroup.PARENT}/{group.name}"
+    assert sum(line.endswith(":" + expected) for line in own_cgroup) == len(layout.roots)
+    pids = group.pids()
+    assert proc.pid in pids and len(pids) == 2  # the server's own pid, and its fork
+
+    # The kernel flushes memory statistics lazily (up to ~2 s): poll, without a speed claim.
+    deadline = time.monotonic() + 10
+    while (usage := group.read()).rss_bytes < 64 << 20 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert usage.source == f"cgroup-{layout.kind}"
+    assert usage.cpu_user_s + usage.cpu_system_s >= 0.2
+    assert usage.rss_bytes >= 64 << 20
+    assert usage.memory_bytes is not None and usage.memory_bytes > 0
+    assert usage.peak_rss_bytes is None or usage.peak_rss_bytes >= usage.rss_bytes
+
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    proc.wait(10)
+    assert cgroup.remove(group.paths) == []
+    assert not any(os.path.exists(path) for path in group.paths[1::2])
+
+
+def test_removal_waits_for_a_dying_process(group: cgroup.Cgroup) -> None:
+    proc = _start(group, ["sleep", "60"])
+    deadline = time.monotonic() + 10
+    while proc.pid not in group.pids():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    # At once: the group may still be busy while the process exits; remove() retries.
+    assert cgroup.remove(group.paths) == []
+    assert not any(os.path.exists(path) for path in group.paths[1::2])
+    proc.wait(10)
+
+
+@pytest.mark.netns
+def test_sampler_on_a_server_in_a_namespace(group: cgroup.Cgroup, tmp_path: Path) -> None:
+    """A listener in its own namespace and cgroup; 40 short connections leave TIME_WAIT."""
+    netns = f"xfbcg-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", netns], check=True)
+    try:
+        ip = ["ip", "netns", "exec", netns]
+        subprocess.run([*ip, "ip", "link", "set", "lo", "up"], check=True)
+        subprocess.run(
+            [
+                *ip,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_local_port_range=41000 41999",
+                "net.ipv4.tcp_tw_reuse=0",  # loopback would reuse TIME_WAIT ports otherwise
+            ],
+            check=True,
+        )
+        server = _start(
+            group,
+            [*ip, sys.executable, "-c", SERVER],
+            stdin=subprocess.PIPE,
+        )
+        assert server.stdout is not None and server.stdin is not None
+        assert server.stdout.readline().strip() == "listening"
+        ranges = {"secondary": procfs.read_port_range(netns)}
+        assert ranges["secondary"] == (41000, 41999)
+        out = tmp_path / "samples.jsonl"
+        with Sampler(out, interval=60) as sampler:
+            sampler.watch("tw", [Target("secondary", "knot", server.pid, group)], None, ranges)
+            sampler.mark("transfer-start", 0)
+            server.stdin.write("go\n")
+            server.stdin.flush()
+            assert server.stdout.readline().strip() == "done"
+            end = sampler.mark("transfer-end", 0)
+            sampler.unwatch()
+        (line,) = end
+        assert line["source"] == f"cgroup-{group.layout.kind}"
+        assert line["tcp"]["time_wait"] == 40 and line["tcp_states"]["time_wait"] == 40
+        assert line["tcp_states"]["listen"] == 1
+        assert line["ephemeral_ports_in_use"] == 40
+        assert line["active_opens"] == 40 and line["passive_opens"] == 40
+        summary = summarize_resources(load_samples(out))["tw"]["secondary"]
+        assert summary["peak_time_wait"] == 40
+        assert summary["cpu_s_per_transfer"]["total"] is not None
+        server.stdin.close()
+        server.wait(10)
+    finally:
+        subprocess.run(["ip", "netns", "delete", netns], check=True)
+
+
+SERVER = """
+import socket, sys
+srv = socket.socket()
+srv.bind(("127.0.0.1", 5300))
+srv.listen(64)
+print("listening", flush=True)
+sys.stdin.readline()
+for _ in range(40):
+    c = socket.create_connection(("127.0.0.1", 5300))
+    s, _ = srv.accept()
+    c.close()  # the client closes first: its ephemeral port goes to TIME_WAIT
+    s.close()
+print("done", flush=True)
+sys.stdin.readline()
+"""

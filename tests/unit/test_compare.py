@@ -1,0 +1,290 @@
+"""`xfrbench compare` on synthetic runs whose outcome is known: a significant regression, no
+significant change, unstable figures, an improvement, different scenarios, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.errors import UserInputError
+from harness.report.compare import (
+    FAILED_IN_B,
+    IMPROVEMENT,
+    NO_CHANGE,
+    REGRESSION,
+    bootstrap_intervals,
+    load_and_compare,
+    min_two_sided_p,
+    repeats_for_alpha,
+)
+from harness.results import RunStore, TransferRecord
+
+CASE = "bind-bind/tcp/axfr"
+BASE = [1.00, 1.01, 0.99, 1.02, 0.98, 1.03]  # no ties: the exact Mann-Whitney test applies
+HASH = "ab" * 32
+META = {
+    "scenario_name": "synthetic",
+    "spec_hash": HASH,
+    "servers": {
+        "bind@/usr/sbin/named": {"kind": "bind", "path": "/usr/sbin/named", "version": "9.18.49"}
+    },
+    "link_backend": "linkem",
+    "host": {"hostname": "vm", "kernel": "6.1.0", "cpu_model": "AMD EPYC", "git_commit": "abc"},
+}
+
+
+def make_run(
+    root: Path,
+    name: str,
+    cases: dict[str, list[float | None]],
+    **meta_changes: Any,
+) -> Path:
+    """A finished run folder; a duration of None is a failed transfer."""
+    meta = json.loads(json.dumps(META))
+    for key, value in meta_changes.items():
+        if isinstance(value, dict) and isinstance(meta.get(key), dict):
+            meta[key].update(value)
+        else:
+            meta[key] = value
+    with RunStore.create(root, name, None, meta) as store:
+        for case, durations in cases.items():
+            for repeat, duration in enumerate(durations):
+                store.append(
+                    TransferRecord(
+                        run_id=name,
+                        case=case,
+                        repeat=repeat,
+                        primary="bind",
+                        secondary="bind",
+                        transport="tcp",
+                        xfr="axfr",
+                        zone="tld.",
+                        serial=2,
+                        records=1000,
+                        bytes=100_000,
+                        messages=10,
+                        duration_s=duration,
+                        started_at=1000.0 + repeat,
+                        ok=duration is not None,
+                        error=None if duration is not None else "timed out",
+                        verified=duration is not None,
+                    )
+                )
+    return store.folder
+
+
+def scaled(values: list[float], factor: float) -> list[float | None]:
+    return [round(v * factor, 6) for v in values]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:
+    status = main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# --- statistics ---------------------------------------------------------------------------
+
+
+def test_smallest_possible_p_and_repeats_needed() -> None:
+    assert min_two_sided_p(3, 3) == pytest.approx(0.1)  # 2 / C(6, 3)
+    assert min_two_sided_p(5, 5) == pytest.approx(2 / 252)
+    assert min_two_sided_p(0, 5) == 1.0
+    assert repeats_for_alpha(0.05) == 4  # 2 / C(8, 4) = 0.029
+    assert repeats_for_alpha(0.01) == 5  # 2 / C(10, 5) = 0.0079; 4 gives 0.029
+
+
+def test_bootstrap_is_deterministic_and_covers_the_medians() -> None:
+    a, b = BASE, scaled(BASE, 1.2)
+    first = bootstrap_intervals(a, b, 0.95)
+    assert first == bootstrap_intervals(a, b, 0.95)
+    ci_a, ci_b, ci_change = first
+    assert ci_a is not None and ci_b is not None and ci_change is not None
+    assert ci_a[0] <= 1.005 <= ci_a[1] and min(a) <= ci_a[0] and ci_a[1] <= max(a)
+    assert ci_change[0] == pytest.approx(0.2, abs=0.05) and ci_change[1] >= 0.19
+    assert bootstrap_intervals([1.0], b, 0.95)[0] is None  # one value: no interval
+
+
+# --- outcomes -----------------------------------------------------------------------------
+
+
+def test_significant_regression_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    b = make_run(tmp_path, "b", {CASE: scaled(BASE, 1.2)})
+    result = load_and_compare(a, b)
+    (item,) = result.cases
+    assert item.a.median_s == pytest.approx(1.005) and item.b.median_s == pytest.approx(1.206)
+    assert item.change == pytest.approx(0.2)
+    assert item.p_value == pytest.approx(2 / 924)  # exact: every B above every A, C(12, 6)
+    assert item.significant and item.verdict == REGRESSION and result.exit_status == 1
+    assert not item.warnings
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 1
+    assert "slower: regression" in out and "+20.0%" in out and "1 regression(s)" in out
+
+
+def test_change_within_threshold_is_not_significant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """+2 % on every transfer: the rank test is sure, but 2 % is below the threshold."""
+    tight = [1.000, 1.001, 1.002, 1.003, 1.004, 1.005]
+    a = make_run(tmp_path, "a", {CASE: tight})
+    b = make_run(tmp_path, "b", {CASE: scaled(tight, 1.02)})
+    (item,) = load_and_compare(a, b).cases
+    assert item.change == pytest.approx(0.02)
+    assert item.p_value == pytest.approx(2 / 924)  # every B above every A
+    assert not item.significant and item.verdict == NO_CHANGE
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0 and "no change (within 5%)" in out
+    # a stricter threshold makes the same runs a regression
+    assert run_cli(capsys, a, b, "--threshold", "0.01")[0] == 1
+
+
+def test_large_but_noisy_change_is_not_significant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_run(tmp_path, "a", {CASE: [1.0, 1.5, 2.0, 2.5, 3.0]})
+    b = make_run(tmp_path, "b", {CASE: [1.2, 1.8, 2.3, 2.9, 3.3]})
+    (item,) = load_and_compare(a, b).cases
+    assert item.change == pytest.approx(0.15)
+    assert item.p_value is not None and item.p_value > 0.05
+    assert item.verdict == NO_CHANGE
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0 and "not significant (p >= 0.05)" in out
+    assert any("CV" in w and "run A" in w for w in item.warnings)  # 1.0 .. 3.0 is wide
+
+
+def test_three_repeats_cannot_be_significant_and_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_run(tmp_path, "a", {CASE: [1.0, 1.01, 1.02]})
+    b = make_run(tmp_path, "b", {CASE: [1.5, 1.51, 1.52]})  # +50 %, fully separated
+    (item,) = load_and_compare(a, b).cases
+    assert item.p_value == pytest.approx(0.1) and item.min_p == pytest.approx(0.1)
+    assert item.verdict == NO_CHANGE
+    (warning,) = item.warnings
+    assert "n=3 vs 3" in warning and "smallest two-sided Mann-Whitney p possible is 0.1" in warning
+    assert "at least 5 transfers per case" in warning
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0 and "n=3 vs 3" in out and "warning" in out
+    assert "too few transfers to tell" in out
+
+
+def test_improvement_is_marked_faster(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    b = make_run(tmp_path, "b", {CASE: scaled(BASE, 0.8)})
+    (item,) = load_and_compare(a, b).cases
+    assert item.verdict == IMPROVEMENT and item.change == pytest.approx(-0.2)
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0 and "faster" in out and "-20.0%" in out
+
+
+def test_a_run_against_itself_is_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    (item,) = load_and_compare(a, a).cases
+    assert item.change == 0 and item.p_value == pytest.approx(1.0)
+    assert item.verdict == NO_CHANGE and not item.warnings
+    assert run_cli(capsys, a, a)[0] == 0
+
+
+def test_all_transfers_failing_in_b_is_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    b = make_run(tmp_path, "b", {CASE: [None] * 6})
+    (item,) = load_and_compare(a, b).cases
+    assert item.verdict == FAILED_IN_B and item.regression
+    assert any("0 of 6 in A, 6 of 6 in B" in w for w in item.warnings)
+    assert run_cli(capsys, a, b)[0] == 1
+
+
+def test_cases_only_in_one_run_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    a = make_run(tmp_path, "a", {CASE: BASE, "knot-bind/tcp/axfr": BASE})
+    b = make_run(tmp_path, "b", {CASE: BASE, "nsd-bind/tcp/axfr": BASE})
+    result = load_and_compare(a, b)
+    assert [c.case for c in result.cases] == [CASE]
+    assert result.only_in_a == ["knot-bind/tcp/axfr"]
+    assert result.only_in_b == ["nsd-bind/tcp/axfr"]
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0
+    assert "only in A: knot-bind/tcp/axfr" in out and "only in B: nsd-bind/tcp/axfr" in out
+
+
+# --- metadata -----------------------------------------------------------------------------
+
+
+def test_different_scenarios_are_refused_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    b = make_run(tmp_path, "b", {CASE: scaled(BASE, 1.2)}, spec_hash="cd" * 32)
+    with pytest.raises(UserInputError) as caught:
+        load_and_compare(a, b)
+    assert caught.value.key == "spec_hash" and caught.value.file == str(b / "run.json")
+    status, out, err = run_cli(capsys, a, b)
+    assert status == 2 and out == ""
+    assert "spec_hash" in err and "--allow-different-scenario" in err
+    status, out, _ = run_cli(capsys, a, b, "--allow-different-scenario")
+    assert status == 1  # allowed, and the regression still counts
+    assert "different scenarios" in out
+
+
+def test_environment_differences_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    servers = {"bind@/usr/sbin/named": {"kind": "bind", "version": "9.20.1"}}
+    b = make_run(tmp_path, "b", {CASE: BASE}, servers=servers, host={"kernel": "6.12.0"})
+    differences = {d.what: (d.a, d.b) for d in load_and_compare(a, b).differences}
+    assert differences == {"bind version": ("9.18.49", "9.20.1"), "kernel": ("6.1.0", "6.12.0")}
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0
+    assert "bind version: 9.18.49 -> 9.20.1" in out and "kernel: 6.1.0 -> 6.12.0" in out
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_run(tmp_path, "a", {CASE: BASE, "knot-bind/tcp/axfr": [1.0, 1.01, 1.02]})
+    b = make_run(tmp_path, "b", {CASE: scaled(BASE, 1.2), "knot-bind/tcp/axfr": [1.0, 1.1, 1.2]})
+    status, out, _ = run_cli(capsys, a, b, "--json")
+    assert status == 1
+    data = json.loads(out)
+    assert data["exit_status"] == 1 and data["regressions"] == [CASE]
+    assert data["same_scenario"] is True and data["threshold"] == 0.05
+    first, second = data["cases"]
+    assert first["verdict"] == "regression" and first["significant"] is True
+    assert first["a"]["n"] == 6 and math.isclose(first["change"], 0.2)
+    assert len(first["change_ci"]) == 2 and first["change_ci"][0] <= first["change_ci"][1]
+    assert second["verdict"] == "no-change" and second["warnings"]
+    assert run_cli(capsys, a, b, "--json")[1] == out  # deterministic
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    status, _, err = run_cli(capsys, a, tmp_path / "nope")
+    assert status == 2 and "does not exist" in err
+    (tmp_path / "empty").mkdir()
+    status, _, err = run_cli(capsys, tmp_path / "empty", a)
+    assert status == 2 and "not a run folder" in err
+    other = make_run(tmp_path, "other", {"nsd-nsd/tcp/axfr": BASE})
+    status, _, err = run_cli(capsys, a, other)
+    assert status == 2 and "nothing to compare" in err
+    status, _, err = run_cli(capsys, a, a, "--threshold", "5")
+    assert status == 2 and "--threshold" in err and "0.05 means a 5 % change" in err
+    status, _, err = run_cli(capsys, a, a, "--alpha", "0")
+    assert status == 2 and "--alpha" in err
+
+
+def test_broken_transfers_file_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    a = make_run(tmp_path, "a", {CASE: BASE})
+    b = make_run(tmp_path, "b", {CASE: BASE})
+    lines = (b / "transfers.jsonl").read_text().splitlines()
+    lines[0] = "{not json"
+    (b / "transfers.jsonl").write_text("\n".join(lines) + "\n")
+    status, _, err = run_cli(capsys, a, b)
+    assert status == 2 and "transfers.jsonl:1" in err
