@@ -7,11 +7,13 @@ XFRBENCH := $(VENV)/bin/xfrbench
 PYTHON := $(VENV)/bin/python
 # Debian packages the harness drives; installed only when missing.
 APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dnssecutils \
-	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl
+	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl \
+	docker.io docker-compose debootstrap
 # System services the packages above start; the harness runs its own servers, never these.
-SERVICES := named bind9 knot nsd prometheus
+SERVICES := named bind9 knot nsd prometheus docker containerd
 
-.PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean
+.PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean \
+	compose-images compose-stop-dockerd
 
 help:
 	@echo "make setup   install Debian packages, build linkem, create $(VENV)"
@@ -27,11 +29,17 @@ apt-packages:
 		| grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
+		policy=/usr/sbin/policy-rc.d; own_policy=; \
+		if [ ! -e $$policy ]; then printf '#!/bin/sh\nexit 101\n' > $$policy; \
+			chmod 755 $$policy; own_policy=1; fi; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends $$missing; \
+			--no-install-recommends $$missing; status=$$?; \
+		if [ -n "$$own_policy" ]; then rm -f $$policy; fi; \
+		exit $$status; \
 	fi
 
-# Debian starts packaged daemons on install where it can; stop and disable exactly those.
+# Debian starts packaged daemons on install where it can (apt-packages forbids it for the
+# install itself with a policy-rc.d); stop and disable exactly those.
 stop-services:
 	@for s in $(SERVICES); do \
 		if [ -x /etc/init.d/$$s ] && /etc/init.d/$$s status >/dev/null 2>&1; then \
@@ -55,6 +63,15 @@ demo: setup
 	$(XFRBENCH) doctor
 	$(XFRBENCH) run scenarios/quick.toml --report
 
+# Debootstrapped Debian bases (cached by tag), then the images from servers/docker/; starts
+# dockerd (no iptables, no bridge) when none answers.
+compose-images: setup
+	$(PYTHON) -m harness.compose.images --all
+
+# Stops only the dockerd that compose-images or the compose tests started (by its pid file).
+compose-stop-dockerd: venv
+	$(PYTHON) -m harness.compose.images --stop-dockerd
+
 lint: venv
 	$(VENV)/bin/ruff check harness tests bench
 	$(VENV)/bin/ruff format --check harness tests
@@ -72,4 +89,5 @@ bench: setup
 
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi
+	@if [ -x $(PYTHON) ]; then $(PYTHON) -m harness.compose.images --stop-dockerd || true; fi
 	rm -rf zones/cache linkem/target .pytest_cache .ruff_cache
