@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,6 +14,9 @@ from rich.table import Table
 
 from harness import ui
 from harness.errors import UserInputError, XfrbenchError
+
+if TYPE_CHECKING:
+    from harness.compose.backend import Backend
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -93,13 +97,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out=args.out,
         run_id=args.run_id,
         prometheus_port=args.prometheus_port,
+        prometheus_address=_check_address(args.prometheus_address),
         sample_interval=args.sample_interval,
+        backend=_backend(args),
     )
     if args.report:
         from harness.report.cli import write_and_print
 
         write_and_print(run_dir)
     return 0
+
+
+def _check_address(text: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise UserInputError(
+            f"--prometheus-address {text!r} is not an IP address",
+            key="--prometheus-address",
+            fix="e.g. 127.0.0.1 (this host only) or 0.0.0.0 (every interface)",
+        ) from None
+
+
+def _backend(args: argparse.Namespace) -> Backend:
+    """The testbed backend: compose runs per-run projects, or a running project's containers
+    (--compose-project; by default the driver container's own project)."""
+    from harness.compose.backend import Backend
+
+    if args.backend == "netns":
+        if args.compose_project:
+            raise UserInputError(
+                "--compose-project applies to the compose backend only",
+                key="--compose-project",
+                fix="add --backend compose",
+            )
+        return Backend("netns")
+    from harness.compose import daemon, project
+
+    if args.compose_project:
+        return Backend("compose", project.check_project_name(args.compose_project))
+    daemon.ensure_dockerd()
+    return Backend("compose", project.own_project())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +181,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--prometheus-port",
         type=int,
         metavar="PORT",
-        help="serve live metrics for Prometheus on 127.0.0.1:PORT while the run goes on",
+        help="serve live metrics for Prometheus on ADDR:PORT while the run goes on",
+    )
+    run.add_argument(
+        "--prometheus-address",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address the metrics are served on (default 127.0.0.1; the compose driver "
+        "uses 0.0.0.0 so that its Prometheus container can scrape it)",
+    )
+    run.add_argument(
+        "--backend",
+        choices=("netns", "compose"),
+        default="netns",
+        help="netns: namespaces of the driver's own, servers installed on this host "
+        "(default); compose: the hosts are containers, servers from images "
+        "(servers.<role>.suite picks the Debian release)",
+    )
+    run.add_argument(
+        "--compose-project",
+        metavar="NAME",
+        help="compose backend: use this running project's containers (e.g. the one "
+        "docker-compose.yml starts) instead of a project per case; default: the "
+        "driver container's own project when run inside it",
     )
     run.add_argument(
         "--sample-interval",

@@ -27,9 +27,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import ui, zonegen
+from harness.compose.backend import Backend, binary_in_image, image_version
 from harness.errors import EnvironmentProblem, XfrbenchError
 from harness.metrics.sampler import Sampler, Target
 from harness.results.model import TransferRecord
@@ -38,17 +39,21 @@ from harness.secrets import TlsFiles, new_tls, new_tsig
 from harness.servers import logs
 from harness.servers.adapters import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.catalog import ServerKind, capabilities, find_binary, probe_version
-from harness.spec import Case, LoadedScenario, Scenario
+from harness.spec import Case, LoadedScenario, Scenario, ServerSpec
 from harness.testbed import Testbed
+
+if TYPE_CHECKING:
+    from harness.compose.testbed import ComposeSetup
 from harness.xfr import PullResult, TsigKey, XfrTimeout, compare_zones
 from harness.xfr.notify_watch import NotifyWatch
 from harness.xfr.poll import query_soa_serial, wait_for_serial
-from harness.xfr.pull import digest_of_wire, pull, xot_context
+from harness.xfr.pull import digest_of_wire, pull, pull_verified_copy, xot_context
 from harness.zonegen.cache import link_or_copy
 
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 TLS_HOSTNAME = "primary.xfrbench.test"
 START_TIMEOUT = 120.0  # a server that does not answer by then has failed to start
+TLS_LISTEN_TIMEOUT = 20.0  # after it serves: no port 853 by then means no XoT configured
 CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)
 
 
@@ -59,17 +64,45 @@ class CaseFailed(XfrbenchError):
 @dataclass(frozen=True)
 class ServerBinary:
     kind: ServerKind
-    path: Path
+    path: Path  # in the image's file system when `image` is set
     version: str
+    image: str | None = None  # compose backend: the image the server runs from
+    image_id: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "version": self.version}
+        if self.image:
+            out |= {"image": self.image, "image_id": self.image_id}
+        return out
 
 
-def resolve_binaries(loaded: LoadedScenario) -> dict[tuple[ServerKind, str | None], ServerBinary]:
-    """Find and version every server binary the cases use, once per run."""
-    found: dict[tuple[ServerKind, str | None], ServerBinary] = {}
+# (kind, binary as configured, image): one binary per distinct key.
+BinaryKey = tuple[ServerKind, str | None, str | None]
+NETNS = Backend()
+
+
+def binary_key(role: str, spec: ServerSpec, backend: Backend = NETNS) -> BinaryKey:
+    return (spec.kind, str(spec.binary) if spec.binary else None, backend.image_for(role, spec))
+
+
+def resolve_binaries(
+    loaded: LoadedScenario, backend: Backend = NETNS
+) -> dict[BinaryKey, ServerBinary]:
+    """Find and version every server binary the cases use, once per run (with the compose
+    backend: the binary inside the role's image, versioned there)."""
+    found: dict[BinaryKey, ServerBinary] = {}
     for case in loaded.cases:
-        for spec in (case.scenario.servers.primary, case.scenario.servers.secondary):
-            key = (spec.kind, str(spec.binary) if spec.binary else None)
+        for role in ("primary", "secondary"):
+            spec = getattr(case.scenario.servers, role)
+            key = binary_key(role, spec, backend)
             if key in found:
+                continue
+            image = key[2]
+            if image is not None:
+                version, image_id = image_version(spec.kind, spec.binary, image)
+                found[key] = ServerBinary(
+                    spec.kind, binary_in_image(spec.kind, spec.binary), version, image, image_id
+                )
                 continue
             path = find_binary(spec.kind, spec.binary)
             if path is None:
@@ -184,6 +217,7 @@ class CaseRun:
             self.primary_bin.kind,
             self._setup("primary", entries, notify=notify),
             self.primary_bin.path,
+            in_container=self.primary_bin.image is not None,
         )
         self._spawn("primary", self.primary)
         # Ready = it serves the first and the last zone (it loads them in order).
@@ -210,6 +244,7 @@ class CaseRun:
             self.secondary_bin.kind,
             self._setup("secondary", entries, notify=False),
             self.secondary_bin.path,
+            in_container=self.secondary_bin.image is not None,
         )
         self.secondary.render()
         return self.secondary
@@ -220,7 +255,13 @@ class CaseRun:
         out = open(server.setup.workdir / "stdout.log", "ab")  # noqa: SIM115 - owned by proc
         err = open(server.setup.workdir / "stderr.log", "ab")  # noqa: SIM115
         proc = self.testbed.spawn(
-            host, server.argv(), stdout=out, stderr=err, cwd=server.setup.workdir, cgroup=role
+            host,
+            server.argv(),
+            stdout=out,
+            stderr=err,
+            cwd=server.setup.workdir,
+            cgroup=role,
+            tool=True,
         )
         out.close()
         err.close()
@@ -303,7 +344,8 @@ class CaseRun:
     def _wait_port(self, netns: str, address: str, port: int) -> None:
         from harness.netns import socket_in
 
-        deadline = time.monotonic() + START_TIMEOUT
+        # Called once the primary serves its zones: a TLS listener it has comes up with them.
+        deadline = time.monotonic() + TLS_LISTEN_TIMEOUT
         while time.monotonic() < deadline:
             self._alive("primary")
             sock = socket_in(netns, socket.AF_INET, socket.SOCK_STREAM)
@@ -337,7 +379,9 @@ class CaseRun:
         )
         with watch as notifies:
             issued = time.monotonic()
-            self.testbed.primary.run(self.primary.reload_argv(base.origin), timeout=self.timeout)
+            self.testbed.primary.run_tool(
+                self.primary.reload_argv(base.origin), timeout=self.timeout
+            )
             served = self._wait_serving(
                 "primary", self.testbed.primary.address, base.origin, serial, self.timeout
             )
@@ -355,30 +399,22 @@ class CaseRun:
 
     def expected(self) -> PullResult:
         """The primary's current copy, pulled locally (no link in the way): the reference."""
-        return pull(
-            "127.0.0.1",
-            self.first_zone,
-            netns=self.testbed.primary.netns,
-            timeout=self.timeout,
-            digest=True,
+        return pull_verified_copy(
+            "127.0.0.1", self.first_zone, netns=self.testbed.primary.netns, timeout=self.timeout
         )
 
     def verify(self, zone: str, serial: int) -> tuple[bool, str | None, PullResult]:
         """The secondary's copy equals the primary's: same serial, records and digest."""
-        copy = pull(
-            "127.0.0.1", zone, netns=self.testbed.secondary.netns, timeout=self.timeout, digest=True
+        copy = pull_verified_copy(
+            "127.0.0.1", zone, netns=self.testbed.secondary.netns, timeout=self.timeout
         )
         if not copy.ok:
             return False, f"could not read the secondary's copy: {copy.error}", copy
         reference = (
             self.expected()
             if zone == self.first_zone
-            else pull(
-                "127.0.0.1",
-                zone,
-                netns=self.testbed.primary.netns,
-                timeout=self.timeout,
-                digest=True,
+            else pull_verified_copy(
+                "127.0.0.1", zone, netns=self.testbed.primary.netns, timeout=self.timeout
             )
         )
         if not reference.ok:
@@ -552,7 +588,7 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
     warmup = base_serial + 1
     run.publish(warmup)
     if scenario.trigger == "retransfer":
-        run.testbed.secondary.run(secondary.refresh_argv(zone), timeout=run.timeout)
+        run.testbed.secondary.run_tool(secondary.refresh_argv(zone), timeout=run.timeout)
     run._wait_serving("secondary", run.testbed.secondary.address, zone, warmup, run.timeout)
     for repeat in range(1, scenario.repeats + 1):
         serial = warmup + repeat
@@ -571,7 +607,7 @@ def run_update_repeats(run: CaseRun, store: RunStore, progress: Callable[[], Non
                     if case.xfr == "axfr"
                     else secondary.refresh_argv(zone)
                 )
-                run.testbed.secondary.run(argv, timeout=run.timeout)
+                run.testbed.secondary.run_tool(argv, timeout=run.timeout)
                 phases["control_returned"] = time.monotonic() - t0
             done = run._wait_serving(
                 "secondary", run.testbed.secondary.address, zone, serial, run.timeout
@@ -784,10 +820,39 @@ def transfers_per_case(scenario: Scenario) -> int:
     return scenario.repeats * (1 + len(scenario.client_pulls))
 
 
+def compose_setup(
+    case: Case, case_dir: Path, binaries: tuple[ServerBinary, ServerBinary], backend: Backend
+) -> ComposeSetup | None:
+    """The compose side of a case's testbed (None: the netns backend)."""
+    if not backend.compose:
+        return None
+    from harness.compose.testbed import ComposeSetup
+
+    # The servers read their configs and write logs under the case folder, and share
+    # control sockets with the driver: both are bind-mounted at the same path.
+    shared = (case_dir, CONTROL_DIR)
+    if backend.project is not None:
+        return ComposeSetup(project=backend.project, shared=shared)
+    primary, secondary = binaries
+    assert primary.image and secondary.image
+    images = {
+        "primary": primary.image,
+        "secondary": secondary.image,
+        "link": backend.link_image(case.scenario.servers.secondary),
+    }
+    return ComposeSetup(images=images, shared=shared)
+
+
 @contextlib.contextmanager
-def case_testbed(case: Case, case_dir: Path) -> Iterator[Testbed]:
+def case_testbed(
+    case: Case, case_dir: Path, compose: ComposeSetup | None = None
+) -> Iterator[Testbed]:
     with Testbed(
-        case.scenario.link, case.scenario.hosts, case_dir / "testbed", label=case.name
+        case.scenario.link,
+        case.scenario.hosts,
+        case_dir / "testbed",
+        label=case.name,
+        compose=compose,
     ) as testbed:
         yield testbed
 
@@ -796,21 +861,17 @@ def run_case(
     case: Case,
     case_dir: Path,
     store: RunStore,
-    binaries: dict[tuple[ServerKind, str | None], ServerBinary],
+    binaries: dict[BinaryKey, ServerBinary],
     progress: Callable[[], None],
     sampler: Sampler | None = None,
+    backend: Backend = NETNS,
 ) -> None:
     scenario = case.scenario
     servers = scenario.servers
-    primary_bin = binaries[
-        (servers.primary.kind, str(servers.primary.binary) if servers.primary.binary else None)
-    ]
-    secondary_bin = binaries[
-        (
-            servers.secondary.kind,
-            str(servers.secondary.binary) if servers.secondary.binary else None,
-        )
-    ]
+    # Absolute: the paths rendered into configs must mean the same inside a container.
+    case_dir = case_dir.resolve()
+    primary_bin = binaries[binary_key("primary", servers.primary, backend)]
+    secondary_bin = binaries[binary_key("secondary", servers.secondary, backend)]
     zone_label = scenario.zones.origin
     problem = support_problem(case, primary_bin, secondary_bin)
     if problem:
@@ -822,7 +883,8 @@ def run_case(
     case_dir.mkdir(parents=True, exist_ok=True)
     CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     tsig = new_tsig(algorithm=scenario.tsig_algorithm) if "tsig" in case.transport else None
-    with case_testbed(case, case_dir) as testbed:
+    compose = compose_setup(case, case_dir, (primary_bin, secondary_bin), backend)
+    with case_testbed(case, case_dir, compose) as testbed:
         tls = (
             new_tls(case_dir / "tls", TLS_HOSTNAME, testbed.primary.address)
             if case.transport.startswith("xot")
@@ -865,8 +927,9 @@ def run_case(
                 "scenario": case.scenario.model_dump(mode="json"),
                 "testbed": testbed.describe(),
                 "bound_bps": run.bound,
-                "primary": {"kind": primary_bin.kind, "version": primary_bin.version},
-                "secondary": {"kind": secondary_bin.kind, "version": secondary_bin.version},
+                "backend": backend.name,
+                "primary": primary_bin.describe(),
+                "secondary": secondary_bin.describe(),
             },
         )
 
@@ -877,7 +940,9 @@ def _case_slug(index: int, case: Case) -> str:
 
 
 def run_meta(
-    loaded: LoadedScenario, binaries: dict[tuple[ServerKind, str | None], ServerBinary]
+    loaded: LoadedScenario,
+    binaries: dict[BinaryKey, ServerBinary],
+    backend: Backend = NETNS,
 ) -> dict[str, Any]:
     from harness.link.probe import probe_kernel
     from harness.results.provenance import collect
@@ -889,8 +954,11 @@ def run_meta(
         "spec_hash": loaded.spec_hash,
         "scenario_name": loaded.scenario.name,
         "cases": [case.name for case in loaded.cases],
+        "backend": backend.name,
+        "compose_project": backend.project,
         "servers": {
-            f"{b.kind}@{b.path}": {"kind": b.kind, "path": str(b.path), "version": b.version}
+            f"{b.kind}@{b.image + ':' if b.image else ''}{b.path}": {"path": str(b.path)}
+            | b.describe()
             for b in binaries.values()
         },
         "kernel_features": kernel.to_json(),
@@ -906,7 +974,9 @@ def run_scenario(
     out: Path | None = None,
     run_id: str | None = None,
     prometheus_port: int | None = None,
+    prometheus_address: str = "127.0.0.1",
     sample_interval: float = 1.0,
+    backend: Backend = NETNS,
 ) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
 
@@ -921,12 +991,15 @@ def run_scenario(
             "xfrbench run needs root (network namespaces, iptables, "
             "sysctls); run it with sudo, or use --dry-run"
         )
-    binaries = resolve_binaries(loaded)
+    from harness.compose.backend import prepare
+
+    backend = prepare(loaded, backend)
+    binaries = resolve_binaries(loaded, backend)
     console = ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(
-            RunStore.create(results_root, run_id, out, run_meta(loaded, binaries))
+            RunStore.create(results_root, run_id, out, run_meta(loaded, binaries, backend))
         )
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
         exporter = None
@@ -934,7 +1007,13 @@ def run_scenario(
             from harness.metrics.exporter import Exporter
 
             exporter = stack.enter_context(
-                Exporter(store.run_id, loaded.scenario.name, loaded.spec_hash, port=prometheus_port)
+                Exporter(
+                    store.run_id,
+                    loaded.scenario.name,
+                    loaded.spec_hash,
+                    port=prometheus_port,
+                    address=prometheus_address,
+                )
             )
             store.listeners.append(exporter.observe_transfer)
             for case in loaded.cases:
@@ -950,7 +1029,9 @@ def run_scenario(
                         *(f"client-pull-{m}" for m in case.scenario.client_pulls),
                     ),
                 )
-            console.print(f"metrics for Prometheus on http://127.0.0.1:{exporter.port}/metrics")
+            console.print(
+                f"metrics for Prometheus on http://{prometheus_address}:{exporter.port}/metrics"
+            )
         sampler = stack.enter_context(
             Sampler(
                 store.folder / SAMPLES,
@@ -975,6 +1056,7 @@ def run_scenario(
                         binaries,
                         lambda task=task: bar.advance(task),
                         sampler,
+                        backend,
                     )
                     bar.update(task, completed=transfers_per_case(case.scenario))
         except KeyboardInterrupt:

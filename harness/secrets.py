@@ -60,6 +60,12 @@ class TlsFiles:
     key: Path
     hostname: str  # the name in the certificate's SAN, which the secondary checks
 
+    @property
+    def cert_pin(self) -> str:
+        """Base64 SHA-256 of the server certificate's SubjectPublicKeyInfo (RFC 7469 pin):
+        how Knot's `cert-key` authenticates a remote."""
+        return public_key_pin(self.cert.read_bytes())
+
 
 def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
@@ -121,3 +127,17 @@ def new_tls(folder: Path, hostname: str, address: str) -> TlsFiles:
         key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
     return files
+
+
+def public_key_pin(cert_pem: bytes) -> str:
+    import base64
+    import hashlib
+
+    from cryptography.hazmat.primitives import serialization
+
+    spki = (
+        x509.load_pem_x509_certificate(cert_pem)
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()

@@ -39,6 +39,9 @@ XfrKind = Literal["axfr", "ixfr"]
 Trigger = Literal["notify", "retransfer", "cold-start"]
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
 ZonePreset = Literal["tiny", "tld", "hosting"]
+# The Debian release a server comes from (compose backend: the image xfrbench/server:<suite>).
+ServerSuite = Literal["bookworm", "bookworm-backports", "trixie"]
+DEFAULT_SUITE: ServerSuite = "bookworm"
 
 # The TCP settings the kernel keeps per network namespace; anything else is global and
 # cannot be set per host (net.core.rmem_max, for instance).
@@ -119,6 +122,8 @@ class ZonesSpec(Strict):
 class ServerSpec(Strict):
     kind: ServerKind
     binary: Path | None = None
+    # Only the compose backend can pick a release; the netns backend runs the host's servers.
+    suite: ServerSuite = DEFAULT_SUITE
     options: dict[str, int | str | bool] = Field(default_factory=dict)
 
     @field_validator("options")
@@ -527,7 +532,12 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
 
 def spec_hash(scenario: Scenario) -> str:
     """SHA-256 of the validated content: comments, key order and unit spelling do not count."""
-    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    dumped = scenario.model_dump(mode="json")
+    for server in dumped.get("servers", {}).values():
+        # The default suite is left out: scenarios written before it existed keep their hash.
+        if server.get("suite") == DEFAULT_SUITE:
+            del server["suite"]
+    canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

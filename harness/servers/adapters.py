@@ -69,10 +69,18 @@ class Server(ABC):
     kind: ClassVar[ServerKind]
     config_name: ClassVar[str]
 
-    def __init__(self, setup: ServerSetup, binary: Path) -> None:
+    def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
+        """`in_container`: `binary` is a path in a container's file system (compose backend),
+        where the control tool sits beside it; the driver cannot check that from outside."""
         self.setup = setup
         self.binary = binary
+        self.in_container = in_container
         self.control_secret = base64.b64encode(secrets.token_bytes(32)).decode()
+
+    def _tool(self, name: str) -> str:
+        """The control tool `name` beside the server binary, else from PATH."""
+        beside = self.binary.with_name(name)
+        return str(beside) if self.in_container or beside.exists() else name
 
     @property
     def config(self) -> Path:
@@ -161,8 +169,7 @@ class Bind(Server):
         return [str(self.binary), "-f", "-u", "root", "-n", "2", "-c", str(self.config)]
 
     def control(self, *command: str) -> list[str]:
-        rndc = self.binary.with_name("rndc") if self.binary.with_name("rndc").exists() else "rndc"
-        return [str(rndc), "-c", str(self.setup.workdir / "rndc.conf"), *command]
+        return [self._tool("rndc"), "-c", str(self.setup.workdir / "rndc.conf"), *command]
 
     def reload_argv(self, zone: str) -> list[str]:
         return self.control("reload", zone)
@@ -191,9 +198,7 @@ class Knot(Server):
         return [str(self.binary), "-c", str(self.config)]
 
     def control(self, *command: str) -> list[str]:
-        knotc = self.binary.with_name("knotc")
-        tool = str(knotc) if knotc.exists() else "knotc"
-        return [tool, "-c", str(self.config), "-t", "30", *command]
+        return [self._tool("knotc"), "-c", str(self.config), "-t", "30", *command]
 
     def reload_argv(self, zone: str) -> list[str]:
         return self.control("zone-reload", zone)
@@ -221,8 +226,7 @@ class Nsd(Server):
         return [str(self.binary), "-d", "-c", str(self.config)]
 
     def control(self, *command: str) -> list[str]:
-        tool = self.binary.with_name("nsd-control")
-        return [str(tool) if tool.exists() else "nsd-control", "-c", str(self.config), *command]
+        return [self._tool("nsd-control"), "-c", str(self.config), *command]
 
     def reload_argv(self, zone: str) -> list[str]:
         return self.control("reload", zone)
@@ -237,5 +241,7 @@ class Nsd(Server):
 ADAPTERS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd}
 
 
-def make_server(kind: ServerKind, setup: ServerSetup, binary: Path) -> Server:
-    return ADAPTERS[kind](setup, binary)
+def make_server(
+    kind: ServerKind, setup: ServerSetup, binary: Path, *, in_container: bool = False
+) -> Server:
+    return ADAPTERS[kind](setup, binary, in_container=in_container)

@@ -49,7 +49,7 @@ KINDS: dict[ServerKind, KindInfo] = {
         kind="knot",
         daemon="knotd",
         version_argv=("-V",),
-        version_re=r"version (\d+\.\d+\.\d+)",
+        version_re=r"(?:Knot DNS|version) (\d+\.\d+\.\d+)",
         options={
             "background-workers": int,
             "remote-pool-limit": int,

@@ -53,7 +53,10 @@ def find_strays(directory: Path | None = None) -> list[str]:
     """Namespaces named like ours that no registry lists: reported, never deleted."""
     registries, _ = _registry.load_all(directory)
     listed = {
-        item.get("name") for r in registries for item in r.items if item.get("kind") == "netns"
+        item.get("name")
+        for r in registries
+        for item in r.items
+        if item.get("kind") in ("netns", "netns_attached")
     }
     try:
         names = sorted(path.name for path in Path("/run/netns").iterdir())

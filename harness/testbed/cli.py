@@ -10,7 +10,8 @@ from typing import Any
 def register(subparsers: Any) -> None:
     clean = subparsers.add_parser(
         "clean",
-        help="remove namespaces, processes, rules and sysctl changes left by killed runs",
+        help="remove namespaces, processes, rules, sysctl changes and compose projects left "
+        "by killed runs",
         description="Reads the testbed registries under /run/xfrbench/testbeds and undoes "
         "exactly what they list for drivers that are no longer running. Nothing "
         "is matched by name pattern; live runs are left alone.",
@@ -27,6 +28,7 @@ def handle_clean(args: argparse.Namespace) -> int:
 
     if os.geteuid() != 0:
         raise EnvironmentProblem("`xfrbench clean` needs root (namespaces, iptables, sysctl)")
+
     problems: list[str] = []
     removed = clean_leftovers(problems=problems)
     strays = find_strays()

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from harness.errors import EnvironmentProblem, ToolFailed, UserInputError, XfrbenchError
 from harness.link import linkem
@@ -29,6 +29,9 @@ from harness.metrics import cgroup as cgroups
 from harness.spec import PER_HOST_SYSCTLS, DirectionSpec, HostsSpec, LinkSpec
 from harness.testbed import plan as planning
 from harness.testbed import registry as reg
+
+if TYPE_CHECKING:
+    from harness.compose.testbed import ComposeSetup
 
 DEFAULT_BLOCK = "198.18.0.0/15"
 READY_TIMEOUT = 15.0
@@ -58,9 +61,29 @@ class Host:
     netns: str
     address: str
     interfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Compose backend: the container's PID 1. Its file system holds this host's tools.
+    container_pid: int | None = None
 
     def argv(self, argv: list[str]) -> list[str]:
+        """`argv` from the driver's file system, in this host's network namespace."""
         return ["ip", "netns", "exec", self.netns, *argv]
+
+    def tool_argv(
+        self, argv: list[str], cwd: Path | None = None, *, die_with_parent: bool = False
+    ) -> list[str]:
+        """`argv` from this host's own file system: a container's (servers, their control
+        tools, version probes) with the compose backend, the driver's otherwise."""
+        if self.container_pid is None:
+            return self.argv(argv)
+        from harness.compose.project import nsenter_argv
+
+        return nsenter_argv(self.container_pid, argv, cwd, die_with_parent=die_with_parent)
+
+    def run_tool(
+        self, argv: list[str], check: bool = True, **kw: Any
+    ) -> subprocess.CompletedProcess[str]:
+        """Like run(), with the host's own tools (see tool_argv)."""
+        return _run(self.tool_argv(argv), check=check, **kw)
 
     def run(
         self, argv: list[str], check: bool = True, **kw: Any
@@ -133,9 +156,12 @@ class Testbed:
         label: str | None = None,
         netem_available: bool | None = None,
         emulate: bool = False,
+        compose: ComposeSetup | None = None,
     ) -> None:
         """`netem_available` skips the kernel probe (tests); `emulate` runs the emulator even
-        for an unimpaired link, to measure its own cost (benchmarks)."""
+        for an unimpaired link, to measure its own cost (benchmarks). `compose`: the hosts
+        are the containers of a compose project (harness.compose.testbed) instead of
+        namespaces of the testbed's own."""
         self.link = link
         self.hosts_spec = hosts
         self.run_dir = Path(run_dir)
@@ -160,6 +186,9 @@ class Testbed:
         self._offloads_off = False
         self._old_handlers: dict[int, Any] = {}
         self.teardown_report: list[str] = []
+        self.compose = compose
+        self._compose_info: dict[str, Any] | None = None
+        self._qdisc_devs: set[str] = set()
 
     # --- context manager ------------------------------------------------------------------
 
@@ -226,7 +255,10 @@ class Testbed:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._create_registry()
         assert self.plan is not None and self._registry is not None
-        self._build_topology(self.plan)
+        if self.compose is not None:
+            self._build_compose_topology(self.compose)
+        else:
+            self._build_topology(self.plan)
         self._apply_host_sysctls()
         if self.backend != "none" or self.link.forward.rate or self.link.reverse.rate:
             self._offloads()
@@ -238,6 +270,13 @@ class Testbed:
         with reg.locked(directory):
             registries, _ = reg.load_all(directory)
             used = {str(r.data.get("slice")) for r in registries if r.data.get("slice")}
+            static_slice = None
+            if self.compose is not None:
+                from harness.compose import testbed as compose_testbed
+
+                used |= compose_testbed.used_subnets(self.compose)
+                if self.compose.static:
+                    static_slice = compose_testbed.static_slice(self.compose)
             for _ in range(100):
                 testbed_id = secrets.token_hex(3)
                 names = [planning.netns_name(testbed_id, role) for role in planning.ROLES]
@@ -248,7 +287,7 @@ class Testbed:
             else:  # pragma: no cover - 16M ids
                 raise EnvironmentProblem("could not find a free testbed id")
             try:
-                slice_ = planning.choose_slice(self.block, testbed_id, used)
+                slice_ = static_slice or planning.choose_slice(self.block, testbed_id, used)
             except LookupError as exc:
                 raise EnvironmentProblem(str(exc)) from None
             self.testbed_id = testbed_id
@@ -338,6 +377,53 @@ class Testbed:
         self.router.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
         self._applied["router"] = {"net.ipv4.ip_forward": "1"}
 
+    def _build_compose_topology(self, setup: ComposeSetup) -> None:
+        """The hosts are containers: their namespaces are named like ours (see
+        harness.compose.testbed); addresses and interfaces are what compose gave them."""
+        from harness.compose import testbed as compose_testbed
+
+        assert self.plan is not None
+        mtus = {"secondary": self.link.forward.mtu, "primary": self.link.reverse.mtu}
+        built = compose_testbed.build_topology(
+            setup,
+            self.testbed_id,
+            self.block,
+            self.plan.slice,
+            self.run_dir / "compose",
+            mtus,
+            self._add,
+        )
+        self.plan = plan = built.plan
+        self._compose_info = built.describe(setup)
+        ns = plan.namespaces
+        self.primary = Host("primary", ns["primary"], plan.address("primary"))
+        self.secondary = Host("secondary", ns["secondary"], plan.address("secondary"))
+        self.router = Host("router", ns["router"], plan.address("router"))
+        for host in (self.primary, self.secondary, self.router):
+            host.container_pid = built.pids[host.role]
+        for endpoint, seg in plan.segments.items():
+            host = self.primary if endpoint == "primary" else self.secondary
+            mtu = built.mtus[endpoint]
+            host.interfaces[seg.host_if] = {
+                "address": seg.host_address,
+                "subnet": seg.subnet,
+                "mtu": mtu,
+                "peer": f"{seg.router_if}@router",
+            }
+            self.router.interfaces[seg.router_if] = {
+                "address": seg.router_address,
+                "subnet": seg.subnet,
+                "mtu": mtu,
+                "peer": f"{seg.host_if}@{endpoint}",
+            }
+        # The link container forwards already (its compose sysctls); checked, not assumed.
+        if self.router.sysctl("net.ipv4.ip_forward") != "1":
+            raise EnvironmentProblem(
+                f"the link container of {built.deployment.project} does not forward "
+                "(net.ipv4.ip_forward is not 1; see docker-compose.yml)"
+            )
+        self._applied["router"] = {"net.ipv4.ip_forward": "1"}
+
     def _offloads(self) -> None:
         """TSO/GSO/GRO off on every veth: loss and delay then act on single packets."""
         assert self.plan is not None
@@ -362,6 +448,9 @@ class Testbed:
             for key in sorted(wanted, key=lambda k: k != "net.ipv4.tcp_congestion_control"):
                 value = wanted[key]
                 where = f"hosts.{role}.sysctl.{key}"
+                if self.compose is not None and self.compose.static:
+                    # The container outlives this case: the next one must find it as it was.
+                    self._add("netns_sysctl", netns=host.netns, key=key, old=host.sysctl(key))
                 result = host.run(["sysctl", "-w", f"{key}={value}"], check=False)
                 if result.returncode != 0:
                     raise UserInputError(
@@ -429,6 +518,11 @@ class Testbed:
         return (("forward", self.link.forward), ("reverse", self.link.reverse))
 
     def _tc(self, argv: list[str]) -> None:
+        if self.compose is not None and self.compose.static and "root" in argv:
+            dev = argv[argv.index("dev") + 1]
+            if dev not in self._qdisc_devs:  # the link container outlives this case
+                self._qdisc_devs.add(dev)
+                self._add("qdisc", netns=self.router.netns, dev=dev)
         self.router.run(argv)
         self._tc_applied.append(argv)
 
@@ -555,6 +649,7 @@ class Testbed:
         env: dict[str, str] | None = None,
         text: bool = False,
         cgroup: str | None = None,
+        tool: bool = False,
     ) -> subprocess.Popen[Any]:
         """Start `argv` inside `host`'s namespace and register it for teardown.
 
@@ -563,8 +658,11 @@ class Testbed:
         With `cgroup` (a short name, e.g. the server's role) the process runs in a cgroup of
         its own, entered before exec so that forked children are counted too; the cgroup is
         recorded before the process so that teardown stops the process, then removes it.
+        With `tool` the command comes from the host's own file system (Host.tool_argv: a
+        container's with the compose backend; it dies with the driver there, since it lives
+        outside the container's pid namespace and would keep the container's alive).
         """
-        full_argv = host.argv(argv)
+        full_argv = host.tool_argv(argv, cwd, die_with_parent=True) if tool else host.argv(argv)
         group = None
         layout = cgroups.detect() if cgroup is not None else None
         if layout is not None and layout.kind != "proc":  # else: sampled from /proc instead
@@ -680,6 +778,8 @@ class Testbed:
         return {
             "testbed_id": self.testbed_id,
             "label": self.label,
+            "topology": "compose" if self.compose is not None else "netns",
+            "compose": self._compose_info,
             "backend": self.backend,
             "block": self.block,
             "slice": self.plan.slice,

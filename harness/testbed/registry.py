@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import XfrbenchError
+
 FORMAT = 1
 DEFAULT_DIR = Path("/run/xfrbench/testbeds")
 
@@ -71,7 +73,9 @@ def normalize_sysctl(value: str) -> str:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # kill | iptables | netns | sysctl | cc_allowed | cgroup | file
+    # kill | iptables | netns | sysctl | cc_allowed | cgroup | file, and for the compose
+    # backend: compose_project | netns_attached | qdisc | netns_sysctl
+    kind: str
     target: str
     detail: dict[str, Any] = field(default_factory=dict)
     item: dict[str, Any] | None = field(default=None, compare=False, repr=False)
@@ -133,6 +137,16 @@ def plan_cleanup(
         elif kind == "file":
             if not item.get("keep"):
                 actions.append(Action("file", item["path"], dict(item), item))
+        elif kind == "compose_project":
+            actions.append(Action("compose_project", item["name"], dict(item), item))
+        elif kind == "netns_attached":
+            actions.append(Action("netns_attached", item["name"], dict(item), item))
+        elif kind == "qdisc":
+            actions.append(Action("qdisc", f"{item['netns']} {item['dev']}", dict(item), item))
+        elif kind == "netns_sysctl":
+            actions.append(
+                Action("netns_sysctl", f"{item['netns']} {item['key']}", dict(item), item)
+            )
         else:
             notes.append(f"unknown registry item {item!r}; left alone")
     return actions, notes
@@ -295,7 +309,7 @@ def execute(actions: list[Action]) -> tuple[list[str], list[str], list[Action]]:
     for action in actions:
         try:
             result = _execute_one(action)
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, subprocess.SubprocessError, XfrbenchError) as exc:
             result = f"!{exc}"
         if result.startswith("!"):
             notes.append(f"{action.describe()}: {result[1:]}")
@@ -387,6 +401,37 @@ def _execute_one(action: Action) -> str:
         except FileNotFoundError:
             return ""
         return f"file {action.target}"
+    if action.kind == "netns_attached":
+        # Only the name: the namespace is its container's (processes in it are the
+        # container's, or ours and stopped by their own items first).
+        from harness.compose.project import detach_netns
+
+        return f"namespace name {action.target} detached" if detach_netns(action.target) else ""
+    if action.kind == "compose_project":
+        from harness.compose.project import down_project
+
+        file = detail.get("file")
+        removed = down_project(action.target, Path(file) if file else None)
+        if not removed:
+            return ""
+        return f"compose project {action.target} ({', '.join(removed)})"
+    if action.kind == "qdisc":
+        # A static compose project's link outlives the case: its root qdisc must go.
+        netns, dev = detail["netns"], detail["dev"]
+        if not _netns_exists(netns):
+            return ""
+        result = _run(["ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", dev, "root"])
+        if result.returncode != 0 and "No such file" not in result.stderr:
+            return f"!tc qdisc del failed: {result.stderr.strip()}"
+        return f"root qdisc on {dev} in {netns}"
+    if action.kind == "netns_sysctl":
+        netns, key, old = detail["netns"], detail["key"], str(detail["old"])
+        if not _netns_exists(netns):
+            return ""
+        result = _run(["ip", "netns", "exec", netns, "sysctl", "-qw", f"{key}={old}"])
+        if result.returncode != 0:
+            return f"!sysctl {key} not restored: {result.stderr.strip()}"
+        return f"sysctl {key} in {netns} restored to {old!r}"
     return f"!unknown action {action.kind}"
 
 

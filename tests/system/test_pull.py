@@ -27,7 +27,7 @@ from harness.xfr import TsigKey, compare_zones
 from harness.xfr.digest import zone_digest_dnspython
 from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import query_soa_serial, wait_for_serial
-from harness.xfr.pull import pull, xot_context
+from harness.xfr.pull import pull, pull_verified_copy, xot_context
 
 pytestmark = [pytest.mark.root]
 
@@ -184,10 +184,13 @@ def test_axfr_many_messages_fast_path(tmp_path: Path) -> None:
     try:
         fast = pull(ADDRESS, ZONE, port=server.port, timeout=30)
         full = pull(ADDRESS, ZONE, port=server.port, timeout=30, digest=True)
+        copy = pull_verified_copy(ADDRESS, ZONE, port=server.port, timeout=30)
         kd = kdig_pull(ADDRESS, ZONE, port=server.port, timeout=30)
     finally:
         stop_named(server)
     assert fast.ok and full.ok and kd.ok, (fast.error, full.error, kd.error)
+    # Read first, digested after: the same digest as digesting while reading.
+    assert copy.ok and copy.digest == full.digest and copy.wire is None
     assert fast.messages > 10
     # The fast path parsed only the first message and the one that closes the transfer.
     assert fast.extra["messages_parsed"] <= 3

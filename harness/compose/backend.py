@@ -1,0 +1,159 @@
+"""What `xfrbench run --backend compose` decides before any case runs: which image each role
+runs, which server version is inside it, and whether the scenario can run on this backend.
+
+    backend = Backend("compose")                      # per-run projects
+    backend = Backend("compose", project="xfrbench")  # a running project's containers
+    image = backend.image_for("secondary", spec)      # xfrbench/server:trixie
+    version, image_id = image_version("knot", None, image)
+
+Versions come from the binary in the image (`docker run --rm IMAGE knotd -V`), cached per
+image id: capability checks (XoT) must judge what runs, not what the driver has installed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from harness.compose import daemon, images
+from harness.errors import EnvironmentProblem, UserInputError
+from harness.servers.catalog import KINDS, ServerKind
+from harness.spec import DEFAULT_SUITE, LoadedScenario, ServerSpec
+
+BackendName = Literal["netns", "compose"]
+ROLES = ("primary", "secondary")
+# Knot 3.4 prints "knotd, Knot DNS 3.4.6" where 3.2 printed "knotd (Knot DNS), version 3.2.6".
+_NEWER_VERSION_RE = {"knot": r"Knot DNS (\d+\.\d+\.\d+)"}
+_VERSIONS: dict[tuple[str, str, str], str] = {}  # (image id, kind, binary) -> version
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The testbed backend of a run. `project`: static compose mode (a running project);
+    `running`: service -> image tag of that project's containers (filled by `prepare`)."""
+
+    name: BackendName = "netns"
+    project: str | None = None
+    running: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def compose(self) -> bool:
+        return self.name == "compose"
+
+    def image_for(self, role: str, spec: ServerSpec) -> str | None:
+        """The image a role's server runs from (None: the driver's own file system)."""
+        if not self.compose:
+            return None
+        if self.project is not None:
+            return self.running[role]
+        return images.server_tag(spec.suite)
+
+    def link_image(self, secondary: ServerSpec) -> str:
+        """The link container shares the secondary's Debian release: no extra image needed
+        (its tc, iptables and linkem run from the driver's file system anyway)."""
+        return images.link_tag(images.check_variant(secondary.suite).suite)
+
+
+def binary_in_image(kind: ServerKind, binary: Path | None) -> Path:
+    """The server binary inside a server image: Debian installs the daemons in /usr/sbin."""
+    return Path(binary) if binary is not None else Path("/usr/sbin") / KINDS[kind].daemon
+
+
+def suite_of_tag(tag: str) -> str | None:
+    """xfrbench/server:trixie -> trixie (None for an image not built by images.py)."""
+    prefix = images.server_tag("")
+    return tag[len(prefix) :] if tag.startswith(prefix) else None
+
+
+def check_scenario(loaded: LoadedScenario, backend: Backend) -> None:
+    """Refuse what the backend cannot run, naming the key and the fix (before any work)."""
+    for case in loaded.cases:
+        for role in ROLES:
+            spec: ServerSpec = getattr(case.scenario.servers, role)
+            key = f"servers.{role}.suite"
+            if not backend.compose and spec.suite != DEFAULT_SUITE:
+                raise UserInputError(
+                    f"suite {spec.suite!r} needs server images; the netns backend runs the "
+                    "servers installed on this host",
+                    file=loaded.path,
+                    key=key,
+                    fix="run with --backend compose (or remove the key)",
+                )
+            if backend.project is not None and spec.suite != DEFAULT_SUITE:
+                running = suite_of_tag(backend.running.get(role, ""))
+                if running != spec.suite:
+                    raise UserInputError(
+                        f"suite {spec.suite!r}, but the {role} container of compose project "
+                        f"{backend.project} runs {backend.running.get(role)}",
+                        file=loaded.path,
+                        key=key,
+                        fix=f"start the project with {role.upper()}_SUITE={spec.suite}, or run "
+                        "without --compose-project (a per-run project per case)",
+                    )
+
+
+def prepare(loaded: LoadedScenario, backend: Backend) -> Backend:
+    """Start dockerd if none answers, read a static project's images, check the scenario
+    and that every image it needs exists."""
+    if not backend.compose:
+        check_scenario(loaded, backend)
+        return backend
+    daemon.ensure_dockerd()
+    if backend.project is not None:
+        from harness.compose.project import check_project_name, discover
+
+        deployment = discover(check_project_name(backend.project))
+        backend = Backend(
+            backend.name,
+            backend.project,
+            {service: c.image for service, c in deployment.containers.items()},
+        )
+    check_scenario(loaded, backend)
+    if backend.project is None:
+        wanted: dict[str, str] = {}
+        for case in loaded.cases:
+            servers = case.scenario.servers
+            for role in ROLES:
+                spec: ServerSpec = getattr(servers, role)
+                wanted[images.server_tag(spec.suite)] = f"--servers {spec.suite}"
+            link = backend.link_image(servers.secondary)
+            wanted[link] = f"--link-suite {link.rpartition(':')[2]}"
+        missing = [tag for tag in wanted if not images.image_exists(tag)]
+        if missing:
+            flags = " ".join(dict.fromkeys(wanted[tag] for tag in missing))
+            raise EnvironmentProblem(
+                f"image {', '.join(missing)} is not built (there is no registry to pull from); "
+                f"build it with `python -m harness.compose.images {flags}` "
+                "(`make compose-images` builds them all)"
+            )
+    return backend
+
+
+def image_version(kind: ServerKind, binary: Path | None, image: str) -> tuple[str, str]:
+    """(version of the server binary in `image`, the image id); probed once per image id."""
+    image_id = images.image_id(image)
+    if image_id is None:
+        raise EnvironmentProblem(f"image {image} is not built; build it with `make compose-images`")
+    path = str(binary_in_image(kind, binary))
+    key = (image_id, kind, path)
+    if key not in _VERSIONS:
+        info = KINDS[kind]
+        result = daemon.docker(
+            "run", "--rm", "--network", "none", "--entrypoint", path, image_id,
+            *info.version_argv,
+            check=False,
+            timeout=60,
+        )  # fmt: skip
+        printed = result.stdout + result.stderr
+        match = re.search(info.version_re, printed) or re.search(
+            _NEWER_VERSION_RE.get(kind, "$^"), printed
+        )
+        if not match:
+            printed = (result.stdout + result.stderr).strip()[:200]
+            raise EnvironmentProblem(
+                f"{path} in image {image} printed no {kind} version: {printed}"
+            )
+        _VERSIONS[key] = match.group(1)
+    return _VERSIONS[key], image_id
