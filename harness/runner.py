@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from harness import ui, zonegen
 from harness.compose.backend import Backend, binary_in_image, image_version
 from harness.errors import EnvironmentProblem, XfrbenchError
+from harness.metrics.procfs import ProcessGone, netns_inode, parse_port_range
 from harness.metrics.sampler import Sampler, Target
 from harness.results.model import TransferRecord
 from harness.results.store import SAMPLES, RunStore, write_json_atomic
@@ -54,6 +55,7 @@ POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every dura
 TLS_HOSTNAME = "primary.xfrbench.test"
 START_TIMEOUT = 120.0  # a server that does not answer by then has failed to start
 TLS_LISTEN_TIMEOUT = 20.0  # after it serves: no port 853 by then means no XoT configured
+KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
 CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)
 
 
@@ -297,7 +299,9 @@ class CaseRun:
         ]
         hosts = self.testbed.describe()["hosts"]
         ranges = {
-            role: _port_range(hosts[role]["sysctls"].get("net.ipv4.ip_local_port_range"))
+            role: parse_port_range(
+                hosts[role]["sysctls"].get("net.ipv4.ip_local_port_range", KERNEL_PORT_RANGE)
+            )
             for role in ("primary", "secondary")
         }
         self.sampler.watch(self.case.name, targets, self.testbed.link_counters, ranges)
@@ -430,19 +434,11 @@ def _wait_entered(proc: Any, netns: str, limit: float = 2.0) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == want:
+            if netns_inode(proc.pid) == want:
                 return
-        except OSError:
+        except ProcessGone:
             return
         time.sleep(0.002)
-
-
-def _port_range(text: str | None) -> tuple[int, int]:
-    try:
-        low, high = (int(word) for word in (text or "").split())
-    except ValueError:
-        return (32768, 60999)  # the kernel's default
-    return (low, high)
 
 
 def case_bound(case: Case, describe: dict[str, Any]) -> dict[str, float]:

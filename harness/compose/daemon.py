@@ -10,7 +10,6 @@ as possible: no iptables rules, no NAT, no ip_forward change and no default `doc
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import json
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import EnvironmentProblem, ToolFailed
+from harness.filelock import exclusive
 
 STATE_DIR = Path("/run/xfrbench")
 DOCKERD_PID = STATE_DIR / "dockerd.pid"
@@ -94,13 +94,8 @@ def compose(
 @contextlib.contextmanager
 def _locked() -> Iterator[None]:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(STATE_DIR / "dockerd.lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive(STATE_DIR / "dockerd.lock"):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def dockerd_argv(binary: str) -> list[str]:

@@ -271,26 +271,20 @@ def _draw_cases(ax: Any, fid: str, cases: list[dict[str, Any]], scale: float) ->
                 lw=1,
                 gid=f"{fid}-spread-{y}",
             )
-        if case.get("median") is not None:
-            ax.plot(
-                [case["median"] / scale],
-                [y],
-                marker="|",
-                ms=14,
-                mew=2,
-                color="black",
-                gid=f"{fid}-median-{y}",
-            )
-        if case.get("bound") is not None:
-            ax.plot(
-                [case["bound"] / scale],
-                [y],
-                marker="|",
-                ms=16,
-                mew=2.5,
-                color=BOUND_COLOUR,
-                gid=f"{fid}-bound-{y}",
-            )
+        for key, size, width, colour in (
+            ("median", 14, 2, "black"),
+            ("bound", 16, 2.5, BOUND_COLOUR),
+        ):
+            if case.get(key) is not None:
+                ax.plot(
+                    [case[key] / scale],
+                    [y],
+                    marker="|",
+                    ms=size,
+                    mew=width,
+                    color=colour,
+                    gid=f"{fid}-{key}-{y}",
+                )
 
 
 def _x_scale(ax: Any, values: list[float]) -> None:

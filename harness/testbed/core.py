@@ -178,7 +178,7 @@ class Testbed:
         self._iptables: list[list[str]] = []
         self._applied: dict[str, dict[str, str]] = {}
         self._effective: dict[str, dict[str, str]] = {}
-        self._cgroups: dict[int, cgroups.Cgroup] = {}
+        self._cgroups: dict[int, tuple[cgroups.Cgroup, dict[str, Any]]] = {}
         self._init_sysctls: list[dict[str, str]] = []
         self._linkem_config: dict[str, Any] | None = None
         self._linkem_proc: subprocess.Popen[Any] | None = None
@@ -305,6 +305,33 @@ class Testbed:
         assert self._registry is not None
         return self._registry.add(kind, **data)
 
+    def _make_hosts(self, plan: planning.TopologyPlan) -> None:
+        ns = plan.namespaces
+        self.primary = Host("primary", ns["primary"], plan.address("primary"))
+        self.secondary = Host("secondary", ns["secondary"], plan.address("secondary"))
+        self.router = Host("router", ns["router"], plan.address("router"))
+
+    def _segment_mtus(self) -> dict[str, int]:
+        """forward (primary -> secondary) is delivered on the secondary's segment; its MTU is
+        link.forward.mtu, and the primary's segment carries link.reverse.mtu."""
+        return {"secondary": self.link.forward.mtu, "primary": self.link.reverse.mtu}
+
+    def _record_interfaces(self, plan: planning.TopologyPlan, mtus: dict[str, int]) -> None:
+        for endpoint, seg in plan.segments.items():
+            host = self.primary if endpoint == "primary" else self.secondary
+            host.interfaces[seg.host_if] = {
+                "address": seg.host_address,
+                "subnet": seg.subnet,
+                "mtu": mtus[endpoint],
+                "peer": f"{seg.router_if}@router",
+            }
+            self.router.interfaces[seg.router_if] = {
+                "address": seg.router_address,
+                "subnet": seg.subnet,
+                "mtu": mtus[endpoint],
+                "peer": f"{seg.host_if}@{endpoint}",
+            }
+
     def _build_topology(self, plan: planning.TopologyPlan) -> None:
         ns = plan.namespaces
         for role in planning.ROLES:
@@ -314,14 +341,9 @@ class Testbed:
             # No IPv6 inside: no DAD or router solicitations, so counters hold only test traffic.
             for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
                 _run(["ip", "netns", "exec", ns[role], "sysctl", "-qw", f"{key}=1"], check=False)
-        self.primary = Host("primary", ns["primary"], plan.address("primary"))
-        self.secondary = Host("secondary", ns["secondary"], plan.address("secondary"))
-        self.router = Host("router", ns["router"], plan.address("router"))
-        # forward (primary -> secondary) is delivered on the secondary's segment; its MTU is
-        # link.forward.mtu, and the primary's segment carries link.reverse.mtu.
-        mtus = {"secondary": self.link.forward.mtu, "primary": self.link.reverse.mtu}
+        self._make_hosts(plan)
+        mtus = self._segment_mtus()
         for endpoint, seg in plan.segments.items():
-            host = self.primary if endpoint == "primary" else self.secondary
             # Created straight inside the namespaces: no name ever appears in the init netns.
             _run(
                 [
@@ -361,19 +383,8 @@ class Testbed:
                 _run(
                     ["ip", "-n", netns, "addr", "add", f"{address}/{seg.prefixlen}", "dev", ifname]
                 )
-            host.interfaces[seg.host_if] = {
-                "address": seg.host_address,
-                "subnet": seg.subnet,
-                "mtu": mtus[endpoint],
-                "peer": seg.router_if,
-            }
-            self.router.interfaces[seg.router_if] = {
-                "address": seg.router_address,
-                "subnet": seg.subnet,
-                "mtu": mtus[endpoint],
-                "peer": f"{seg.host_if}@{endpoint}",
-            }
             _run(["ip", "-n", ns[endpoint], "route", "add", "default", "via", seg.router_address])
+        self._record_interfaces(plan, mtus)
         self.router.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
         self._applied["router"] = {"net.ipv4.ip_forward": "1"}
 
@@ -383,39 +394,21 @@ class Testbed:
         from harness.compose import testbed as compose_testbed
 
         assert self.plan is not None
-        mtus = {"secondary": self.link.forward.mtu, "primary": self.link.reverse.mtu}
         built = compose_testbed.build_topology(
             setup,
             self.testbed_id,
             self.block,
             self.plan.slice,
             self.run_dir / "compose",
-            mtus,
+            self._segment_mtus(),
             self._add,
         )
-        self.plan = plan = built.plan
+        self.plan = built.plan
         self._compose_info = built.describe(setup)
-        ns = plan.namespaces
-        self.primary = Host("primary", ns["primary"], plan.address("primary"))
-        self.secondary = Host("secondary", ns["secondary"], plan.address("secondary"))
-        self.router = Host("router", ns["router"], plan.address("router"))
+        self._make_hosts(built.plan)
         for host in (self.primary, self.secondary, self.router):
             host.container_pid = built.pids[host.role]
-        for endpoint, seg in plan.segments.items():
-            host = self.primary if endpoint == "primary" else self.secondary
-            mtu = built.mtus[endpoint]
-            host.interfaces[seg.host_if] = {
-                "address": seg.host_address,
-                "subnet": seg.subnet,
-                "mtu": mtu,
-                "peer": f"{seg.router_if}@router",
-            }
-            self.router.interfaces[seg.router_if] = {
-                "address": seg.router_address,
-                "subnet": seg.subnet,
-                "mtu": mtu,
-                "peer": f"{seg.host_if}@{endpoint}",
-            }
+        self._record_interfaces(built.plan, built.mtus)
         # The link container forwards already (its compose sysctls); checked, not assumed.
         if self.router.sysctl("net.ipv4.ip_forward") != "1":
             raise EnvironmentProblem(
@@ -667,7 +660,7 @@ class Testbed:
         layout = cgroups.detect() if cgroup is not None else None
         if layout is not None and layout.kind != "proc":  # else: sampled from /proc instead
             name = f"xfb-{self.testbed_id}-{cgroup}"
-            self._add("cgroup", paths=cgroups.cgroup_dirs(name, layout))  # listed before made
+            listed = self._add("cgroup", paths=cgroups.cgroup_dirs(name, layout))  # before made
             group = cgroups.Cgroup.create(name, layout)
             full_argv = cgroups.attach_argv(group.procs_files, full_argv)
         proc = subprocess.Popen(
@@ -689,12 +682,13 @@ class Testbed:
         )
         self._procs[proc.pid] = (proc, item)
         if group is not None:
-            self._cgroups[proc.pid] = group
+            self._cgroups[proc.pid] = (group, listed)
         return proc
 
     def cgroup_of(self, proc: subprocess.Popen[Any]) -> cgroups.Cgroup | None:
         """The cgroup `proc` was spawned in (None: not asked for, or none can be made here)."""
-        return self._cgroups.get(proc.pid)
+        entry = self._cgroups.get(proc.pid)
+        return entry[0] if entry else None
 
     def stop(self, proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
         """SIGTERM, wait up to `timeout`, then SIGKILL; returns the exit status."""
@@ -709,14 +703,12 @@ class Testbed:
         entry = self._procs.pop(proc.pid, None)
         if entry is not None and self._registry is not None:
             self._registry.discard(entry[1])
-        group = self._cgroups.pop(proc.pid, None)
-        if group is not None:
+        grouped = self._cgroups.pop(proc.pid, None)
+        if grouped is not None:
+            group, listed = grouped
             cgroups.remove(group.paths)
             if self._registry is not None:
-                for item in self._registry.items:
-                    if item.get("kind") == "cgroup" and item.get("paths") == group.paths:
-                        self._registry.discard(item)
-                        break
+                self._registry.discard(listed)
         return int(proc.returncode)
 
     # --- between repetitions, and observations --------------------------------------------------
@@ -740,8 +732,7 @@ class Testbed:
         else:
             for name, _ in self._directions():
                 counters[name] = self._qdisc_counters(self._egress(name), "netem")
-        rated = self.rate_counters() if any(spec.rate for _, spec in self._directions()) else {}
-        for name, counts in rated.items():
+        for name, counts in self.rate_counters().items():  # one tc call per rated direction
             counters[name]["htb"] = counts
         return counters
 

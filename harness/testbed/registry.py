@@ -12,7 +12,6 @@ kernel recycled for somebody else's process is left alone.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import XfrbenchError
+from harness.filelock import exclusive
 
 FORMAT = 1
 DEFAULT_DIR = Path("/run/xfrbench/testbeds")
@@ -160,13 +160,8 @@ def locked(directory: Path | None = None) -> Iterator[None]:
     """Serialise registry changes that read other testbeds' files (slices, allowed cc)."""
     directory = directory or registry_dir()
     ensure_dir(directory)
-    fd = os.open(directory / ".lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive(directory / ".lock"):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
 
 
 def ensure_dir(directory: Path) -> None:
