@@ -26,8 +26,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _print_cases(loaded: object, console: Console) -> None:
+    from harness.link.describe import describe_direction
     from harness.spec import LoadedScenario
-    from harness.units import format_duration, format_rate
 
     assert isinstance(loaded, LoadedScenario)
     scenario = loaded.scenario
@@ -39,21 +39,6 @@ def _print_cases(loaded: object, console: Console) -> None:
     for column in ("case", "zone", "trigger", "forward link", "reverse link"):
         table.add_column(column)
 
-    def describe(direction: object) -> str:
-        from harness.spec import DirectionSpec
-
-        assert isinstance(direction, DirectionSpec)
-        parts = [f"delay {format_duration(direction.delay)}"]
-        if direction.jitter:
-            parts.append(f"jitter {format_duration(direction.jitter)}")
-        if direction.loss.active:
-            parts.append(f"loss {direction.loss.model} {direction.loss.p or direction.loss.p13}%")
-        if direction.rate:
-            parts.append(f"rate {format_rate(direction.rate)}")
-        if direction.mtu != 1500:
-            parts.append(f"mtu {direction.mtu}")
-        return ", ".join(parts)
-
     for case in loaded.cases:
         zones = case.scenario.zones
         zone = f"{zones.preset} {zones.record_count:,} rec"
@@ -63,8 +48,8 @@ def _print_cases(loaded: object, console: Console) -> None:
             case.name,
             zone,
             case.scenario.trigger,
-            describe(case.scenario.link.forward),
-            describe(case.scenario.link.reverse),
+            describe_direction(case.scenario.link.forward.model_dump(mode="json")),
+            describe_direction(case.scenario.link.reverse.model_dump(mode="json")),
         )
     console.print(table)
 
@@ -102,9 +87,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         backend=_backend(args),
     )
     if args.report:
-        from harness.report.cli import write_and_print
+        from harness.report.data import REPORT_HTML, load_report_data
+        from harness.report.html import write_report
 
-        write_and_print(run_dir)
+        written = write_report(load_report_data(run_dir), run_dir / REPORT_HTML)
+        console.print(f"report: {written}", soft_wrap=True)
     return 0
 
 
@@ -134,12 +121,12 @@ def _backend(args: argparse.Namespace) -> Backend:
                 fix="add --backend compose",
             )
         return Backend("netns")
-    from harness.compose import daemon, project
+    from harness.compose import daemon, deploy
 
     if args.compose_project:
-        return Backend("compose", project.check_project_name(args.compose_project))
+        return Backend("compose", deploy.check_project_name(args.compose_project))
     daemon.ensure_dockerd()
-    return Backend("compose", project.own_project())
+    return Backend("compose", deploy.own_project())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,14 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(func=_cmd_doctor)
 
+    from harness import clean
     from harness.link import cli as link_cli
     from harness.report import cli as report_cli
-    from harness.testbed import cli as testbed_cli
     from harness.zonegen import cli as zones_cli
 
     zones_cli.register(sub)
     link_cli.register(sub)
-    testbed_cli.register(sub)
+    clean.register(sub)
 
     run = sub.add_parser("run", help="run a scenario")
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")

@@ -8,14 +8,11 @@ from dataclasses import asdict, dataclass
 from rich.console import Console
 from rich.table import Table
 
+from harness.errors import EnvironmentProblem
 from harness.link.probe import KernelFeatures, probe_kernel
-from harness.servers.catalog import (
-    SERVER_KINDS,
-    ServerKind,
-    capabilities,
-    find_binary,
-    probe_version,
-)
+from harness.servers import server_class
+from harness.servers.binaries import find_binary, probe_version
+from harness.terms import SERVER_KINDS, ServerKind
 
 
 @dataclass(frozen=True)
@@ -38,19 +35,19 @@ def probe_servers() -> list[ServerReport]:
             continue
         try:
             version = probe_version(kind, binary)
-        except (ValueError, OSError) as exc:
+        except (EnvironmentProblem, OSError) as exc:
             reports.append(ServerReport(kind, str(binary), None, False, False, False, (str(exc),)))
             continue
-        caps = capabilities(kind, version)
+        caps = server_class(kind).capabilities(version)
         reports.append(
             ServerReport(
                 kind,
                 str(binary),
                 version,
-                caps.xot_primary,
-                caps.xot_secondary,
-                caps.ixfr_primary,
-                caps.reasons,
+                caps.xot_primary.ok,
+                caps.xot_secondary.ok,
+                caps.ixfr_primary.ok,
+                caps.notes,
             )
         )
     return reports

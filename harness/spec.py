@@ -32,11 +32,9 @@ from pydantic import (
 
 from harness import units
 from harness.errors import ScenarioError
-from harness.servers.catalog import KINDS, ServerKind
+from harness.servers import DIALECTS
+from harness.terms import ServerKind, Transport, Trigger, XfrKind
 
-Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
-XfrKind = Literal["axfr", "ixfr"]
-Trigger = Literal["notify", "retransfer", "cold-start"]
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
 ZonePreset = Literal["tiny", "tld", "hosting"]
 # The Debian release a server comes from (compose backend: the image xfrbench/server:<suite>).
@@ -134,7 +132,7 @@ class ServerSpec(Strict):
         kind = info.data.get("kind")
         if kind is None:  # the kind itself failed; that error is reported
             return options
-        known = KINDS[kind].options
+        known = DIALECTS[kind].options
         for name, value in options.items():
             if name not in known:
                 raise ValueError(

@@ -4,28 +4,31 @@ runs, which server version is inside it, and whether the scenario can run on thi
     backend = Backend("compose")                      # per-run projects
     backend = Backend("compose", project="xfrbench")  # a running project's containers
     image = backend.image_for("secondary", spec)      # xfrbench/server:trixie
-    version, image_id = image_version("knot", None, image)
+    binary = backend.binary("secondary", spec, scenario_path)   # a versioned ServerBinary
+    provider = backend.provider({"primary": ..., "secondary": ...}, shared)  # for a Testbed
 
-Versions come from the binary in the image (`docker run --rm IMAGE knotd -V`), cached per
-image id: capability checks (XoT) must judge what runs, not what the driver has installed.
+Versions come from the binary in the image (`docker run --rm IMAGE knotd -V`, parsed by the
+server's dialect as for a host binary), cached per image id: capability checks (XoT) must
+judge what runs, not what the driver has installed.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from harness.compose import daemon, images
+from harness.compose import daemon, deploy, images
+from harness.compose.provider import ComposeProvider, ComposeSetup
 from harness.errors import EnvironmentProblem, UserInputError
-from harness.servers.catalog import KINDS, ServerKind
+from harness.servers import server_class
+from harness.servers.binaries import ServerBinary, host_binary, probe_version
 from harness.spec import DEFAULT_SUITE, LoadedScenario, ServerSpec
+from harness.terms import ROLES, Role, ServerKind
+from harness.testbed.hosts import HostProvider, NetnsProvider
 
 BackendName = Literal["netns", "compose"]
-ROLES = ("primary", "secondary")
-# Knot 3.4 prints "knotd, Knot DNS 3.4.6" where 3.2 printed "knotd (Knot DNS), version 3.2.6".
-_NEWER_VERSION_RE = {"knot": r"Knot DNS (\d+\.\d+\.\d+)"}
 _VERSIONS: dict[tuple[str, str, str], str] = {}  # (image id, kind, binary) -> version
 
 
@@ -55,10 +58,41 @@ class Backend:
         (its tc, iptables and linkem run from the driver's file system anyway)."""
         return images.link_tag(images.check_variant(secondary.suite).suite)
 
+    def binary(self, role: Role, spec: ServerSpec, scenario: Path | str) -> ServerBinary:
+        """The server binary a role runs, versioned where it runs (host or image)."""
+        image = self.image_for(role, spec)
+        if image is None:
+            return host_binary(spec.kind, spec.binary, scenario)
+        version, image_id = image_version(spec.kind, spec.binary, image)
+        return ServerBinary(
+            spec.kind, binary_in_image(spec.kind, spec.binary), version, image, image_id
+        )
+
+    def provider(
+        self, servers: Mapping[str, tuple[Role, ServerSpec]], shared: tuple[Path, ...]
+    ) -> HostProvider:
+        """Where one testbed's hosts come from. `servers`: host name -> (role, its server);
+        `shared`: driver folders the servers must see at the same path."""
+        if not self.compose:
+            return NetnsProvider()
+        if self.project is not None:
+            return ComposeProvider(ComposeSetup(project=self.project, shared=shared))
+        wanted = {name: self.image_for(role, spec) for name, (role, spec) in servers.items()}
+        secondary = next(spec for role, spec in servers.values() if role == "secondary")
+        setup = ComposeSetup(
+            images={name: str(image) for name, image in wanted.items()}
+            | {"link": self.link_image(secondary)},
+            shared=shared,
+        )
+        return ComposeProvider(setup)
+
+    def describe(self) -> dict[str, str | None]:
+        return {"backend": self.name, "compose_project": self.project}
+
 
 def binary_in_image(kind: ServerKind, binary: Path | None) -> Path:
     """The server binary inside a server image: Debian installs the daemons in /usr/sbin."""
-    return Path(binary) if binary is not None else Path("/usr/sbin") / KINDS[kind].daemon
+    return Path(binary) if binary is not None else Path("/usr/sbin") / server_class(kind).daemon
 
 
 def suite_of_tag(tag: str) -> str | None:
@@ -102,9 +136,7 @@ def prepare(loaded: LoadedScenario, backend: Backend) -> Backend:
         return backend
     daemon.ensure_dockerd()
     if backend.project is not None:
-        from harness.compose.project import check_project_name, discover
-
-        deployment = discover(check_project_name(backend.project))
+        deployment = deploy.discover(deploy.check_project_name(backend.project))
         backend = Backend(
             backend.name,
             backend.project,
@@ -136,24 +168,17 @@ def image_version(kind: ServerKind, binary: Path | None, image: str) -> tuple[st
     image_id = images.image_id(image)
     if image_id is None:
         raise EnvironmentProblem(f"image {image} is not built; build it with `make compose-images`")
-    path = str(binary_in_image(kind, binary))
-    key = (image_id, kind, path)
+    path = binary_in_image(kind, binary)
+    key = (image_id, kind, str(path))
     if key not in _VERSIONS:
-        info = KINDS[kind]
-        result = daemon.docker(
-            "run", "--rm", "--network", "none", "--entrypoint", path, image_id,
-            *info.version_argv,
-            check=False,
-            timeout=60,
-        )  # fmt: skip
-        printed = result.stdout + result.stderr
-        match = re.search(info.version_re, printed) or re.search(
-            _NEWER_VERSION_RE.get(kind, "$^"), printed
-        )
-        if not match:
-            printed = (result.stdout + result.stderr).strip()[:200]
-            raise EnvironmentProblem(
-                f"{path} in image {image} printed no {kind} version: {printed}"
-            )
-        _VERSIONS[key] = match.group(1)
+
+        def run(argv: list[str]) -> str:
+            result = daemon.docker(
+                "run", "--rm", "--network", "none", "--entrypoint", argv[0], image_id, *argv[1:],
+                check=False,
+                timeout=60,
+            )  # fmt: skip
+            return result.stdout + result.stderr
+
+        _VERSIONS[key] = probe_version(kind, path, run, where=f" in image {image}")
     return _VERSIONS[key], image_id

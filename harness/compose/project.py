@@ -1,15 +1,11 @@
-"""One compose project as a testbed: primary <-> link <-> secondary, each host a container.
+"""One compose project as a testbed, described (pure): the link container in the middle and a
+container per endpoint (the primary and its secondaries), each on a network of its own.
 
-Described first, built second (like harness.testbed.plan): `plan_project()` turns a testbed id
-and an address slice into a `ProjectSpec`, `render()` into a compose document (no `version`
-key: Compose v2 and Debian 12's docker-compose 1.29 both read it as the Compose
-Specification), and `ComposeProject` brings it up and down. `discover()` reads what runs from
-the labels every Compose version sets, so the same code drives a per-run project and the
-checked-in docker-compose.yml.
-
-    with ComposeProject(spec, run_dir) as deployment:
-        attach_netns("xfb-1a2b3c-p", deployment.pid("primary"))
-        subprocess.Popen(nsenter_argv(deployment.pid("primary"), ["named", ...], cwd=...))
+Described first, built second (like harness.testbed.topology): `plan_project()` turns a
+testbed id and an address slice into a `ProjectSpec`, `render()` into a compose document (no
+`version` key: Compose v2 and Debian 12's docker-compose 1.29 both read it as the Compose
+Specification). What runs is read back from docker's output by the parsers here into a
+`Deployment`; harness.compose.deploy holds the I/O (up, down, discover, nsenter).
 
 The containers only idle: their file systems hold the server binaries and their network
 namespaces are the testbed's hosts. The driver names each namespace with `ip netns attach`
@@ -23,27 +19,24 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
-import secrets
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from harness.compose import daemon, images
-from harness.errors import EnvironmentProblem, ToolFailed, UserInputError, XfrbenchError
-from harness.testbed import plan as planning
+from harness.errors import EnvironmentProblem, UserInputError
+from harness.testbed import topology
+from harness.testbed.topology import ROUTER, Endpoint
 
 LABEL_PROJECT = "com.docker.compose.project"
 LABEL_SERVICE = "com.docker.compose.service"
 LABEL_NETWORK = "com.docker.compose.network"
 LABEL_ONEOFF = "com.docker.compose.oneoff"
-SERVICES = ("primary", "link", "secondary")
+LINK = "link"  # the router's service
+# The checked-in docker-compose.yml: one primary, one secondary.
+SERVICES = ("primary", LINK, "secondary")
 ENDPOINTS = ("primary", "secondary")
-NETWORK_OF = {"primary": "net_p", "secondary": "net_s"}  # each endpoint's segment
-SERVICE_OF_ROLE = {"primary": "primary", "router": "link", "secondary": "secondary"}
 PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 COMPOSE_FILE = "compose.json"  # JSON is YAML: no YAML library needed
 NSENTER_NAMESPACES = ("--mount", "--net", "--uts", "--ipc")
@@ -52,9 +45,20 @@ DOWN_TIMEOUT = 120.0
 
 
 def project_name(testbed_id: str) -> str:
-    if not planning.is_testbed_id(testbed_id):
+    if not topology.is_testbed_id(testbed_id):
         raise ValueError(f"{testbed_id!r} is not a testbed id (6 lowercase hex digits)")
-    return f"{planning.PREFIX}{testbed_id}"
+    return f"{topology.PREFIX}{testbed_id}"
+
+
+def service_of(host: str) -> str:
+    """The compose service of a testbed host: the router is the link container."""
+    return LINK if host == ROUTER else host
+
+
+def network_names(endpoints: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Endpoint -> its network's compose name (net_p, net_s or net_s1.., like the netns)."""
+    roles = [Endpoint(name, "primary" if name == "primary" else "secondary") for name in endpoints]
+    return {name: f"net_{suffix}" for name, suffix in topology.netns_suffixes(roles).items()}
 
 
 def check_project_name(name: str) -> str:
@@ -97,30 +101,35 @@ def plan_project(
     shared_paths: list[Path] | tuple[Path, ...] = (),
     mtus: dict[str, int] | None = None,
 ) -> ProjectSpec:
-    """Addresses as in the netns testbed: the slice's halves, link .1 and endpoint .2 of each;
-    docker's gateway takes the half's last address."""
-    halves = list(ipaddress.IPv4Network(slice_).subnets(prefixlen_diff=1))
+    """Addresses as in the netns testbed: the slice split into one segment per endpoint (the
+    primary's first), link .1 and endpoint .2 of each; docker's gateway takes the segment's
+    last address. `images`: service -> image, for "link", "primary" and every secondary."""
+    if LINK not in images:
+        raise ValueError("no image given for link")
+    endpoints = ["primary", *(name for name in images if name not in ("primary", LINK))]
+    if "primary" not in images:
+        raise ValueError("no image given for primary")
+    bits = math.ceil(math.log2(max(len(endpoints), 2)))
+    segments = list(ipaddress.IPv4Network(slice_).subnets(prefixlen_diff=bits))
+    names = network_names(endpoints)
     networks: dict[str, NetworkPlan] = {}
-    for endpoint, subnet in zip(ENDPOINTS, halves, strict=True):
+    for endpoint, subnet in zip(endpoints, segments, strict=False):
         hosts = list(subnet.hosts())
         if len(hosts) < 3:
             raise UserInputError(
-                f"slice {slice_} is too small for a compose testbed (each half needs 3 "
-                "addresses: link, endpoint and docker's gateway)",
+                f"slice {slice_} is too small for a compose testbed of {len(endpoints)} "
+                "endpoints (each segment needs 3 addresses: link, endpoint and docker's gateway)",
                 key="block",
-                fix="use a block of at least a /28",
+                fix="use a larger block",
             )
         networks[endpoint] = NetworkPlan(
-            name=NETWORK_OF[endpoint],
+            name=names[endpoint],
             subnet=str(subnet),
             gateway=str(hosts[-1]),
             link_address=str(hosts[0]),
             host_address=str(hosts[1]),
             mtu=(mtus or {}).get(endpoint),
         )
-    missing = [service for service in SERVICES if service not in images]
-    if missing:
-        raise ValueError(f"no image given for {', '.join(missing)}")
     for path in shared_paths:
         if not Path(path).is_absolute() or ":" in str(path):
             raise ValueError(f"shared path {path} must be absolute and hold no ':'")
@@ -148,19 +157,18 @@ def render(spec: ProjectSpec) -> dict[str, Any]:
         }
 
     services: dict[str, Any] = {}
-    for endpoint in ENDPOINTS:
-        net = spec.networks[endpoint]
+    for endpoint, net in spec.networks.items():
         services[endpoint] = idle(endpoint) | {
             "networks": {net.name: {"ipv4_address": net.host_address}},
             "volumes": [f"{path}:{path}" for path in spec.shared_paths],
         }
-    link = idle("link")
+    link = idle(LINK)
     link["networks"] = {
         net.name: {"ipv4_address": net.link_address} for net in spec.networks.values()
     }
     link["sysctls"]["net.ipv4.ip_forward"] = "1"
     link["cap_add"] = ["NET_ADMIN"]
-    services["link"] = link
+    services[LINK] = link
     networks: dict[str, Any] = {}
     for net in spec.networks.values():
         entry: dict[str, Any] = {
@@ -221,6 +229,7 @@ class Deployment:
     project: str
     containers: dict[str, Container]
     subnets: dict[str, str] = field(default_factory=dict)  # compose network name -> subnet
+    endpoints: tuple[str, ...] = ENDPOINTS  # the endpoint services, the primary first
 
     def pid(self, service: str) -> int:
         return self.containers[service].pid
@@ -228,7 +237,7 @@ class Deployment:
     def segment(self, endpoint: str) -> Segment:
         """The network the endpoint shares with the link, and both addresses on it."""
         host = self.containers[endpoint]
-        link = self.containers["link"]
+        link = self.containers[LINK]
         shared = sorted(set(host.addresses) & set(link.addresses))
         if len(shared) != 1:
             raise EnvironmentProblem(
@@ -244,38 +253,50 @@ class Deployment:
         return Segment(endpoint, network, subnet, link.addresses[network][0], address)
 
     def route_argvs(self) -> dict[str, list[list[str]]]:
-        """Per endpoint, the route to the other endpoint's subnet through the link."""
-        segments = {endpoint: self.segment(endpoint) for endpoint in ENDPOINTS}
-        out: dict[str, list[list[str]]] = {}
-        for endpoint, other in (("primary", "secondary"), ("secondary", "primary")):
-            mine, theirs = segments[endpoint], segments[other]
-            out[endpoint] = [["ip", "route", "replace", theirs.subnet, "via", mine.link_address]]
+        """Per endpoint, the routes through the link: the primary's to every secondary's
+        subnet, each secondary's to the primary's."""
+        segments = {endpoint: self.segment(endpoint) for endpoint in self.endpoints}
+        primary = segments["primary"]
+        out: dict[str, list[list[str]]] = {"primary": []}
+        for endpoint, seg in segments.items():
+            if endpoint == "primary":
+                continue
+            out["primary"].append(
+                ["ip", "route", "replace", seg.subnet, "via", primary.link_address]
+            )
+            out[endpoint] = [["ip", "route", "replace", primary.subnet, "via", seg.link_address]]
         return out
 
     def slice(self) -> str:
-        """The smallest network holding both segments (the netns testbed's "slice")."""
-        a, b = (ipaddress.IPv4Network(self.segment(e).subnet) for e in ENDPOINTS)
-        while not (a.supernet_of(b) or a == b):
-            a = a.supernet()
-        return str(a)
+        """The smallest network holding every segment (the netns testbed's "slice")."""
+        nets = [ipaddress.IPv4Network(self.segment(e).subnet) for e in self.endpoints]
+        wide = nets[0]
+        while not all(wide.supernet_of(n) or wide == n for n in nets):
+            wide = wide.supernet()
+        return str(wide)
 
     def topology_plan(
-        self, testbed_id: str, block: str, interfaces: dict[str, dict[str, str]]
-    ) -> planning.TopologyPlan:
+        self,
+        testbed_id: str,
+        block: str,
+        interfaces: dict[str, dict[str, str]],
+        namespaces: dict[str, str],
+    ) -> topology.TopologyPlan:
         """The netns testbed's plan for these containers, so its link and host code runs
         unchanged. `interfaces`: service -> address -> interface name (interface_addresses()
-        of each attached namespace); docker names them eth0, eth1 in attach order."""
-        segments: dict[str, planning.Segment] = {}
-        for endpoint in ENDPOINTS:
+        of each attached namespace); docker names them eth0, eth1 in attach order.
+        `namespaces`: host name (endpoints and "router") -> the name it is attached as."""
+        segments: dict[str, topology.Segment] = {}
+        for endpoint in self.endpoints:
             seg = self.segment(endpoint)
             try:
-                router_if = interfaces["link"][seg.link_address]
+                router_if = interfaces[LINK][seg.link_address]
                 host_if = interfaces[endpoint][seg.host_address]
             except KeyError as exc:
                 raise EnvironmentProblem(
                     f"compose project {self.project}: no interface holds {exc.args[0]}"
                 ) from None
-            segments[endpoint] = planning.Segment(
+            segments[endpoint] = topology.Segment(
                 endpoint=endpoint,
                 subnet=seg.subnet,
                 router_if=router_if,
@@ -283,11 +304,11 @@ class Deployment:
                 router_address=seg.link_address,
                 host_address=seg.host_address,
             )
-        return planning.TopologyPlan(
+        return topology.TopologyPlan(
             testbed_id=testbed_id,
             block=block,
             slice=self.slice(),
-            namespaces={role: planning.netns_name(testbed_id, role) for role in planning.ROLES},
+            namespaces=dict(namespaces),
             segments=segments,
         )
 
@@ -364,242 +385,3 @@ def parse_ip_addr(text: str) -> dict[str, str]:
             if info.get("family") == "inet" and info.get("local"):
                 out[str(info["local"])] = str(link["ifname"])
     return out
-
-
-# --- I/O ------------------------------------------------------------------------------------
-
-
-def _ids(kind: str, project: str) -> list[str]:
-    """Ids of containers, networks or volumes carrying the project's label."""
-    fmt = "{{.Name}}" if kind == "volume" else "{{.ID}}"
-    args = ["ps", "-a"] if kind == "container" else [kind, "ls"]
-    result = daemon.docker(
-        *args, "--filter", f"label={LABEL_PROJECT}={project}", "--format", fmt, check=False
-    )
-    if result.returncode != 0:
-        raise ToolFailed(["docker", *args], result.returncode, result.stderr)
-    return result.stdout.split()
-
-
-def discover(project: str) -> Deployment:
-    """The running deployment of `project` (per-run or the checked-in docker-compose.yml)."""
-    check_project_name(project)
-    names, subnets = parse_networks(daemon.inspect(*_ids("network", project), kind="network"))
-    containers = parse_containers(daemon.inspect(*_ids("container", project)), names)
-    missing = [s for s in SERVICES if s not in containers or not containers[s].running]
-    if missing:
-        raise EnvironmentProblem(
-            f"compose project {project!r} has no running {', '.join(missing)} container; "
-            "start it with `docker compose up -d` (or pick the project with --compose-project)"
-        )
-    return Deployment(project, containers, subnets)
-
-
-def own_project() -> str | None:
-    """The compose project of the container this process runs in (the driver), if any."""
-    try:
-        hostname = Path("/etc/hostname").read_text().strip()
-    except OSError:
-        return None
-    if not hostname:
-        return None
-    result = daemon.docker(
-        "inspect", "--format", "{{json .Config.Labels}}", hostname, check=False, timeout=20
-    )
-    if result.returncode != 0:
-        return None
-    labels = json.loads(result.stdout.strip() or "null") or {}
-    project = labels.get(LABEL_PROJECT)
-    return str(project) if project else None
-
-
-def interface_addresses(netns: str) -> dict[str, str]:
-    """IPv4 address -> interface name inside a named namespace (attached or not)."""
-    result = subprocess.run(
-        ["ip", "-n", netns, "-j", "-4", "addr", "show"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise ToolFailed(["ip", "-n", netns, "addr"], result.returncode, result.stderr)
-    return parse_ip_addr(result.stdout)
-
-
-def attach_netns(name: str, pid: int) -> None:
-    """Name the network namespace of `pid` (`ip netns attach`): /run/netns/<name>."""
-    if Path("/run/netns", name).exists():
-        raise EnvironmentProblem(f"network namespace name {name!r} is already taken")
-    result = subprocess.run(
-        ["ip", "netns", "attach", name, str(pid)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise ToolFailed(
-            ["ip", "netns", "attach", name, str(pid)], result.returncode, result.stderr
-        )
-
-
-def detach_netns(name: str) -> bool:
-    """Remove the name only: the namespace belongs to its container. False if it was gone."""
-    if not Path("/run/netns", name).exists():
-        return False
-    result = subprocess.run(
-        ["ip", "netns", "delete", name], capture_output=True, text=True, timeout=30, check=False
-    )
-    if result.returncode != 0:
-        raise ToolFailed(["ip", "netns", "delete", name], result.returncode, result.stderr)
-    return True
-
-
-def docker_subnets() -> set[str]:
-    """IPv4 subnets every docker network holds: a new project must not overlap them."""
-    ids = daemon.docker("network", "ls", "--quiet").stdout.split()
-    return set(parse_networks(daemon.inspect(*ids, kind="network"))[1].values())
-
-
-def run_in(
-    pid: int, argv: list[str], *, timeout: float = 60, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """Run a short command (a control tool, a version probe) inside a container."""
-    full = nsenter_argv(pid, argv)
-    result = subprocess.run(full, capture_output=True, text=True, timeout=timeout, check=False)
-    if check and result.returncode != 0:
-        raise ToolFailed(full, result.returncode, result.stderr)
-    return result
-
-
-def check_shared(pid: int, path: Path) -> None:
-    """Fail unless `path` (a folder of the driver's) is the same folder inside the container.
-
-    Servers read configs and write logs by the paths the driver rendered: a folder that is
-    not bind-mounted at the same path would make them fail in confusing ways.
-    """
-    marker = Path(path) / f".xfrbench-shared-{secrets.token_hex(4)}"
-    marker.write_text("")
-    try:
-        seen = run_in(pid, ["test", "-e", str(marker)], check=False).returncode == 0
-    finally:
-        marker.unlink(missing_ok=True)
-    if not seen:
-        raise EnvironmentProblem(
-            f"{path} is not shared with the container (pid {pid}) at the same path; "
-            "bind-mount it at the same absolute path (see docker-compose.yml)"
-        )
-
-
-def leftovers(project: str) -> list[str]:
-    """Containers, networks and volumes still labelled with `project`."""
-    return [
-        f"{kind} {ident[:12]}"
-        for kind in ("container", "network", "volume")
-        for ident in _ids(kind, project)
-    ]
-
-
-def remove_by_label(project: str) -> list[str]:
-    """Remove what carries the project's label: the fallback when no compose file is left."""
-    removed: list[str] = []
-    for kind, argv in (
-        ("container", ["rm", "--force", "--volumes"]),
-        ("network", ["network", "rm"]),
-        ("volume", ["volume", "rm", "--force"]),
-    ):
-        ids = _ids(kind, project)
-        if ids:
-            daemon.docker(*argv, *ids, timeout=DOWN_TIMEOUT)
-            removed += [f"{kind} {ident[:12]}" for ident in ids]
-    return removed
-
-
-def down_project(project: str, file: Path | None, timeout: float = DOWN_TIMEOUT) -> list[str]:
-    """`compose down` (containers, networks, volumes of this project only), then whatever
-    still carries its label; returns what was removed. For `xfrbench clean` too."""
-    check_project_name(project)
-    before = leftovers(project)
-    if file is not None and file.is_file():
-        daemon.compose(
-            project,
-            file,
-            "down",
-            "--volumes",
-            "--remove-orphans",
-            "--timeout",
-            "5",
-            timeout=timeout,
-        )
-    remove_by_label(project)
-    left = leftovers(project)
-    if left:
-        raise EnvironmentProblem(f"compose project {project}: could not remove {', '.join(left)}")
-    return before
-
-
-class ComposeProject:
-    """A per-run compose project: `with` brings it up and always takes it down."""
-
-    def __init__(self, spec: ProjectSpec, directory: Path) -> None:
-        self.spec = spec
-        self.directory = Path(directory)
-        self.file = self.directory / COMPOSE_FILE
-        self.deployment: Deployment | None = None
-        self.removed: list[str] = []
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def write(self) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for path in self.spec.shared_paths:
-            Path(path).mkdir(parents=True, exist_ok=True)  # docker would create it root-owned
-        self.file.write_text(json.dumps(render(self.spec), indent=2) + "\n")
-        return self.file
-
-    def up(self, timeout: float = UP_TIMEOUT) -> Deployment:
-        tags = dict.fromkeys(self.spec.images.values())
-        missing = [tag for tag in tags if not images.image_exists(tag)]
-        if missing:
-            raise EnvironmentProblem(
-                f"image {', '.join(missing)} is not built (there is no registry to pull "
-                "from); build it with `make compose-images` or `python -m "
-                "harness.compose.images`"
-            )
-        self.write()
-        daemon.compose(self.name, self.file, "up", "--detach", "--no-build", timeout=timeout)
-        self.deployment = discover(self.name)
-        return self.deployment
-
-    def down(self, timeout: float = DOWN_TIMEOUT) -> list[str]:
-        self.removed = down_project(self.name, self.file, timeout=timeout)
-        self.deployment = None
-        return self.removed
-
-    def __enter__(self) -> Deployment:
-        try:
-            return self.up()
-        except BaseException:
-            self._down_quietly()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.down()
-        else:
-            self._down_quietly()
-
-    def _down_quietly(self) -> None:
-        """Tear down while an error propagates: report a failure, never hide the error."""
-        try:
-            self.down()
-        except XfrbenchError as problem:
-            print(f"xfrbench: warning: {problem}", file=sys.stderr)

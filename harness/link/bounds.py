@@ -107,6 +107,22 @@ class LinkBounds:
             for key, value in asdict(self).items()
         }
 
+    def named_bps(self) -> dict[str, float]:
+        """The bounds a transfer record carries (bit/s; only those that apply)."""
+        named = {
+            "model": self.model_bps,
+            "rate": self.rate_goodput_bps,
+            "receive_window": self.receive_window_bps,
+            "send_window": self.send_window_bps,
+            "mathis": self.mathis_bps,
+            "pftk": self.pftk_bps,
+        }
+        return {
+            key: float(value)
+            for key, value in named.items()
+            if value is not None and value > 0 and not math.isinf(value)
+        }
+
 
 def link_bounds(
     *,

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harness.errors import UserInputError
 from harness.units import format_rate
 
 
@@ -65,7 +66,6 @@ def register(subparsers: Any) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
-    from harness.errors import UserInputError
     from harness.link.linktest import LinkTestOptions, build_specs, parse_duration_flag
 
     link, hosts = build_specs(

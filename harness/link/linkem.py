@@ -19,7 +19,7 @@ from harness.spec import DirectionSpec, LinkSpec, LossSpec
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
-QUEUES = {"forward": 10, "reverse": 11}
+FIRST_QUEUE = 10  # NFQUEUE numbers from here on, one per emulated direction
 READY_LINE = "linkem ready"
 
 
@@ -90,23 +90,22 @@ def link_rtt(link: LinkSpec) -> float:
 
 
 def config(
-    link: LinkSpec, *, stats_path: Path, stats_interval_ms: int = 200, every_direction: bool = False
+    directions: list[tuple[str, DirectionSpec, int]],
+    *,
+    rtt: float,
+    seed: int,
+    stats_path: Path,
+    stats_interval_ms: int = 200,
 ) -> dict[str, Any]:
-    """linkem's config for the impaired directions of `link` (an unimpaired one gets no queue).
-
-    every_direction queues unimpaired directions too: to measure the emulator's own cost.
-    """
-    rtt = link_rtt(link)
-    directions = [
-        direction_config(name, spec, queue=QUEUES[name], rtt=rtt)
-        for name, spec in (("forward", link.forward), ("reverse", link.reverse))
-        if spec.impaired or every_direction
-    ]
+    """linkem's config: (name, spec, NFQUEUE number) per emulated direction. `rtt` sizes
+    the delay lines (the longest round trip they must cover)."""
     return {
-        "seed": link.seed,
+        "seed": seed,
         "stats_path": str(stats_path),
         "stats_interval_ms": stats_interval_ms,
-        "directions": directions,
+        "directions": [
+            direction_config(name, spec, queue=queue, rtt=rtt) for name, spec, queue in directions
+        ],
     }
 
 

@@ -20,6 +20,7 @@ from harness.errors import UserInputError
 from harness.link import bounds as model
 from harness.link import measure
 from harness.spec import HostsSpec, LinkSpec
+from harness.testbed import Testbed
 
 ENDPOINTS = ("primary", "secondary")
 # Tolerances the testbed is held to (see bench/README-link.md).
@@ -170,10 +171,13 @@ def _int_words(value: str | None, index: int) -> int | None:
         return None
 
 
-def compute_bound(link: LinkSpec, describe: dict[str, Any]) -> model.LinkBounds:
-    """Bounds for the forward direction (primary sends) with the hosts' effective buffers."""
+def compute_bound(
+    link: LinkSpec, describe: dict[str, Any], receiver: str = "secondary"
+) -> model.LinkBounds:
+    """Bounds for the forward direction (the primary sends to `receiver`, a host of the
+    testbed's description) with the hosts' effective buffers."""
     hosts = describe["hosts"]
-    rcv = _int_words(hosts["secondary"]["sysctls"].get("net.ipv4.tcp_rmem"), 2)
+    rcv = _int_words(hosts[receiver]["sysctls"].get("net.ipv4.tcp_rmem"), 2)
     snd = _int_words(hosts["primary"]["sysctls"].get("net.ipv4.tcp_wmem"), 2)
     loss = measure.expected_loss_percent(link.forward.loss)
     cc = hosts["primary"]["sysctls"].get("net.ipv4.tcp_congestion_control", "")
@@ -211,8 +215,6 @@ def run(options: LinkTestOptions) -> dict[str, Any]:
 
 
 def _run(options: LinkTestOptions, run_dir: Path) -> dict[str, Any]:
-    from harness.testbed import Testbed
-
     with Testbed(
         options.link, options.hosts, run_dir, block=options.block, label="link-test"
     ) as bed:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import EnvironmentProblem, ToolFailed
+from harness.link.netem import gemodel_params
 from harness.spec import LossSpec
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ def expected_loss_percent(loss: LossSpec) -> float | None:
     if loss.model == "random":
         return loss.p
     if loss.model == "gemodel":
-        from harness.link.netem import gemodel_params
-
         p, r, one_minus_h, one_minus_k = (v / 100 for v in gemodel_params(loss))
         if p + r == 0:
             return one_minus_k * 100

@@ -64,31 +64,9 @@ def htb_argv(dev: str, rate_bps: int, *, mtu: int = 1500) -> list[list[str]]:
     does not cap the rate below its setting on fast links.
     """
     frame = mtu + ETHERNET_HEADER
-    burst = max(4 * frame, math.ceil(rate_bps / 8 / 1000))
     return [
         ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-        [
-            "tc",
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:1",
-            "htb",
-            "rate",
-            f"{rate_bps}bit",
-            "ceil",
-            f"{rate_bps}bit",
-            "burst",
-            str(burst),
-            "cburst",
-            str(burst),
-            "quantum",
-            str(frame),
-        ],
+        _htb_class(dev, "1:1", rate_bps, frame),
     ]
 
 
@@ -211,6 +189,51 @@ def rate_argv(direction: DirectionSpec, dev: str, *, rtt: float) -> list[list[st
     ]
 
 
+def classified_argv(
+    dev: str, members: list[tuple[str, DirectionSpec]], *, rtt: float, netem: bool
+) -> list[list[str]]:
+    """One egress shared by several directions (the reverse paths of a fleet's secondaries,
+    all towards the primary): a root htb whose default class passes traffic unshaped, and
+    per member a class at its rate (or the ceiling) matched by its source subnet, holding
+    its netem (when `netem` and the direction is impaired) or a tail-drop fifo."""
+    mtu = min(spec.mtu for _, spec in members)
+    frame = mtu + ETHERNET_HEADER
+    commands = [
+        ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+        _htb_class(dev, "1:1", CEILING_BPS, frame),
+    ]
+    for index, (subnet, spec) in enumerate(members):
+        classid = f"1:{10 + index}"
+        handle = f"{10 + index}:"
+        commands.append(
+            _htb_class(dev, classid, spec.rate or CEILING_BPS, spec.mtu + ETHERNET_HEADER)
+        )
+        if netem and spec.impaired:
+            size = queue_packets(spec.rate, rtt, spec.mtu)
+            leaf = netem_args(spec, limit=size)
+        else:
+            leaf = [
+                "pfifo",
+                "limit",
+                str(bottleneck_packets(spec.rate or CEILING_BPS, rtt, spec.mtu)),
+            ]
+        commands.append(
+            ["tc", "qdisc", "add", "dev", dev, "parent", classid, "handle", handle, *leaf]
+        )
+        commands.append(
+            ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+             "u32", "match", "ip", "src", subnet, "flowid", classid]
+        )  # fmt: skip
+    return commands
+
+
+def _htb_class(dev: str, classid: str, rate_bps: int, frame: int) -> list[str]:
+    burst = max(4 * frame, math.ceil(rate_bps / 8 / 1000))
+    return ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", classid, "htb",
+            "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit", "burst", str(burst),
+            "cburst", str(burst), "quantum", str(frame)]  # fmt: skip
+
+
 _SENT = re.compile(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+) requeues (\d+)\)")
 _BACKLOG = re.compile(r"backlog (\d+)b (\d+)p")
 
@@ -225,7 +248,12 @@ def parse_tc_stats(text: str) -> list[dict[str, Any]]:
         if line and not line[0].isspace():
             words = line.split()
             if len(words) >= 3 and words[0] in ("qdisc", "class"):
-                entries.append({"type": words[0], "kind": words[1], "handle": words[2]})
+                entry = {"type": words[0], "kind": words[1], "handle": words[2]}
+                if len(words) >= 4 and words[3] == "root":
+                    entry["parent"] = "root"
+                elif len(words) >= 5 and words[3] == "parent":
+                    entry["parent"] = words[4]
+                entries.append(entry)
             continue
         if not entries:
             continue

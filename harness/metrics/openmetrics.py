@@ -38,6 +38,7 @@ from harness.metrics.exporter import (
     transfer_time,
 )
 from harness.metrics.resources import load_samples
+from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.store import SAMPLES, load_run
 
@@ -46,11 +47,11 @@ RUN_INFO_EVERY_MS = 60_000
 
 
 def openmetrics_text(
-    meta: dict[str, Any], records: list[TransferRecord], samples: list[dict[str, Any]]
+    meta: RunMeta, records: list[TransferRecord], samples: list[dict[str, Any]]
 ) -> str:
     """The OpenMetrics exposition of a run (pure): every family once, timestamped points."""
-    run_id = str(meta["run_id"])
-    info_labels = (run_id, str(meta.get("scenario_name") or ""), str(meta.get("spec_hash") or ""))
+    run_id = meta.run_id
+    info_labels = (run_id, meta.scenario_name or "", meta.spec_hash or "")
     state = MetricState(*info_labels)
     events: list[tuple[float, int, int]] = [
         (transfer_time(r), 0, i) for i, r in enumerate(records)
@@ -102,9 +103,9 @@ def _info_times(times_ms: list[int]) -> list[int]:
     return picked
 
 
-def _started_ms(meta: dict[str, Any]) -> int | None:
+def _started_ms(meta: RunMeta) -> int | None:
     try:
-        started = datetime.datetime.fromisoformat(str(meta.get("started")))
+        started = datetime.datetime.fromisoformat(str(meta.started))
     except ValueError:
         return None
     return round(started.timestamp() * 1000)

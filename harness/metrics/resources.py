@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserInputError
+from harness.terms import ROLES
 
 Sample = dict[str, Any]
-SERVER_ROLES = ("primary", "secondary")
+SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
 
 
 def load_samples(path: Path) -> list[Sample]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.errors import UserInputError
 from harness.report.data import SERVER_TO_SERVER, case_label, load_records
+from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
 from harness.results.store import RUN_JSON
 
@@ -246,20 +247,15 @@ class Difference:
         return f"{self.what}: {self.a} -> {self.b}"
 
 
-def _server_versions(meta: dict[str, Any]) -> dict[str, str]:
-    servers = meta.get("servers")
-    if not isinstance(servers, dict):
-        return {}
+def _server_versions(meta: RunMeta) -> dict[str, str]:
     versions: dict[str, str] = {}
-    for key, value in servers.items():
-        if isinstance(value, dict):
-            kind = str(value.get("kind") or key.partition("@")[0])
-            name = kind if kind not in versions else str(key)  # two builds of one server
-            versions[name] = str(value.get("version") or "?")
+    for key, server in meta.servers.items():
+        name = server.kind if server.kind not in versions else key  # two builds of one server
+        versions[name] = server.version or "?"
     return versions
 
 
-def metadata_differences(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list[Difference]:
+def metadata_differences(meta_a: RunMeta, meta_b: RunMeta) -> list[Difference]:
     """What differs between the two runs' environments (spec hash aside): server versions,
     kernel, host, CPU, OS, link backend, harness commit."""
     out = []
@@ -268,9 +264,6 @@ def metadata_differences(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list
         va, vb = versions_a.get(kind, "(absent)"), versions_b.get(kind, "(absent)")
         if va != vb:
             out.append(Difference(f"{kind} version", va, vb))
-    host_a = meta_a.get("host") if isinstance(meta_a.get("host"), dict) else {}
-    host_b = meta_b.get("host") if isinstance(meta_b.get("host"), dict) else {}
-    assert isinstance(host_a, dict) and isinstance(host_b, dict)
     for key, what in (
         ("kernel", "kernel"),
         ("hostname", "host"),
@@ -279,14 +272,13 @@ def metadata_differences(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list
         ("os", "OS"),
         ("git_commit", "harness commit"),
     ):
-        va, vb = host_a.get(key), host_b.get(key)
+        va, vb = getattr(meta_a.host, key), getattr(meta_b.host, key)
         if key == "git_commit":  # as git prints it
             va, vb = (str(v)[:12] if v else v for v in (va, vb))
         if va != vb:
             out.append(Difference(what, str(va or "(unknown)"), str(vb or "(unknown)")))
-    backend_a, backend_b = meta_a.get("link_backend"), meta_b.get("link_backend")
-    if backend_a != backend_b:
-        out.append(Difference("link backend", str(backend_a), str(backend_b)))
+    if meta_a.link_backend != meta_b.link_backend:
+        out.append(Difference("link backend", str(meta_a.link_backend), str(meta_b.link_backend)))
     return out
 
 
@@ -366,18 +358,18 @@ def check_options(threshold: float, alpha: float) -> None:
         )
 
 
-def _run_state(meta: dict[str, Any]) -> str | None:
-    if meta.get("interrupted") is True:
+def _run_state(meta: RunMeta) -> str | None:
+    if meta.state == "interrupted":
         return "was interrupted (Ctrl-C)"
-    if meta.get("finished") is None:
+    if meta.state == "unfinished":
         return "never finished (no end time in run.json)"
     return None
 
 
 def compare_runs(
-    meta_a: dict[str, Any],
+    meta_a: RunMeta,
     records_a: list[TransferRecord],
-    meta_b: dict[str, Any],
+    meta_b: RunMeta,
     records_b: list[TransferRecord],
     *,
     path_a: Path,
@@ -388,7 +380,7 @@ def compare_runs(
 ) -> Comparison:
     check_options(threshold, alpha)
     warnings = []
-    hash_a, hash_b = meta_a.get("spec_hash"), meta_b.get("spec_hash")
+    hash_a, hash_b = meta_a.spec_hash, meta_b.spec_hash
     if hash_a and hash_b and hash_a != hash_b:
         if not allow_different_scenario:
             raise UserInputError(
@@ -432,8 +424,8 @@ def compare_runs(
     return Comparison(
         run_a=str(path_a),
         run_b=str(path_b),
-        run_id_a=str(meta_a.get("run_id") or Path(path_a).name),
-        run_id_b=str(meta_b.get("run_id") or Path(path_b).name),
+        run_id_a=meta_a.run_id or Path(path_a).name,
+        run_id_b=meta_b.run_id or Path(path_b).name,
         threshold=threshold,
         alpha=alpha,
         spec_hash_a=str(hash_a) if hash_a else None,

@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserInputError
+from harness.link.describe import describe_link
+from harness.metrics.resources import load_samples, summarize_resources
+from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.store import RUN_JSON, SAMPLES, SUMMARY_JSON, TRANSFERS, load_run
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, summarize_case
-from harness.units import format_duration, format_rate
+from harness.terms import ROLES
 
 REPORT_HTML = "report.html"
-SERVER_ROLES = ("primary", "secondary")
+SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
 SERVER_TO_SERVER = "server-to-server"
 
 
@@ -228,98 +231,43 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
     return rows
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def run_info(run_dir: Path, meta: dict[str, Any], transfers: int) -> RunInfo:
-    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
-    assert isinstance(host, dict)
-    scenario = meta.get("scenario") if isinstance(meta.get("scenario"), dict) else {}
-    assert isinstance(scenario, dict)
-    servers = []
-    raw_servers = meta.get("servers")
-    if isinstance(raw_servers, dict):
-        for key, value in raw_servers.items():
-            if isinstance(value, dict):
-                servers.append(
-                    ServerVersion(
-                        kind=str(value.get("kind") or key.partition("@")[0]),
-                        version=_text(value.get("version")),
-                        path=_text(value.get("path")),
-                    )
-                )
-    if meta.get("interrupted") is True:
-        state = "interrupted"
-    elif meta.get("finished") is None:
-        state = "unfinished"
-    else:
-        state = "complete"
-    cpu = host.get("cpu_model")
-    if cpu and host.get("cpu_count"):
-        cpu = f"{cpu} x {host['cpu_count']}"
+def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
+    host = meta.host
+    cpu = host.cpu_model
+    if cpu and host.cpu_count:
+        cpu = f"{cpu} x {host.cpu_count}"
     return RunInfo(
         run_dir=str(run_dir),
-        run_id=str(meta.get("run_id") or run_dir.name),
-        scenario=_text(meta.get("scenario_name") or scenario.get("name")),
-        description=_text(scenario.get("description")),
-        scenario_path=_text(meta.get("scenario_path")),
-        spec_hash=_text(meta.get("spec_hash")),
-        started=_text(meta.get("started")),
-        finished=_text(meta.get("finished")),
-        state=state,
-        git_commit=_text(host.get("git_commit")),
-        git_dirty=host.get("git_dirty") if isinstance(host.get("git_dirty"), bool) else None,
-        hostname=_text(host.get("hostname")),
-        os=_text(host.get("os")),
-        kernel=_text(host.get("kernel")),
-        cpu=_text(cpu),
-        servers=servers,
-        link_backend=_text(meta.get("link_backend")),
+        run_id=meta.run_id or run_dir.name,
+        scenario=meta.name,
+        description=meta.scenario.get("description"),
+        scenario_path=meta.scenario_path,
+        spec_hash=meta.spec_hash,
+        started=meta.started,
+        finished=meta.finished,
+        state=meta.state,
+        git_commit=host.git_commit,
+        git_dirty=host.git_dirty,
+        hostname=host.hostname,
+        os=host.os,
+        kernel=host.kernel,
+        cpu=cpu,
+        servers=[
+            ServerVersion(kind=s.kind, version=s.version, path=s.path)
+            for s in meta.servers.values()
+        ],
+        link_backend=meta.link_backend,
         transfers=transfers,
     )
 
 
-def describe_direction(direction: dict[str, Any]) -> str:
-    """One direction of a link as in a scenario file: 'delay 50ms, loss random 1%, ...'."""
-    parts = []
-    delay = direction.get("delay") or 0
-    parts.append(f"delay {format_duration(float(delay))}")
-    if direction.get("jitter"):
-        parts.append(f"jitter {format_duration(float(direction['jitter']))}")
-    loss = direction.get("loss") if isinstance(direction.get("loss"), dict) else {}
-    assert isinstance(loss, dict)
-    p = loss.get("p") or loss.get("p13")
-    if p:
-        parts.append(f"loss {loss.get('model', 'random')} {p:g}%")
-    if direction.get("rate"):
-        parts.append(f"rate {format_rate(float(direction['rate']))}")
-    if direction.get("mtu") not in (None, 1500):
-        parts.append(f"mtu {direction['mtu']}")
-    return ", ".join(parts)
-
-
-def describe_link(link: dict[str, Any]) -> str | None:
-    forward = link.get("forward")
-    reverse = link.get("reverse")
-    if not isinstance(forward, dict) or not isinstance(reverse, dict):
-        return None
-    there, back = describe_direction(forward), describe_direction(reverse)
-    if there == back:
-        return f"{there} (each way)"
-    return f"primary->secondary {there}; secondary->primary {back}"
-
-
-def case_links(case_files: list[dict[str, Any]]) -> dict[str, str]:
+def case_links(case_files: list[CaseMeta]) -> dict[str, str]:
     """Case name -> link description, from the case.json files of cases/."""
     links = {}
-    for data in case_files:
-        scenario = data.get("scenario")
-        if not isinstance(scenario, dict) or not isinstance(scenario.get("link"), dict):
-            continue
-        text = describe_link(scenario["link"])
-        if text and isinstance(data.get("case"), str):
-            links[data["case"]] = text
+    for meta in case_files:
+        text = describe_link(meta.link) if meta.link else None
+        if text:
+            links[meta.case] = text
     return links
 
 
@@ -409,12 +357,12 @@ def time_wait_series(
 
 def build_report_data(
     run_dir: Path,
-    meta: dict[str, Any],
+    meta: RunMeta,
     records: list[TransferRecord],
     *,
     summary: dict[str, Any] | None,
     samples: list[dict[str, Any]] | None,
-    case_files: list[dict[str, Any]],
+    case_files: list[CaseMeta],
     resources_from_samples: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
 ) -> ReportData:
     """Pure: the report's numbers from the parsed files. ``samples`` None means the run has
@@ -505,7 +453,7 @@ def check_run_dir(run_dir: Path) -> Path:
     return folder
 
 
-def load_records(run_dir: Path) -> tuple[dict[str, Any], list[TransferRecord]]:
+def load_records(run_dir: Path) -> tuple[RunMeta, list[TransferRecord]]:
     """run.json and the records of a run folder; a malformed file is the user's input error
     here (exit 2) since report and compare only read."""
     folder = check_run_dir(run_dir)
@@ -520,17 +468,15 @@ def load_report_data(run_dir: Path) -> ReportData:
     meta, records = load_records(folder)
     summary_path = folder / SUMMARY_JSON
     summary = _read_json(summary_path) if summary_path.is_file() else None
-    samples = None
-    summarize_resources = None
-    if (folder / SAMPLES).is_file():
-        from harness.metrics.resources import load_samples, summarize_resources
-
-        samples = load_samples(folder / SAMPLES)
+    samples = load_samples(folder / SAMPLES) if (folder / SAMPLES).is_file() else None
     case_files = []
     for path in sorted(folder.glob("cases/*/case.json")):
-        data = _read_json(path)
-        if isinstance(data, dict):
-            case_files.append(data)
+        try:
+            case_files.append(CaseMeta.load(path))
+        except ResultFormatError as exc:
+            raise UserInputError(
+                str(exc), fix="the case.json is damaged; re-run the scenario"
+            ) from None
     return build_report_data(
         folder,
         meta,

@@ -18,17 +18,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
 from harness.errors import XfrbenchError
+from harness.terms import METHODS, TRANSPORTS, XFR_KINDS, Method, Transport, XfrKind
 
 FORMAT_VERSION = 1
-TRANSPORTS = ("tcp", "tcp-tsig", "xot", "xot-tsig")
-XFR_KINDS = ("axfr", "ixfr")
-METHODS = ("server-to-server", "client-pull-own", "client-pull-kdig")
-
-Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
-Method = Literal["server-to-server", "client-pull-own", "client-pull-kdig"]
 
 
 class ResultFormatError(XfrbenchError):
@@ -43,7 +38,7 @@ class TransferRecord:
     primary: str
     secondary: str
     transport: Transport
-    xfr: Literal["axfr", "ixfr"]
+    xfr: XfrKind
     zone: str
     serial: int | None
     records: int | None

@@ -1,8 +1,9 @@
 """The run folder ``results/<run-id>/``: the durable record of a run.
 
-- ``run.json``: format version, run id, start (and end) time, whether the run was
-  interrupted, plus the caller's metadata (scenario, hash, provenance...). Always written to
-  a temp file and renamed, so a reader sees the old or the new file, never half of one.
+- ``run.json``: a ``RunMeta`` (harness.results.meta): format version, run id, start (and
+  end) time, whether the run was interrupted, the scenario, its hash, provenance... Always
+  written to a temp file and renamed, so a reader sees the old or the new file, never half
+  of one.
 - ``transfers.jsonl``: one ``TransferRecord`` per line, appended and fsync'ed as each
   transfer finishes: a Ctrl-C or a crash loses at most the line being written, and
   ``load_run`` skips such a truncated last line.
@@ -17,12 +18,14 @@ import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from harness.errors import UserInputError
+from harness.metrics.resources import load_samples, summarize_resources
+from harness.results.meta import META_VERSION, RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
 from harness.results.summary import summarize, to_csv
 
@@ -81,7 +84,7 @@ class RunStore:
     """Writer of one run folder. Use ``RunStore.create(...)`` and ``with``: leaving the
     block finishes the run (interrupted when it left by an exception, e.g. Ctrl-C)."""
 
-    def __init__(self, folder: Path, run_id: str, meta: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, run_id: str, meta: RunMeta) -> None:
         self.folder = folder
         self.run_id = run_id
         self.meta = meta
@@ -97,7 +100,7 @@ class RunStore:
         root: Path,
         run_id: str | None = None,
         out: Path | None = None,
-        run_meta: dict[str, Any] | None = None,
+        run_meta: RunMeta | Mapping[str, Any] | None = None,
     ) -> RunStore:
         """Make ``root/<run-id>/`` (or ``out``) and write its run.json.
 
@@ -113,20 +116,34 @@ class RunStore:
                 fix="pick another --out or run id, or remove the old run",
             )
         folder.mkdir(parents=True, exist_ok=True)
-        meta = dict(run_meta or {})
-        reserved = {"format_version", "run_id", "started", "finished", "interrupted"}
-        clash = sorted(reserved & set(meta))
-        if clash:
-            raise ValueError(f"run_meta may not set {', '.join(clash)}")
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "run_id": run_id,
-            "started": _utc_text(),
-            "finished": None,
-            "interrupted": None,
-            **meta,
+        reserved = {
+            "format_version",
+            "meta_version",
+            "run_id",
+            "started",
+            "finished",
+            "interrupted",
         }
-        write_json_atomic(folder / RUN_JSON, meta)
+        if isinstance(run_meta, RunMeta):
+            given = run_meta.model_dump(mode="json", exclude=reserved)
+        else:
+            given = dict(run_meta or {})
+            clash = sorted(reserved & set(given))
+            if clash:
+                raise ValueError(f"run_meta may not set {', '.join(clash)}")
+        meta = RunMeta.from_json(
+            given
+            | {
+                "format_version": FORMAT_VERSION,
+                "meta_version": META_VERSION,
+                "run_id": run_id,
+                "started": _utc_text(),
+                "finished": None,
+                "interrupted": None,
+            },
+            folder / RUN_JSON,
+        )
+        write_json_atomic(folder / RUN_JSON, meta.to_json())
         return cls(folder, run_id, meta)
 
     def append(self, record: TransferRecord) -> None:
@@ -165,10 +182,10 @@ class RunStore:
             },
         )
         _write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))
-        self.meta["finished"] = _utc_text()
-        self.meta["interrupted"] = interrupted
-        self.meta["transfers"] = len(records)
-        write_json_atomic(self.folder / RUN_JSON, self.meta)
+        self.meta.finished = _utc_text()
+        self.meta.interrupted = interrupted
+        self.meta.transfers = len(records)
+        write_json_atomic(self.folder / RUN_JSON, self.meta.to_json())
         self.finished = True
 
     def __enter__(self) -> RunStore:
@@ -187,27 +204,26 @@ def _resources(samples: Path) -> dict[str, Any]:
     """Per-case CPU, memory, TIME_WAIT and link figures from the run's samples, if taken."""
     if not samples.exists():
         return {}
-    from harness.metrics.resources import load_samples, summarize_resources
-
     return summarize_resources(load_samples(samples))
 
 
-def load_run(path: Path) -> tuple[dict[str, Any], list[TransferRecord]]:
+def load_run(path: Path) -> tuple[RunMeta, list[TransferRecord]]:
     """(run.json, records) of a run folder. A truncated LAST line (a writer killed in the
     middle of it) is skipped; a bad line anywhere else is an error."""
     folder = Path(path)
     try:
-        meta = json.loads((folder / RUN_JSON).read_text())
+        data = json.loads((folder / RUN_JSON).read_text())
     except FileNotFoundError:
         raise UserInputError(f"{folder} is not a run folder (no {RUN_JSON})") from None
     except json.JSONDecodeError as exc:
         raise ResultFormatError(f"{folder / RUN_JSON}: {exc}") from None
-    version = meta.get("format_version")
+    version = data.get("format_version") if isinstance(data, dict) else None
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ResultFormatError(
             f"{folder / RUN_JSON}: format_version {version!r}; this harness reads up to "
             f"{FORMAT_VERSION}"
         )
+    meta = RunMeta.from_json(data, folder / RUN_JSON)
     records: list[TransferRecord] = []
     transfers = folder / TRANSFERS
     if not transfers.exists():

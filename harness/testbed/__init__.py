@@ -1,8 +1,10 @@
-"""Testbeds: network namespaces, the emulated link and per-host TCP settings, torn down exactly.
+"""Testbeds: a router and hosts, emulated links and per-host TCP settings, torn down exactly.
 
     with Testbed(scenario.link, scenario.hosts, run_dir) as bed:
         proc = bed.spawn(bed.secondary, ["iperf3", "-s", "-1"], stdout=..., stderr=...)
         ...
+
+Hosts come from a provider (hosts.py); the testbed itself knows no container engine.
 
 Everything created is listed in a registry file (/run/xfrbench/testbeds/<id>.json) as it is
 created; `clean_leftovers()` removes what killed drivers left behind, and nothing else.
@@ -12,13 +14,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.testbed import plan as _plan
 from harness.testbed import registry as _registry
-from harness.testbed.core import DEFAULT_BLOCK, Host, Testbed, TestbedTerminated
+from harness.testbed import topology as _topology
+from harness.testbed.core import DEFAULT_BLOCK, Testbed, TestbedTerminated
+from harness.testbed.hosts import Host, HostProvider, NetnsProvider
+from harness.testbed.topology import Endpoint
 
 __all__ = [
     "DEFAULT_BLOCK",
+    "Endpoint",
     "Host",
+    "HostProvider",
+    "NetnsProvider",
     "Testbed",
     "TestbedTerminated",
     "clean_leftovers",
@@ -62,4 +69,4 @@ def find_strays(directory: Path | None = None) -> list[str]:
         names = sorted(path.name for path in Path("/run/netns").iterdir())
     except FileNotFoundError:
         return []
-    return [name for name in names if _plan.NETNS_RE.match(name) and name not in listed]
+    return [name for name in names if _topology.NETNS_RE.match(name) and name not in listed]

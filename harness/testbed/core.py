@@ -1,40 +1,41 @@
-"""The netns testbed: primary <-> router <-> secondary, with the link emulated in the router.
+"""The testbed: a router and one host per endpoint, the links emulated in the router.
 
-Build order and teardown are driven by the registry (harness.testbed.registry): each thing is
-written down before (or, for a process, right after) it is created, so whatever happens to the
-driver, `xfrbench clean` can remove exactly that and nothing else.
+    with Testbed(link, hosts, run_dir) as bed:                 # a primary and a secondary
+    with Testbed.of(endpoints, run_dir, provider=...) as bed:  # a primary and N secondaries
+
+Hosts come from a provider (hosts.py: namespaces of the testbed's own, or the containers of
+a compose project); everything after that is the same: per-host sysctls, offloads, the link
+emulation (emulation.py), a reachability check, processes (in cgroups of their own) and
+teardown. Build order and teardown are driven by the registry (registry.py): each thing is
+written down before (or, for a process, right after) it is created, so whatever happens to
+the driver, `xfrbench clean` can remove exactly that and nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from harness.errors import EnvironmentProblem, ToolFailed, UserInputError, XfrbenchError
+from harness.errors import EnvironmentProblem, UserInputError, XfrbenchError
 from harness.link import linkem
-from harness.link.netem import netem_argv, parse_tc_stats, rate_argv
+from harness.link.probe import probe_kernel
 from harness.metrics import cgroup as cgroups
-from harness.spec import PER_HOST_SYSCTLS, DirectionSpec, HostsSpec, LinkSpec
-from harness.testbed import plan as planning
+from harness.spec import PER_HOST_SYSCTLS, HostsSpec, LinkSpec
+from harness.testbed import emulation, topology
 from harness.testbed import registry as reg
-
-if TYPE_CHECKING:
-    from harness.compose.testbed import ComposeSetup
+from harness.testbed.hosts import Host, HostProvider, NetnsProvider
+from harness.testbed.topology import ROUTER, Endpoint, TopologyPlan
 
 DEFAULT_BLOCK = "198.18.0.0/15"
-READY_TIMEOUT = 15.0
 
 
 class TestbedTerminated(KeyboardInterrupt):
@@ -43,90 +44,35 @@ class TestbedTerminated(KeyboardInterrupt):
     __test__ = False  # not a pytest test class
 
 
-def _run(
-    argv: list[str], *, check: bool = True, timeout: float = 60, **kw: Any
-) -> subprocess.CompletedProcess[str]:
-    if "stdout" not in kw and "stderr" not in kw:
-        kw["capture_output"] = True
-    kw.setdefault("text", True)
-    result = subprocess.run(argv, check=False, timeout=timeout, **kw)
-    if check and result.returncode != 0:
-        raise ToolFailed(argv, result.returncode, result.stderr or "")
-    return result
-
-
-@dataclass
-class Host:
-    role: str  # "primary" | "secondary" | "router"
-    netns: str
-    address: str
-    interfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Compose backend: the container's PID 1. Its file system holds this host's tools.
-    container_pid: int | None = None
-
-    def argv(self, argv: list[str]) -> list[str]:
-        """`argv` from the driver's file system, in this host's network namespace."""
-        return ["ip", "netns", "exec", self.netns, *argv]
-
-    def tool_argv(
-        self, argv: list[str], cwd: Path | None = None, *, die_with_parent: bool = False
-    ) -> list[str]:
-        """`argv` from this host's own file system: a container's (servers, their control
-        tools, version probes) with the compose backend, the driver's otherwise."""
-        if self.container_pid is None:
-            return self.argv(argv)
-        from harness.compose.project import nsenter_argv
-
-        return nsenter_argv(self.container_pid, argv, cwd, die_with_parent=die_with_parent)
-
-    def run_tool(
-        self, argv: list[str], check: bool = True, **kw: Any
-    ) -> subprocess.CompletedProcess[str]:
-        """Like run(), with the host's own tools (see tool_argv)."""
-        return _run(self.tool_argv(argv), check=check, **kw)
-
-    def run(
-        self, argv: list[str], check: bool = True, **kw: Any
-    ) -> subprocess.CompletedProcess[str]:
-        """Run `argv` inside this host's namespace (text mode, output captured by default)."""
-        return _run(self.argv(argv), check=check, **kw)
-
-    def sysctl(self, key: str) -> str:
-        return self.run(["sysctl", "-n", key]).stdout.strip()
-
-    def sysctls(self, keys: list[str]) -> dict[str, str]:
-        """Several keys in one process; keys this kernel lacks are left out."""
-        result = self.run(["sysctl", *keys], check=False)
-        values: dict[str, str] = {}
-        for line in result.stdout.splitlines():
-            key, sep, value = line.partition(" = ")
-            if sep:
-                values[key.strip()] = reg.normalize_sysctl(value)
-        return values
-
-
-def _features() -> Any:
-    # Probing builds a namespace; do it once per process and only when a backend must be chosen.
-    global _FEATURES
-    if _FEATURES is None:
-        from harness.link.probe import probe_kernel
-
-        _FEATURES = probe_kernel()
-    return _FEATURES
-
-
 _FEATURES: Any = None
 
 
-def choose_backend(link: LinkSpec, netem_available: bool | None, emulate: bool = False) -> str:
-    """'none' for an unimpaired link (unless `emulate`); else netem or linkem as asked."""
-    if not link.impaired and not emulate:
+def _netem_available() -> bool:
+    # Probing builds a namespace; do it once per process and only when a backend must be chosen.
+    global _FEATURES
+    if _FEATURES is None:
+        _FEATURES = probe_kernel()
+    return bool(_FEATURES.netem)
+
+
+def choose_backend(
+    links: Sequence[LinkSpec], netem_available: bool | None, emulate: bool = False
+) -> str:
+    """'none' for unimpaired links (unless `emulate`); else netem or linkem as asked."""
+    if not any(link.impaired for link in links) and not emulate:
         return "none"
-    if link.backend == "linkem":
+    asked = {link.backend for link in links} - {"auto"}
+    if len(asked) > 1:
+        raise UserInputError(
+            f"the links ask for different backends ({', '.join(sorted(asked))})",
+            key="link.backend",
+            fix="use one backend for every link of a testbed",
+        )
+    if asked == {"linkem"}:
         return "linkem"
     if netem_available is None:
-        netem_available = bool(_features().netem)
-    if link.backend == "netem":
+        netem_available = _netem_available()
+    if asked == {"netem"}:
         if not netem_available:
             raise EnvironmentProblem(
                 "link.backend is 'netem' but this kernel has no netem qdisc (sch_netem is "
@@ -138,13 +84,11 @@ def choose_backend(link: LinkSpec, netem_available: bool | None, emulate: bool =
 
 
 class Testbed:
-    """Three namespaces and an emulated link; a context manager that leaves nothing behind."""
+    """A router, N+1 hosts and emulated links; a context manager that leaves nothing behind."""
 
     __test__ = False
 
-    primary: Host
-    secondary: Host
-    router: Host
+    hosts: dict[str, Host]
 
     def __init__(
         self,
@@ -156,39 +100,66 @@ class Testbed:
         label: str | None = None,
         netem_available: bool | None = None,
         emulate: bool = False,
-        compose: ComposeSetup | None = None,
+        provider: HostProvider | None = None,
+        endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
         """`netem_available` skips the kernel probe (tests); `emulate` runs the emulator even
-        for an unimpaired link, to measure its own cost (benchmarks). `compose`: the hosts
-        are the containers of a compose project (harness.compose.testbed) instead of
-        namespaces of the testbed's own."""
-        self.link = link
-        self.hosts_spec = hosts
+        for an unimpaired link, to measure its own cost (benchmarks). `provider`: where the
+        hosts come from (default: namespaces of the testbed's own). `endpoints` replaces
+        `link` and `hosts` with any number of secondaries (see `Testbed.of`)."""
+        self.endpoints = tuple(endpoints or topology.two_hosts(link, hosts))
+        topology.netns_suffixes(self.endpoints)  # one primary, unique names
         self.run_dir = Path(run_dir)
         self.block = block
         self.label = label
+        self.provider: HostProvider = provider or NetnsProvider()
         self._netem_available = netem_available
         self._emulate = emulate
         self.backend = "none"
         self.testbed_id = ""
-        self.plan: planning.TopologyPlan | None = None
+        self.plan: TopologyPlan | None = None
+        self.emulation: emulation.LinkEmulation | None = None
         self._registry: reg.Registry | None = None
         self._procs: dict[int, tuple[subprocess.Popen[Any], dict[str, Any]]] = {}
-        self._tc_applied: list[list[str]] = []
-        self._iptables: list[list[str]] = []
         self._applied: dict[str, dict[str, str]] = {}
         self._effective: dict[str, dict[str, str]] = {}
         self._cgroups: dict[int, tuple[cgroups.Cgroup, dict[str, Any]]] = {}
         self._init_sysctls: list[dict[str, str]] = []
-        self._linkem_config: dict[str, Any] | None = None
-        self._linkem_proc: subprocess.Popen[Any] | None = None
-        self._stats_path: Path | None = None
+        self._provider_info: dict[str, Any] | None = None
         self._offloads_off = False
         self._old_handlers: dict[int, Any] = {}
         self.teardown_report: list[str] = []
-        self.compose = compose
-        self._compose_info: dict[str, Any] | None = None
-        self._qdisc_devs: set[str] = set()
+
+    @classmethod
+    def of(cls, endpoints: Sequence[Endpoint], run_dir: Path, **options: Any) -> Testbed:
+        """A testbed of these endpoints (one primary, any number of secondaries)."""
+        return cls(LinkSpec(), HostsSpec(), run_dir, endpoints=endpoints, **options)
+
+    # --- the hosts ------------------------------------------------------------------------
+
+    @property
+    def primary(self) -> Host:
+        return next(h for h in self.hosts.values() if h.role == "primary")
+
+    @property
+    def secondaries(self) -> list[Host]:
+        return [h for h in self.hosts.values() if h.role == "secondary"]
+
+    @property
+    def secondary(self) -> Host:
+        """The secondary of a testbed that has one."""
+        (only,) = self.secondaries
+        return only
+
+    @property
+    def router(self) -> Host:
+        return self.hosts[ROUTER]
+
+    @property
+    def link(self) -> LinkSpec:
+        """The link of a testbed with one secondary."""
+        (only,) = [e for e in self.endpoints if e.role == "secondary"]
+        return only.link
 
     # --- context manager ------------------------------------------------------------------
 
@@ -247,39 +218,58 @@ class Testbed:
         if os.geteuid() != 0:
             raise EnvironmentProblem("the netns testbed needs root (namespaces, iptables, sysctl)")
         try:
-            planning.parse_block(self.block)
+            topology.parse_block(self.block)
         except ValueError as exc:
             raise UserInputError(str(exc), key="block", fix="e.g. 198.18.0.0/15") from None
-        self.backend = choose_backend(self.link, self._netem_available, self._emulate)
+        links = [e.link for e in self.endpoints]
+        self.backend = choose_backend(links, self._netem_available, self._emulate)
         binary = linkem.find_binary() if self.backend == "linkem" else None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._create_registry()
         assert self.plan is not None and self._registry is not None
-        if self.compose is not None:
-            self._build_compose_topology(self.compose)
-        else:
-            self._build_topology(self.plan)
+        built = self.provider.build(
+            self.plan, self.endpoints, self._segment_mtus(), self.run_dir, self._add
+        )
+        self.plan, self.hosts, self._provider_info = built.plan, built.hosts, built.info
+        # Forwarding is the router's job whoever built it; checked, not assumed.
+        if self.router.sysctl("net.ipv4.ip_forward") != "1":
+            raise EnvironmentProblem(f"the router ({self.router.netns}) does not forward")
+        self._applied[ROUTER] = {"net.ipv4.ip_forward": "1"}
         self._apply_host_sysctls()
-        if self.backend != "none" or self.link.forward.rate or self.link.reverse.rate:
+        if self.backend != "none" or emulation.rated(self.endpoints):
             self._offloads()
-        self._apply_link(binary)
+        self.emulation = emulation.LinkEmulation(
+            self.router,
+            self.plan,
+            self.endpoints,
+            backend=self.backend,
+            run_dir=self.run_dir,
+            record=self._add,
+            spawn=self.spawn,
+            persistent=self.provider.persistent,
+            every_direction=self._emulate,
+            label=self.label or "",
+        )
+        self.emulation.apply(binary)
         self._check_reachable()
 
     def _create_registry(self) -> None:
         directory = reg.registry_dir()
+        network = topology.parse_block(self.block)
+        try:
+            prefixlen = topology.slice_prefixlen(
+                network, len(self.endpoints), self.provider.segment_prefixlen
+            )
+        except ValueError as exc:
+            raise UserInputError(str(exc), key="block", fix="give a larger block") from None
         with reg.locked(directory):
             registries, _ = reg.load_all(directory)
             used = {str(r.data.get("slice")) for r in registries if r.data.get("slice")}
-            static_slice = None
-            if self.compose is not None:
-                from harness.compose import testbed as compose_testbed
-
-                used |= compose_testbed.used_subnets(self.compose)
-                if self.compose.static:
-                    static_slice = compose_testbed.static_slice(self.compose)
+            used |= self.provider.reserved_subnets()
+            suffixes = topology.netns_suffixes(self.endpoints)
             for _ in range(100):
                 testbed_id = secrets.token_hex(3)
-                names = [planning.netns_name(testbed_id, role) for role in planning.ROLES]
+                names = [topology.netns_name(testbed_id, s) for s in [*suffixes.values(), "r"]]
                 if not (directory / f"{testbed_id}.json").exists() and not any(
                     Path("/run/netns", name).exists() for name in names
                 ):
@@ -287,11 +277,13 @@ class Testbed:
             else:  # pragma: no cover - 16M ids
                 raise EnvironmentProblem("could not find a free testbed id")
             try:
-                slice_ = static_slice or planning.choose_slice(self.block, testbed_id, used)
+                slice_ = self.provider.fixed_slice() or topology.choose_slice(
+                    self.block, testbed_id, used, prefixlen
+                )
             except LookupError as exc:
                 raise EnvironmentProblem(str(exc)) from None
             self.testbed_id = testbed_id
-            self.plan = planning.plan_topology(testbed_id, self.block, slice_)
+            self.plan = topology.plan_topology(testbed_id, self.block, slice_, self.endpoints)
             self._registry = reg.Registry.create(
                 directory,
                 testbed_id,
@@ -305,133 +297,29 @@ class Testbed:
         assert self._registry is not None
         return self._registry.add(kind, **data)
 
-    def _make_hosts(self, plan: planning.TopologyPlan) -> None:
-        ns = plan.namespaces
-        self.primary = Host("primary", ns["primary"], plan.address("primary"))
-        self.secondary = Host("secondary", ns["secondary"], plan.address("secondary"))
-        self.router = Host("router", ns["router"], plan.address("router"))
-
     def _segment_mtus(self) -> dict[str, int]:
-        """forward (primary -> secondary) is delivered on the secondary's segment; its MTU is
-        link.forward.mtu, and the primary's segment carries link.reverse.mtu."""
-        return {"secondary": self.link.forward.mtu, "primary": self.link.reverse.mtu}
-
-    def _record_interfaces(self, plan: planning.TopologyPlan, mtus: dict[str, int]) -> None:
-        for endpoint, seg in plan.segments.items():
-            host = self.primary if endpoint == "primary" else self.secondary
-            host.interfaces[seg.host_if] = {
-                "address": seg.host_address,
-                "subnet": seg.subnet,
-                "mtu": mtus[endpoint],
-                "peer": f"{seg.router_if}@router",
-            }
-            self.router.interfaces[seg.router_if] = {
-                "address": seg.router_address,
-                "subnet": seg.subnet,
-                "mtu": mtus[endpoint],
-                "peer": f"{seg.host_if}@{endpoint}",
-            }
-
-    def _build_topology(self, plan: planning.TopologyPlan) -> None:
-        ns = plan.namespaces
-        for role in planning.ROLES:
-            self._add("netns", name=ns[role])
-            _run(["ip", "netns", "add", ns[role]])
-            _run(["ip", "-n", ns[role], "link", "set", "lo", "up"])
-            # No IPv6 inside: no DAD or router solicitations, so counters hold only test traffic.
-            for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
-                _run(["ip", "netns", "exec", ns[role], "sysctl", "-qw", f"{key}=1"], check=False)
-        self._make_hosts(plan)
-        mtus = self._segment_mtus()
-        for endpoint, seg in plan.segments.items():
-            # Created straight inside the namespaces: no name ever appears in the init netns.
-            _run(
-                [
-                    "ip",
-                    "-n",
-                    ns[endpoint],
-                    "link",
-                    "add",
-                    seg.host_if,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    seg.router_if,
-                    "netns",
-                    ns["router"],
-                ]
-            )
-            for netns, ifname, address in (
-                (ns[endpoint], seg.host_if, seg.host_address),
-                (ns["router"], seg.router_if, seg.router_address),
-            ):
-                _run(
-                    [
-                        "ip",
-                        "-n",
-                        netns,
-                        "link",
-                        "set",
-                        "dev",
-                        ifname,
-                        "mtu",
-                        str(mtus[endpoint]),
-                        "up",
-                    ]
-                )
-                _run(
-                    ["ip", "-n", netns, "addr", "add", f"{address}/{seg.prefixlen}", "dev", ifname]
-                )
-            _run(["ip", "-n", ns[endpoint], "route", "add", "default", "via", seg.router_address])
-        self._record_interfaces(plan, mtus)
-        self.router.run(["sysctl", "-qw", "net.ipv4.ip_forward=1"])
-        self._applied["router"] = {"net.ipv4.ip_forward": "1"}
-
-    def _build_compose_topology(self, setup: ComposeSetup) -> None:
-        """The hosts are containers: their namespaces are named like ours (see
-        harness.compose.testbed); addresses and interfaces are what compose gave them."""
-        from harness.compose import testbed as compose_testbed
-
-        assert self.plan is not None
-        built = compose_testbed.build_topology(
-            setup,
-            self.testbed_id,
-            self.block,
-            self.plan.slice,
-            self.run_dir / "compose",
-            self._segment_mtus(),
-            self._add,
-        )
-        self.plan = built.plan
-        self._compose_info = built.describe(setup)
-        self._make_hosts(built.plan)
-        for host in (self.primary, self.secondary, self.router):
-            host.container_pid = built.pids[host.role]
-        self._record_interfaces(built.plan, built.mtus)
-        # The link container forwards already (its compose sysctls); checked, not assumed.
-        if self.router.sysctl("net.ipv4.ip_forward") != "1":
-            raise EnvironmentProblem(
-                f"the link container of {built.deployment.project} does not forward "
-                "(net.ipv4.ip_forward is not 1; see docker-compose.yml)"
-            )
-        self._applied["router"] = {"net.ipv4.ip_forward": "1"}
+        """A secondary's segment delivers its forward direction (link.forward.mtu); the
+        primary's carries every reverse direction (the smallest of their MTUs)."""
+        mtus = {e.name: e.link.forward.mtu for e in self.endpoints if e.role == "secondary"}
+        primary = next(e for e in self.endpoints if e.role == "primary")
+        reverse = [e.link.reverse.mtu for e in self.endpoints if e.role == "secondary"]
+        mtus[primary.name] = min(reverse, default=primary.link.forward.mtu)
+        return mtus
 
     def _offloads(self) -> None:
         """TSO/GSO/GRO off on every veth: loss and delay then act on single packets."""
         assert self.plan is not None
-        for seg in self.plan.segments.values():
-            host = self.primary if seg.endpoint == "primary" else self.secondary
-            for who, ifname in ((host, seg.host_if), (self.router, seg.router_if)):
+        for name, seg in self.plan.segments.items():
+            for who, ifname in ((self.hosts[name], seg.host_if), (self.router, seg.router_if)):
                 who.run(["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"])
         self._offloads_off = True
 
     # --- per-host TCP settings ---------------------------------------------------------------
 
     def _apply_host_sysctls(self) -> None:
-        for role in ("primary", "secondary"):
-            host = self.primary if role == "primary" else self.secondary
-            wanted = getattr(self.hosts_spec, role).sysctls()
+        for endpoint in self.endpoints:
+            host = self.hosts[endpoint.name]
+            wanted = endpoint.settings.sysctls()
             cc = wanted.get("net.ipv4.tcp_congestion_control")
             if cc:
                 self._allow_cc(cc)
@@ -440,9 +328,9 @@ class Testbed:
             # the most likely failure and should be reported before anything else.
             for key in sorted(wanted, key=lambda k: k != "net.ipv4.tcp_congestion_control"):
                 value = wanted[key]
-                where = f"hosts.{role}.sysctl.{key}"
-                if self.compose is not None and self.compose.static:
-                    # The container outlives this case: the next one must find it as it was.
+                where = f"hosts.{endpoint.role}.sysctl.{key}"
+                if self.provider.persistent:
+                    # The host outlives this testbed: the next one must find it as it was.
                     self._add("netns_sysctl", netns=host.netns, key=key, old=host.sysctl(key))
                 result = host.run(["sysctl", "-w", f"{key}={value}"], check=False)
                 if result.returncode != 0:
@@ -459,8 +347,8 @@ class Testbed:
                         fix="use a value the kernel keeps as written",
                     )
                 applied[key] = reg.normalize_sysctl(value)
-            self._applied[role] = applied
-            self._effective[role] = host.sysctls(list(PER_HOST_SYSCTLS))
+            self._applied[endpoint.name] = applied
+            self._effective[endpoint.name] = host.sysctls(list(PER_HOST_SYSCTLS))
 
     def _allow_cc(self, name: str) -> None:
         """A child netns may only pick what the init netns allows: add `name` there if needed."""
@@ -494,140 +382,22 @@ class Testbed:
             raise EnvironmentProblem(f"{key}: set to {value!r} but reads back as {got!r}")
         self._init_sysctls.append({"key": key, "old": old, "new": value})
 
-    # --- the link -------------------------------------------------------------------------
-
-    def _egress(self, direction: str) -> str:
-        """The router's interface towards the host receiving `direction`."""
-        assert self.plan is not None
-        receiver = "secondary" if direction == "forward" else "primary"
-        return self.plan.segments[receiver].router_if
-
-    def _ingress(self, direction: str) -> str:
-        assert self.plan is not None
-        sender = "primary" if direction == "forward" else "secondary"
-        return self.plan.segments[sender].router_if
-
-    def _directions(self) -> tuple[tuple[str, DirectionSpec], ...]:
-        return (("forward", self.link.forward), ("reverse", self.link.reverse))
-
-    def _tc(self, argv: list[str]) -> None:
-        if self.compose is not None and self.compose.static and "root" in argv:
-            dev = argv[argv.index("dev") + 1]
-            if dev not in self._qdisc_devs:  # the link container outlives this case
-                self._qdisc_devs.add(dev)
-                self._add("qdisc", netns=self.router.netns, dev=dev)
-        self.router.run(argv)
-        self._tc_applied.append(argv)
-
-    def _iptables_rule(self, table: str, chain: str, rule: list[str]) -> None:
-        # Recorded first: a driver killed right after the rule went in still has it listed.
-        self._add("iptables", netns=self.router.netns, table=table, chain=chain, rule=rule)
-        self.router.run(["iptables", "-w", "-t", table, "-A", chain, *rule])
-        self._iptables.append(["-t", table, "-A", chain, *rule])
-
-    def _apply_link(self, binary: Path | None) -> None:
-        rtt = linkem.link_rtt(self.link)
-        for name, spec in self._directions():
-            dev = self._egress(name)
-            if self.backend == "netem":
-                for argv in netem_argv(spec, dev, rtt=rtt):
-                    self._tc(argv)
-            elif spec.rate:
-                for argv in rate_argv(spec, dev, rtt=rtt):
-                    self._tc(argv)
-        if self.link.mss_clamp:
-            self._iptables_rule(
-                "mangle",
-                "FORWARD",
-                [
-                    "-p",
-                    "tcp",
-                    "--tcp-flags",
-                    "SYN,RST",
-                    "SYN",
-                    "-j",
-                    "TCPMSS",
-                    "--clamp-mss-to-pmtu",
-                ],
-            )
-        if self.backend == "linkem":
-            assert binary is not None
-            self._start_linkem(binary)
-
-    def _start_linkem(self, binary: Path) -> None:
-        self._stats_path = self.run_dir / "linkem-stats.json"
-        config = linkem.config(
-            self.link, stats_path=self._stats_path, every_direction=self._emulate
-        )
-        self._linkem_config = config
-        config_path = self.run_dir / "linkem.json"
-        config_path.write_text(json.dumps(config, indent=2) + "\n")
-        for direction in config["directions"]:
-            self._iptables_rule(
-                "filter",
-                "FORWARD",
-                [
-                    "-i",
-                    self._ingress(direction["name"]),
-                    "-j",
-                    "NFQUEUE",
-                    "--queue-num",
-                    str(direction["queue"]),
-                ],
-            )
-        out_path = self.run_dir / "linkem.stdout"
-        err_path = self.run_dir / "linkem.stderr"
-        for path in (config_path, out_path, err_path, self._stats_path):
-            self._add("file", path=str(path), keep=True)  # run records, kept with the run
-        with out_path.open("wb") as out, err_path.open("wb") as err:
-            proc = self.spawn(
-                self.router, [str(binary), "--config", str(config_path)], stdout=out, stderr=err
-            )
-        self._linkem_proc = proc
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if linkem.READY_LINE in out_path.read_text(errors="replace"):
-                return
-            if proc.poll() is not None:
-                tail = err_path.read_text(errors="replace").strip().splitlines()[-5:]
-                raise EnvironmentProblem(
-                    f"linkem exited with status {proc.returncode} before it was ready: "
-                    + (" | ".join(tail) or "(no stderr)")
-                    + f" (config {config_path})"
-                )
-            time.sleep(0.02)
-        raise EnvironmentProblem(
-            f"linkem did not print {linkem.READY_LINE!r} within {READY_TIMEOUT:.0f} s "
-            f"(see {out_path} and {err_path})"
-        )
-
     def _check_reachable(self) -> None:
-        """One reply primary -> secondary, unless the link is meant to lose most packets."""
-        for _, spec in self._directions():
-            if spec.loss.active and not (spec.loss.model == "random" and spec.loss.p < 50):
-                return
-        wait = max(5.0, 4 * linkem.link_rtt(self.link) + 2)
-        result = self.primary.run(
-            [
-                "ping",
-                "-n",
-                "-q",
-                "-c",
-                "1",
-                "-i",
-                "0.05",
-                "-w",
-                str(round(wait)),
-                self.secondary.address,
-            ],
-            check=False,
-            timeout=wait + 10,
-        )
-        if result.returncode != 0:
-            raise EnvironmentProblem(
-                f"the testbed is up but the primary cannot reach the secondary "
-                f"({self.secondary.address}) within {wait:.0f} s: {result.stdout.strip()}"
-            )
+        """One reply primary -> each secondary, unless a link is meant to lose most packets."""
+        for endpoint in self.endpoints:
+            for spec in (endpoint.link.forward, endpoint.link.reverse):
+                if spec.loss.active and not (spec.loss.model == "random" and spec.loss.p < 50):
+                    return
+        wait = max(5.0, 4 * emulation.link_rtt(self.endpoints) + 2)
+        for secondary in self.secondaries:
+            argv = ["ping", "-n", "-q", "-c", "1", "-i", "0.05", "-w", str(round(wait)),
+                    secondary.address]  # fmt: skip
+            result = self.primary.run(argv, check=False, timeout=wait + 10)
+            if result.returncode != 0:
+                raise EnvironmentProblem(
+                    f"the testbed is up but the primary cannot reach {secondary.name} "
+                    f"({secondary.address}) within {wait:.0f} s: {result.stdout.strip()}"
+                )
 
     # --- processes ------------------------------------------------------------------------------
 
@@ -648,12 +418,10 @@ class Testbed:
 
         `ip netns exec` execs the command in place, so the pid is the command's own. A new
         session keeps a terminal's Ctrl-C from reaching it: the testbed stops it, in order.
-        With `cgroup` (a short name, e.g. the server's role) the process runs in a cgroup of
+        With `cgroup` (a short name, e.g. the server's host) the process runs in a cgroup of
         its own, entered before exec so that forked children are counted too; the cgroup is
         recorded before the process so that teardown stops the process, then removes it.
-        With `tool` the command comes from the host's own file system (Host.tool_argv: a
-        container's with the compose backend; it dies with the driver there, since it lives
-        outside the container's pid namespace and would keep the container's alive).
+        With `tool` the command comes from the host's own file system (Host.tool_argv).
         """
         full_argv = host.tool_argv(argv, cwd, die_with_parent=True) if tool else host.argv(argv)
         group = None
@@ -715,74 +483,44 @@ class Testbed:
 
     def flush_route_metrics(self) -> None:
         """Forget cached ssthresh/RTT per destination so repetitions start alike."""
-        for host in (self.primary, self.secondary):
+        for host in (self.primary, *self.secondaries):
             host.run(["ip", "tcp_metrics", "flush"], check=False)
 
     def link_counters(self) -> dict[str, Any]:
-        if self.backend == "none":
-            return {}
-        counters: dict[str, Any] = {}
-        if self.backend == "linkem":
-            stats = linkem.read_stats(self._stats_path) if self._stats_path else {}
-            per = stats.get("directions", {})
-            for name, _ in self._directions():
-                counters[name] = dict(per.get(name, {}))
-                if counters[name] and "updated_at_unix" in stats:
-                    counters[name]["updated_at_unix"] = stats["updated_at_unix"]
-        else:
-            for name, _ in self._directions():
-                counters[name] = self._qdisc_counters(self._egress(name), "netem")
-        for name, counts in self.rate_counters().items():  # one tc call per rated direction
-            counters[name]["htb"] = counts
-        return counters
-
-    def _qdisc_counters(self, dev: str, kind: str) -> dict[str, Any]:
-        result = self.router.run(["tc", "-s", "qdisc", "show", "dev", dev])
-        for qdisc in parse_tc_stats(result.stdout):
-            if qdisc["kind"] == kind:
-                return qdisc
-        return {}
-
-    def rate_counters(self) -> dict[str, dict[str, Any]]:
-        """htb class 1:1 counters per direction with a rate (bytes, packets, drops)."""
-        out: dict[str, dict[str, Any]] = {}
-        for name, spec in self._directions():
-            if not spec.rate:
-                continue
-            result = self.router.run(["tc", "-s", "class", "show", "dev", self._egress(name)])
-            for cls in parse_tc_stats(result.stdout):
-                if cls["handle"] == "1:1":
-                    out[name] = cls
-        return out
+        return self.emulation.counters() if self.emulation is not None else {}
 
     def describe(self) -> dict[str, Any]:
         assert self.plan is not None
         hosts: dict[str, Any] = {}
-        for host in (self.primary, self.router, self.secondary):
-            hosts[host.role] = {
+        for name, host in self.hosts.items():
+            hosts[name] = {
+                "role": host.role,
                 "netns": host.netns,
                 "address": host.address,
                 "interfaces": host.interfaces,
-                "sysctls_applied": self._applied.get(host.role, {}),
-                "sysctls": self._effective.get(host.role, {}),
+                "sysctls_applied": self._applied.get(name, {}),
+                "sysctls": self._effective.get(name, {}),
             }
+        link = self.link.model_dump(mode="json") if len(self.secondaries) == 1 else None
         return {
             "testbed_id": self.testbed_id,
             "label": self.label,
-            "topology": "compose" if self.compose is not None else "netns",
-            "compose": self._compose_info,
+            "topology": self.provider.name,
+            "compose": self._provider_info,
             "backend": self.backend,
             "block": self.block,
             "slice": self.plan.slice,
             "registry": str(self._registry.path) if self._registry else None,
             "hosts": hosts,
-            "link": self.link.model_dump(mode="json"),
+            "link": link,
+            "links": {
+                e.name: e.link.model_dump(mode="json")
+                for e in self.endpoints
+                if e.role == "secondary"
+            },
             "emulation": {
-                "router_egress": {name: self._egress(name) for name, _ in self._directions()},
                 "offloads_off": self._offloads_off,
-                "tc": self._tc_applied,
-                "iptables": self._iptables,
-                "linkem_config": self._linkem_config,
+                **(self.emulation.describe() if self.emulation else {}),
             },
             "init_netns_sysctls": self._init_sysctls,
         }

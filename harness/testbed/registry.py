@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.errors import XfrbenchError
 from harness.filelock import exclusive
+from harness.metrics import cgroup as cgroups
 
 FORMAT = 1
 DEFAULT_DIR = Path("/run/xfrbench/testbeds")
@@ -73,15 +74,38 @@ def normalize_sysctl(value: str) -> str:
 
 @dataclass(frozen=True)
 class Action:
-    # kill | iptables | netns | sysctl | cc_allowed | cgroup | file, and for the compose
-    # backend: compose_project | netns_attached | qdisc | netns_sysctl
-    kind: str
+    kind: str  # a registered undo kind (UNDO), or "kill" for a recorded process
     target: str
     detail: dict[str, Any] = field(default_factory=dict)
     item: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         return f"{self.kind} {self.target}"
+
+
+@dataclass(frozen=True)
+class UndoKind:
+    """How to undo one kind of registry item.
+
+    `target(item)` names it in messages; `undo(action)` carries it out (the item is its
+    `detail`) and returns what it did,
+    "" when there was nothing left to do, "~note" for something worth saying that needs no
+    retry, or "!problem" when it failed (the item stays listed for `xfrbench clean`).
+    """
+
+    target: Callable[[dict[str, Any]], str]
+    undo: Callable[[Action], str]
+
+
+# Kinds every testbed uses are registered below; a host provider registers its own (the
+# compose provider: compose_project, netns_attached) when it is imported.
+UNDO: dict[str, UndoKind] = {}
+
+
+def register_undo(
+    kind: str, target: Callable[[dict[str, Any]], str], undo: Callable[[Action], str]
+) -> None:
+    UNDO[kind] = UndoKind(target, undo)
 
 
 def plan_cleanup(
@@ -97,7 +121,7 @@ def plan_cleanup(
     actions: list[Action] = []
     notes: list[str] = []
     for item in reversed(items):
-        kind = item.get("kind")
+        kind = str(item.get("kind"))
         if kind == "process":
             pid, start = int(item["pid"]), item.get("start")
             now = start_time_of(pid)
@@ -106,20 +130,8 @@ def plan_cleanup(
             if start is None or now != start:
                 notes.append(f"pid {pid} is a different process now (recycled); left alone")
                 continue
-            actions.append(
-                Action(
-                    "kill",
-                    str(pid),
-                    {"pid": pid, "start": start, "argv": item.get("argv", [])},
-                    item,
-                )
-            )
-        elif kind == "iptables":
-            actions.append(Action("iptables", " ".join(item["rule"]), dict(item), item))
-        elif kind == "netns":
-            actions.append(Action("netns", item["name"], dict(item), item))
-        elif kind == "sysctl":
-            actions.append(Action("sysctl", item["key"], dict(item), item))
+            detail = {"pid": pid, "start": start, "argv": item.get("argv", [])}
+            actions.append(Action("kill", str(pid), detail, item))
         elif kind == "cc_allowed":
             added = [
                 name for name in item.get("added", []) if name not in (still_needed_cc or set())
@@ -132,21 +144,10 @@ def plan_cleanup(
                 )
             if added:
                 actions.append(Action("cc_allowed", " ".join(added), {"added": added}, item))
-        elif kind == "cgroup":
-            actions.append(Action("cgroup", " ".join(item["paths"]), dict(item), item))
-        elif kind == "file":
-            if not item.get("keep"):
-                actions.append(Action("file", item["path"], dict(item), item))
-        elif kind == "compose_project":
-            actions.append(Action("compose_project", item["name"], dict(item), item))
-        elif kind == "netns_attached":
-            actions.append(Action("netns_attached", item["name"], dict(item), item))
-        elif kind == "qdisc":
-            actions.append(Action("qdisc", f"{item['netns']} {item['dev']}", dict(item), item))
-        elif kind == "netns_sysctl":
-            actions.append(
-                Action("netns_sysctl", f"{item['netns']} {item['key']}", dict(item), item)
-            )
+        elif kind == "file" and item.get("keep"):
+            continue  # a run record kept with the run
+        elif kind in UNDO:
+            actions.append(Action(kind, UNDO[kind].target(item), dict(item), item))
         else:
             notes.append(f"unknown registry item {item!r}; left alone")
     return actions, notes
@@ -321,113 +322,118 @@ def _netns_exists(name: str) -> bool:
 
 
 def _execute_one(action: Action) -> str:
-    detail = action.detail
     if action.kind == "kill":
+        detail = action.detail
         outcome = terminate(detail["pid"], detail["start"])
         argv = " ".join(detail.get("argv", [])[:3])
         if outcome == "still running":
             return f"!pid {detail['pid']} ({argv}) survived SIGKILL"
         return f"process {detail['pid']} ({argv}) {outcome}"
-    if action.kind == "iptables":
-        netns = detail["netns"]
-        if not _netns_exists(netns):
-            return ""  # the rule lived in the namespace and went with it
-        argv = [
-            "ip",
-            "netns",
-            "exec",
-            netns,
-            "iptables",
-            "-w",
-            "-t",
-            detail.get("table", "filter"),
-            "-D",
-            detail["chain"],
-            *detail["rule"],
-        ]
-        result = _run(argv)
-        if result.returncode != 0:
-            return f"!could not delete rule: {result.stderr.strip()}"
-        return (
-            f"iptables rule in {netns}: -t {detail.get('table', 'filter')} "
-            f"-A {detail['chain']} {' '.join(detail['rule'])}"
-        )
-    if action.kind == "netns":
-        name = action.target
-        if not _netns_exists(name):
-            return ""
-        # Deleting a namespace kills nothing: anything still inside would keep it (and its
-        # sockets) alive. Processes inside our own recorded namespace are ours by construction.
-        pids = _run(["ip", "netns", "pids", name]).stdout.split()
-        stray: list[str] = []
-        for text in pids:
-            start = proc_start_time(int(text))
-            if start is not None:
-                terminate(int(text), start, timeout=2.0)
-                stray.append(text)
-        result = _run(["ip", "netns", "delete", name])
-        if result.returncode != 0:
-            return f"!ip netns delete failed: {result.stderr.strip()}"
-        suffix = f" (stopped stray pids {', '.join(stray)})" if stray else ""
-        return f"namespace {name}{suffix}"
-    if action.kind == "sysctl":
-        key, old, new = action.target, str(detail["old"]), str(detail["new"])
-        current = read_sysctl(key)
-        if normalize_sysctl(current) != normalize_sysctl(new):
-            return f"~{key} is {current!r} now, not the {new!r} we set; left as is (was {old!r})"
-        write_sysctl(key, old)
-        return f"sysctl {key} restored to {old!r}"
-    if action.kind == "cc_allowed":
-        current = read_sysctl(CC_ALLOWED)
-        restored = remove_names(current, detail["added"], keep=set())
-        if restored != normalize_sysctl(current):
-            write_sysctl(CC_ALLOWED, restored)
-        return f"sysctl {CC_ALLOWED} restored to {restored!r}"
-    if action.kind == "cgroup":
-        from harness.metrics.cgroup import remove
+    kind = UNDO.get(action.kind)
+    if kind is None:
+        return f"!unknown action {action.kind}"
+    return kind.undo(action)
 
-        left = remove(detail["paths"])
-        if left:
-            return f"!cgroup not removed: {', '.join(left)}"
-        return f"cgroup {action.target}"
-    if action.kind == "file":
-        try:
-            Path(action.target).unlink()
-        except FileNotFoundError:
-            return ""
-        return f"file {action.target}"
-    if action.kind == "netns_attached":
-        # Only the name: the namespace is its container's (processes in it are the
-        # container's, or ours and stopped by their own items first).
-        from harness.compose.project import detach_netns
 
-        return f"namespace name {action.target} detached" if detach_netns(action.target) else ""
-    if action.kind == "compose_project":
-        from harness.compose.project import down_project
+def _undo_iptables(action: Action) -> str:
+    detail = action.detail
+    netns = detail["netns"]
+    if not _netns_exists(netns):
+        return ""  # the rule lived in the namespace and went with it
+    table = detail.get("table", "filter")
+    argv = ["ip", "netns", "exec", netns, "iptables", "-w", "-t", table, "-D", detail["chain"]]
+    result = _run([*argv, *detail["rule"]])
+    if result.returncode != 0:
+        return f"!could not delete rule: {result.stderr.strip()}"
+    return f"iptables rule in {netns}: -t {table} -A {detail['chain']} {' '.join(detail['rule'])}"
 
-        file = detail.get("file")
-        removed = down_project(action.target, Path(file) if file else None)
-        if not removed:
-            return ""
-        return f"compose project {action.target} ({', '.join(removed)})"
-    if action.kind == "qdisc":
-        # A static compose project's link outlives the case: its root qdisc must go.
-        netns, dev = detail["netns"], detail["dev"]
-        if not _netns_exists(netns):
-            return ""
-        result = _run(["ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", dev, "root"])
-        if result.returncode != 0 and "No such file" not in result.stderr:
-            return f"!tc qdisc del failed: {result.stderr.strip()}"
-        return f"root qdisc on {dev} in {netns}"
-    if action.kind == "netns_sysctl":
-        netns, key, old = detail["netns"], detail["key"], str(detail["old"])
-        if not _netns_exists(netns):
-            return ""
-        result = _run(["ip", "netns", "exec", netns, "sysctl", "-qw", f"{key}={old}"])
-        if result.returncode != 0:
-            return f"!sysctl {key} not restored: {result.stderr.strip()}"
-        return f"sysctl {key} in {netns} restored to {old!r}"
-    return f"!unknown action {action.kind}"
+
+def _undo_netns(action: Action) -> str:
+    name = action.target
+    if not _netns_exists(name):
+        return ""
+    # Deleting a namespace kills nothing: anything still inside would keep it (and its
+    # sockets) alive. Processes inside our own recorded namespace are ours by construction.
+    pids = _run(["ip", "netns", "pids", name]).stdout.split()
+    stray: list[str] = []
+    for text in pids:
+        start = proc_start_time(int(text))
+        if start is not None:
+            terminate(int(text), start, timeout=2.0)
+            stray.append(text)
+    result = _run(["ip", "netns", "delete", name])
+    if result.returncode != 0:
+        return f"!ip netns delete failed: {result.stderr.strip()}"
+    suffix = f" (stopped stray pids {', '.join(stray)})" if stray else ""
+    return f"namespace {name}{suffix}"
+
+
+def _undo_sysctl(action: Action) -> str:
+    detail = action.detail
+    key, old, new = action.target, str(detail["old"]), str(detail["new"])
+    current = read_sysctl(key)
+    if normalize_sysctl(current) != normalize_sysctl(new):
+        return f"~{key} is {current!r} now, not the {new!r} we set; left as is (was {old!r})"
+    write_sysctl(key, old)
+    return f"sysctl {key} restored to {old!r}"
+
+
+def _undo_cc_allowed(action: Action) -> str:
+    detail = action.detail
+    current = read_sysctl(CC_ALLOWED)
+    restored = remove_names(current, detail["added"], keep=set())
+    if restored != normalize_sysctl(current):
+        write_sysctl(CC_ALLOWED, restored)
+    return f"sysctl {CC_ALLOWED} restored to {restored!r}"
+
+
+def _undo_cgroup(action: Action) -> str:
+    detail = action.detail
+    left = cgroups.remove(detail["paths"])
+    if left:
+        return f"!cgroup not removed: {', '.join(left)}"
+    return f"cgroup {action.target}"
+
+
+def _undo_file(action: Action) -> str:
+    try:
+        Path(action.target).unlink()
+    except FileNotFoundError:
+        return ""
+    return f"file {action.target}"
+
+
+def _undo_qdisc(action: Action) -> str:
+    detail = action.detail
+    # Hosts that outlive the testbed (a static compose project's link): its root qdisc goes.
+    netns, dev = detail["netns"], detail["dev"]
+    if not _netns_exists(netns):
+        return ""
+    result = _run(["ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", dev, "root"])
+    if result.returncode != 0 and "No such file" not in result.stderr:
+        return f"!tc qdisc del failed: {result.stderr.strip()}"
+    return f"root qdisc on {dev} in {netns}"
+
+
+def _undo_netns_sysctl(action: Action) -> str:
+    detail = action.detail
+    netns, key, old = detail["netns"], detail["key"], str(detail["old"])
+    if not _netns_exists(netns):
+        return ""
+    result = _run(["ip", "netns", "exec", netns, "sysctl", "-qw", f"{key}={old}"])
+    if result.returncode != 0:
+        return f"!sysctl {key} not restored: {result.stderr.strip()}"
+    return f"sysctl {key} in {netns} restored to {old!r}"
+
+
+register_undo("iptables", lambda item: " ".join(item["rule"]), _undo_iptables)
+register_undo("netns", lambda item: str(item["name"]), _undo_netns)
+register_undo("sysctl", lambda item: str(item["key"]), _undo_sysctl)
+register_undo("cc_allowed", lambda item: " ".join(item.get("added", [])), _undo_cc_allowed)
+register_undo("cgroup", lambda item: " ".join(item["paths"]), _undo_cgroup)
+register_undo("file", lambda item: str(item["path"]), _undo_file)
+register_undo("qdisc", lambda item: f"{item['netns']} {item['dev']}", _undo_qdisc)
+register_undo("netns_sysctl", lambda item: f"{item['netns']} {item['key']}", _undo_netns_sysctl)
 
 
 def undo(

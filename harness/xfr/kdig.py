@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.xfr import PullResult, TsigKey, XfrKind
+from harness.xfr.digest import zone_digest_dnspython
 
 _RECEIVED = re.compile(
     r"^;; Received (?P<bytes>\d+) B(?: \((?P<messages>\d+) messages?, (?P<records>\d+) records?\))?"
@@ -238,8 +239,6 @@ def kdig_pull(
 
 def _digest_of_output(path: Path, zone: str) -> str:
     import dns.zone
-
-    from harness.xfr.digest import zone_digest_dnspython
 
     # kdig prints absolute owners with TTL and class: a zone file with ';;' comments (the
     # closing SOA repeats the first and merges with it).

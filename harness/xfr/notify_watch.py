@@ -13,6 +13,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Collection
 from types import TracebackType
 
 from harness.netns import socket_in
@@ -24,13 +25,14 @@ PACKET_OUTGOING = 4
 OPCODE_NOTIFY = 4
 
 
-def notify_serial(ip_packet: bytes, destination: str) -> int | None:
-    """If this IPv4 packet is a DNS NOTIFY to `destination` (over UDP, or over TCP as Knot
-    sends it), the serial it announces (0 when it carries no SOA); otherwise None. Pure
-    function over the packet bytes."""
+def notify_serial(ip_packet: bytes, destinations: Collection[str]) -> tuple[str, int] | None:
+    """If this IPv4 packet is a DNS NOTIFY to one of `destinations` (over UDP, or over TCP as
+    Knot sends it), that destination and the serial it announces (0 when it carries no SOA);
+    otherwise None. Pure function over the packet bytes."""
     if len(ip_packet) < 20 or ip_packet[0] >> 4 != 4:
         return None
-    if socket.inet_ntoa(ip_packet[16:20]) != destination:
+    destination = socket.inet_ntoa(ip_packet[16:20])
+    if destination not in destinations:
         return None
     ihl = (ip_packet[0] & 0x0F) * 4
     transport = ip_packet[ihl:]
@@ -45,7 +47,8 @@ def notify_serial(ip_packet: bytes, destination: str) -> int | None:
         payload = transport[(transport[12] >> 4) * 4 + 2 :]
     else:
         return None
-    return _notify_message_serial(payload)
+    serial = _notify_message_serial(payload)
+    return None if serial is None else (destination, serial)
 
 
 def _notify_message_serial(payload: bytes) -> int | None:
@@ -71,13 +74,14 @@ def _notify_message_serial(payload: bytes) -> int | None:
 
 
 class NotifyWatch:
-    """Context manager: watch NOTIFYs leaving `netns` for `destination`; `wait(serial)` gives
-    the monotonic time the first one announcing `serial` (or later) went out."""
+    """Context manager: watch NOTIFYs leaving `netns` for `destinations` (a primary's
+    secondaries); `wait(serial, timeout, destination)` gives the monotonic time the first
+    one to that destination announcing `serial` (or later) went out."""
 
-    def __init__(self, netns: str, destination: str) -> None:
+    def __init__(self, netns: str, destinations: str | Collection[str]) -> None:
         self.netns = netns
-        self.destination = destination
-        self._seen: list[tuple[float, int]] = []
+        self.destinations = {destinations} if isinstance(destinations, str) else set(destinations)
+        self._seen: list[tuple[float, str, int]] = []
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._sock: socket.socket | None = None
@@ -104,18 +108,21 @@ class NotifyWatch:
             seen_at = time.monotonic()
             if address[2] != PACKET_OUTGOING or address[1] != ETH_P_IP:
                 continue
-            serial = notify_serial(packet, self.destination)
-            if serial is not None:
+            found = notify_serial(packet, self.destinations)
+            if found is not None:
                 with self._cond:
-                    self._seen.append((seen_at, serial))
+                    self._seen.append((seen_at, *found))
                     self._cond.notify_all()
 
-    def wait(self, serial: int, timeout: float) -> float | None:
-        """When the NOTIFY for `serial` left, or None if none did within `timeout`."""
+    def wait(self, serial: int, timeout: float, destination: str | None = None) -> float | None:
+        """When the NOTIFY for `serial` left (to `destination`, or to any of them), or None if
+        none did within `timeout`."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                for seen_at, announced in self._seen:
+                for seen_at, to, announced in self._seen:
+                    if destination not in (None, to):
+                        continue
                     if announced == 0 or serial_ge(announced, serial):
                         return seen_at
                 remaining = deadline - time.monotonic()

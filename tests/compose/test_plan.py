@@ -173,7 +173,8 @@ def test_topology_plan_for_the_netns_testbed_code() -> None:
         "primary": {"198.19.255.2": "eth0"},
         "secondary": {"198.19.255.130": "eth0"},
     }
-    plan = deployment.topology_plan("0a1b2c", "198.18.0.0/15", interfaces)
+    names = {"primary": "xfb-0a1b2c-p", "router": "xfb-0a1b2c-r", "secondary": "xfb-0a1b2c-s"}
+    plan = deployment.topology_plan("0a1b2c", "198.18.0.0/15", interfaces, names)
     assert plan.slice == "198.19.255.0/24"
     assert plan.namespaces == {
         "primary": "xfb-0a1b2c-p",
@@ -186,7 +187,7 @@ def test_topology_plan_for_the_netns_testbed_code() -> None:
     assert (seg.router_if, seg.host_if, seg.subnet) == ("eth1", "eth0", "198.19.255.0/25")
     assert plan.segments["secondary"].router_if == "eth0"
     with pytest.raises(EnvironmentProblem, match="no interface holds 198.19.255.130"):
-        deployment.topology_plan("0a1b2c", "198.18.0.0/15", interfaces | {"secondary": {}})
+        deployment.topology_plan("0a1b2c", "198.18.0.0/15", interfaces | {"secondary": {}}, names)
 
 
 def test_an_endpoint_must_share_exactly_one_network_with_the_link() -> None:

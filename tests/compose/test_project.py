@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.compose import daemon, project
+from harness.compose import daemon, deploy, project
 from harness.errors import EnvironmentProblem
 from harness.netns import socket_in
 from harness.testbed import DEFAULT_BLOCK
-from harness.testbed import plan as planning
 from harness.testbed import registry as reg
+from harness.testbed import topology as planning
 
 pytestmark = [pytest.mark.root, pytest.mark.compose, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def _spec(
 ) -> tuple[str, project.ProjectSpec]:
     """A plan on a slice no docker network holds, with a fresh testbed id."""
     testbed_id = secrets.token_hex(3)
-    slice_ = planning.choose_slice(DEFAULT_BLOCK, testbed_id, project.docker_subnets())
+    slice_ = planning.choose_slice(DEFAULT_BLOCK, testbed_id, deploy.docker_subnets())
     return testbed_id, project.plan_project(testbed_id, slice_, images, shared, mtus)
 
 
@@ -50,10 +50,13 @@ def _ns_inode(pid: int, kind: str) -> int:
 def test_project_up_routes_exec_and_down(compose_images: dict[str, str], tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     testbed_id, spec = _spec(compose_images, [run_dir], mtus={"primary": 1400})
-    names = {role: planning.netns_name(testbed_id, role) for role in planning.ROLES}
+    names = {
+        host: planning.netns_name(testbed_id, suffix)
+        for host, suffix in (("primary", "p"), ("router", "r"), ("secondary", "s"))
+    }
     names_by_service = {"primary": names["primary"], "link": names["router"]}
     names_by_service["secondary"] = names["secondary"]
-    compose = project.ComposeProject(spec, tmp_path / "project")
+    compose = deploy.ComposeProject(spec, tmp_path / "project")
     attached: list[str] = []
     sleeper: subprocess.Popen[bytes] | None = None
     with compose as deployment:
@@ -75,16 +78,16 @@ def test_project_up_routes_exec_and_down(compose_images: dict[str, str], tmp_pat
             assert Path(f"/proc/{container.pid}/comm").read_text().strip() == "docker-init"
         try:
             for service, name in names_by_service.items():
-                project.attach_netns(name, deployment.pid(service))
+                deploy.attach_netns(name, deployment.pid(service))
                 attached.append(name)
             for service, argvs in deployment.route_argvs().items():
                 for argv in argvs:
                     subprocess.run(["ip", "netns", "exec", names[service], *argv], check=True)
             interfaces = {
-                service: project.interface_addresses(name)
+                service: deploy.interface_addresses(name)
                 for service, name in names_by_service.items()
             }
-            plan = deployment.topology_plan(testbed_id, DEFAULT_BLOCK, interfaces)
+            plan = deployment.topology_plan(testbed_id, DEFAULT_BLOCK, interfaces, names)
             assert plan.namespaces == names and plan.slice == spec_slice(spec)
             router_ifs = {seg.router_if for seg in plan.segments.values()}
             assert len(router_ifs) == 2
@@ -127,14 +130,14 @@ def test_project_up_routes_exec_and_down(compose_images: dict[str, str], tmp_pat
 
             # Tools run from the container's file system (Debian 13's servers here).
             pid = deployment.pid("primary")
-            assert "BIND 9.20" in project.run_in(pid, ["named", "-v"]).stdout
-            assert "3.4" in project.run_in(pid, ["knotd", "-V"]).stdout
+            assert "BIND 9.20" in deploy.run_in(pid, ["named", "-v"]).stdout
+            assert "3.4" in deploy.run_in(pid, ["knotd", "-V"]).stdout
 
             # The run folder is the same folder inside the endpoints, and only there.
-            project.check_shared(pid, run_dir)
-            project.check_shared(deployment.pid("secondary"), run_dir)
+            deploy.check_shared(pid, run_dir)
+            deploy.check_shared(deployment.pid("secondary"), run_dir)
             with pytest.raises(EnvironmentProblem, match="not shared"):
-                project.check_shared(deployment.pid("link"), run_dir)
+                deploy.check_shared(deployment.pid("link"), run_dir)
 
             # A spawned process is in the container's namespaces, with our pid and cwd.
             sleeper = subprocess.Popen(
@@ -154,10 +157,10 @@ def test_project_up_routes_exec_and_down(compose_images: dict[str, str], tmp_pat
                 sleeper.kill()
                 sleeper.wait(10)
             for name in attached:
-                project.detach_netns(name)
-    assert project.leftovers(spec.name) == []
+                deploy.detach_netns(name)
+    assert deploy.leftovers(spec.name) == []
     assert not any(Path("/run/netns", name).exists() for name in names.values())
-    held = project.docker_subnets()
+    held = deploy.docker_subnets()
     assert not ({net.subnet for net in spec.networks.values()} & held)
     assert {"container", "network"} <= {item.split()[0] for item in compose.removed}
 
@@ -228,10 +231,10 @@ def test_missing_image_fails_before_creating_anything(
     _, spec = _spec(images, [])
     with (
         pytest.raises(EnvironmentProblem, match="no-such-suite.*not built"),
-        project.ComposeProject(spec, tmp_path),
+        deploy.ComposeProject(spec, tmp_path),
     ):
         pass
-    assert project.leftovers(spec.name) == []
+    assert deploy.leftovers(spec.name) == []
 
 
 def test_down_without_the_compose_file_removes_by_label(
@@ -239,15 +242,15 @@ def test_down_without_the_compose_file_removes_by_label(
 ) -> None:
     """What `xfrbench clean` does after a killed driver whose run folder is gone."""
     _, spec = _spec(compose_images, [])
-    compose = project.ComposeProject(spec, tmp_path)
+    compose = deploy.ComposeProject(spec, tmp_path)
     try:
         compose.up()
         compose.file.unlink()
-        removed = project.down_project(spec.name, compose.file)
+        removed = deploy.down_project(spec.name, compose.file)
         assert sorted(item.split()[0] for item in removed) == ["container"] * 3 + ["network"] * 2
     finally:
-        project.down_project(spec.name, None)
-    assert project.leftovers(spec.name) == []
+        deploy.down_project(spec.name, None)
+    assert deploy.leftovers(spec.name) == []
     assert (
         daemon.docker("ps", "-aq", "--filter", f"label=io.xfrbench.project={spec.name}").stdout
         == ""

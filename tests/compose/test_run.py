@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness import spec
-from harness.compose import images, project
+from harness.compose import deploy, images
 from harness.compose.backend import Backend
 from harness.results.store import load_run
 from harness.runner import run_scenario
@@ -53,7 +53,7 @@ def _run(tmp_path: Path, transports: list[str]) -> tuple[Path, dict[str, Any], l
         spec.load(path), results_root=tmp_path / "results", backend=Backend("compose")
     )
     meta, records = load_run(run_dir)
-    assert meta["interrupted"] is False and meta["backend"] == "compose"
+    assert meta.interrupted is False and meta.backend == "compose"
     return run_dir, meta, records
 
 
@@ -72,11 +72,11 @@ def _assert_run(run_dir: Path, meta: dict[str, Any], records: list[Any], cases: 
 
     # The versions of the binaries in the image, not the host's (BIND 9.18, Knot 3.2).
     server_tag = images.server_tag("trixie")
-    versions = {s["kind"]: s for s in meta["servers"].values()}
-    assert versions["bind"]["version"].startswith("9.20.")
-    assert versions["knot"]["version"].startswith("3.4.")
-    assert {s["image"] for s in versions.values()} == {server_tag}
-    assert all(s["image_id"] == images.image_id(server_tag) for s in versions.values())
+    versions = {s.kind: s for s in meta.servers.values()}
+    assert str(versions["bind"].version).startswith("9.20.")
+    assert str(versions["knot"].version).startswith("3.4.")
+    assert {s.image for s in versions.values()} == {server_tag}
+    assert all(s.image_id == images.image_id(server_tag) for s in versions.values())
 
     roles_by_source: dict[str, set[str]] = {}
     for line in (run_dir / "samples.jsonl").read_text().splitlines():
@@ -96,7 +96,7 @@ def _assert_run(run_dir: Path, meta: dict[str, Any], records: list[Any], cases: 
             assert case[role]["image"] == server_tag and case[role]["image_id"]
         # Nothing of the case's project, its namespace names or its registry is left.
         name = testbed["compose"]["project"]
-        assert name.startswith("xfb-") and project.leftovers(name) == []
+        assert name.startswith("xfb-") and deploy.leftovers(name) == []
         for host in testbed["hosts"].values():
             assert not Path("/run/netns", host["netns"]).exists()
         assert not Path(testbed["registry"]).exists()

@@ -19,6 +19,7 @@ import pytest
 from harness import spec
 from harness.metrics.promserver import PROMETHEUS, PrometheusServer, free_port
 from harness.metrics.resources import load_samples
+from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
 from harness.results.store import load_run
 from harness.runner import run_scenario
@@ -60,14 +61,14 @@ delay = "5ms"
 class ScrapedRun:
     prom: PrometheusServer
     run_dir: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     records: list[TransferRecord]
     start: float
     end: float
 
     @property
     def run_id(self) -> str:
-        return str(self.meta["run_id"])
+        return self.meta.run_id
 
     def range(self, promql: str) -> list[dict[str, Any]]:
         return self.prom.query_range(promql, self.start, self.end, STEP)
@@ -124,7 +125,7 @@ def test_transfer_cpu_and_time_wait_series_arrive_with_their_labels(scraped: Scr
     assert all(v >= 0 for v in values(time_wait))
 
     info = scraped.range(f'xfrbench_run_info{{run_id="{run_id}"}}')
-    assert info and info[0]["metric"]["spec_hash"] == scraped.meta["spec_hash"]
+    assert info and info[0]["metric"]["spec_hash"] == scraped.meta.spec_hash
 
 
 def grafana_expr(expr: str, run_id: str) -> str:

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec
+from harness import spec, zonegen
+from harness.measure import servers
+from harness.measure.driver import LiveCase
+from harness.plan import plan_case
+from harness.results.meta import RunMeta
 from harness.results.store import load_run
-from harness.runner import CaseRun, resolve_binaries, run_scenario, support_problem
+from harness.runner import NETNS, resolve_binaries, run_scenario
 from harness.testbed import Testbed
 
 pytestmark = [
@@ -21,12 +25,12 @@ pytestmark = [
 ]
 
 
-def _run(tmp_path: Path, text: str) -> tuple[dict, list]:
+def _run(tmp_path: Path, text: str) -> tuple[RunMeta, list]:
     path = tmp_path / "scenario.toml"
     path.write_text(text)
     run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
     meta, records = load_run(run_dir)
-    assert meta["spec_hash"] and meta["interrupted"] is False
+    assert meta.spec_hash and meta.interrupted is False
     assert (run_dir / "summary.json").exists() and (run_dir / "summary.csv").exists()
     return meta, records
 
@@ -177,44 +181,38 @@ def test_verification_catches_a_corrupted_secondary_copy(tmp_path: Path) -> None
         'origin = "corrupt.example."\n'
     )
     loaded = spec.load(path)
-    case = loaded.cases[0]
-    binaries = resolve_binaries(loaded)
-    bind = next(iter(binaries.values()))
-    assert support_problem(case, bind, bind) is None
-    from harness import zonegen
-    from harness.runner import _zone_spec
-
-    zones = zonegen.generate(_zone_spec(case.scenario))
-    with Testbed(case.scenario.link, case.scenario.hosts, tmp_path / "tb") as testbed:
-        run = CaseRun(case, tmp_path / "case", testbed, bind, bind, zones, None, None)
-        try:
-            run.start_primary()
-            secondary = run.make_secondary()
-            run._spawn("secondary", secondary)
-            zone, serial = run.first_zone, zones.files[0].serial
-            run._wait_serving("secondary", testbed.secondary.address, zone, serial, 60)
-            assert run.verify(zone, serial)[0]
-            # Change one record of the secondary's copy on disk, keep the serial, restart.
-            run.stop("secondary")
-            copy = secondary.setup.zones[0].file
-            deadline = time.monotonic() + 10
-            while not copy.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            text = copy.read_text()
-            lines = [
-                i for i, line in enumerate(text.splitlines()) if "\tNS\t" in line or " NS " in line
-            ]
-            assert lines, "the secondary wrote no zone file"
-            rows = text.splitlines()
-            rows[lines[-1]] = rows[lines[-1]].rstrip().rstrip(".") + "x."
-            copy.write_text("\n".join(rows) + "\n")
-            run._spawn("secondary", secondary)
-            run._wait_serving("secondary", testbed.secondary.address, zone, serial, 60)
-            ok, problem, _ = run.verify(zone, serial)
-            assert not ok and problem and "digest" in problem
-        finally:
-            run.stop("secondary")
-            run.stop("primary")
+    plan = plan_case(loaded.cases[0])
+    binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
+    zones = zonegen.generate(plan.zone_spec)
+    with (
+        Testbed.of(plan.endpoints(), tmp_path / "tb") as testbed,
+        LiveCase(plan, tmp_path / "case", testbed, binaries, zones, None, None) as live,
+    ):
+        live.start_primary()
+        live.prepare_secondaries()
+        live.start_secondaries()
+        zone, serial = live.first_zone, live.base_serial
+        assert live.wait_served(["secondary"], zone, serial, live.clock() + 60)
+        assert live.verify("secondary", zone, serial).ok
+        # Change one record of the secondary's copy on disk, keep the serial, restart.
+        running = live.secondaries["secondary"]
+        servers.stop(testbed, running)
+        copy = running.server.setup.zones[0].file
+        deadline = time.monotonic() + 10
+        while not copy.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        text = copy.read_text()
+        lines = [
+            i for i, line in enumerate(text.splitlines()) if "\tNS\t" in line or " NS " in line
+        ]
+        assert lines, "the secondary wrote no zone file"
+        rows = text.splitlines()
+        rows[lines[-1]] = rows[lines[-1]].rstrip().rstrip(".") + "x."
+        copy.write_text("\n".join(rows) + "\n")
+        servers.spawn(testbed, running)
+        assert live.wait_served(["secondary"], zone, serial, live.clock() + 60)
+        check = live.verify("secondary", zone, serial)
+        assert not check.ok and check.problem and "digest" in check.problem
 
 
 def test_run_json_records_provenance(tmp_path: Path) -> None:
@@ -223,6 +221,6 @@ def test_run_json_records_provenance(tmp_path: Path) -> None:
         'repeats = 1\ntimeout = "30s"\n[zones]\npreset = "tiny"\norigin = "tiny.example."\n',
     )
     _assert_verified(records, 1)
-    assert meta["format_version"] == 1 and meta["link_backend"] in {"netem", "linkem"}
-    assert any(s["kind"] == "bind" and s["version"] for s in meta["servers"].values())
-    assert meta["host"] and meta["scenario"]["zones"]["preset"] == "tiny"
+    assert meta.format_version == 1 and meta.link_backend in {"netem", "linkem"}
+    assert any(s.kind == "bind" and s.version for s in meta.servers.values())
+    assert meta.host.kernel and meta.scenario["zones"]["preset"] == "tiny"

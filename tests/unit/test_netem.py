@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.link import linkem
@@ -15,6 +17,7 @@ from harness.link.netem import (
     queue_packets,
 )
 from harness.spec import DirectionSpec, LinkSpec
+from harness.testbed import emulation, topology
 
 
 def direction(**raw: object) -> DirectionSpec:
@@ -240,7 +243,15 @@ def test_linkem_config_matches_netem_meaning_in_fractions() -> None:
             "seed": 42,
         }
     )
-    config = linkem.config(link, stats_path=__import__("pathlib").Path("/x/stats.json"))
+    hosts = topology.two_hosts(link)
+    plan = topology.plan_topology("0a1b2c", "198.18.0.0/15", "198.18.7.0/24", hosts)
+    found = emulation.directions(plan, hosts)
+    config = linkem.config(
+        [(d.name, d.spec, q) for d, q in emulation.queue_numbers(found, every_direction=False)],
+        rtt=emulation.link_rtt(hosts),
+        seed=link.seed,
+        stats_path=Path("/x/stats.json"),
+    )
     assert config["seed"] == 42 and config["stats_path"] == "/x/stats.json"
     (forward,) = config["directions"]  # the unimpaired reverse direction gets no queue
     assert forward["name"] == "forward" and forward["queue"] == 10
@@ -288,6 +299,7 @@ def test_parse_tc_stats() -> None:
         "type": "class",
         "kind": "htb",
         "handle": "1:1",
+        "parent": "root",
         "bytes": 140,
         "packets": 2,
         "drops": 1,
@@ -297,6 +309,7 @@ def test_parse_tc_stats() -> None:
         "backlog_packets": 0,
     }
     assert netem["kind"] == "netem" and netem["drops"] == 2 and netem["backlog_packets"] == 1
+    assert netem["parent"] == "1:1"
 
 
 # --- `xfrbench link test` flags become a LinkSpec/HostsSpec, with errors naming the flag ---

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +19,7 @@ from harness.metrics.openmetrics import (
     openmetrics_text,
     write_openmetrics,
 )
+from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError
 from harness.results.store import load_run
 from tests.unit.test_metrics_exporter import link_sample, record, server_sample
@@ -116,7 +116,7 @@ def test_values_and_times_come_from_records_and_samples() -> None:
 def test_same_families_and_types_as_the_live_exposition() -> None:
     meta, records = load_run(FIXTURE)
     samples = load_samples(FIXTURE / "samples.jsonl")
-    exporter = Exporter(meta["run_id"], meta["scenario_name"], meta["spec_hash"], port=None)
+    exporter = Exporter(meta.run_id, meta.scenario_name or "", meta.spec_hash or "", port=None)
     for item in records:
         exporter.observe_transfer(item)
     for sample in samples:
@@ -137,7 +137,7 @@ def test_label_values_are_escaped_and_same_millisecond_keeps_the_later() -> None
         server_sample(case=case, t=1_700_000_001.0004, cpu_user_s=2.0),
         link_sample(case=case),
     ]
-    text = openmetrics_text({"run_id": "r9"}, records, samples)
+    text = openmetrics_text(RunMeta(run_id="r9"), records, samples)
     assert 'case="odd \\"case\\" \\\\ with\\nnewline"' in text
     assert "\nnewline" not in text
     cpu = [line for line in text.splitlines() if 'mode="user"' in line]
@@ -146,9 +146,9 @@ def test_label_values_are_escaped_and_same_millisecond_keeps_the_later() -> None
 
 def test_bad_samples_and_truncated_lines(tmp_path: Path) -> None:
     with pytest.raises(ResultFormatError, match="role"):
-        openmetrics_text({"run_id": "r"}, [], [server_sample(role="nobody")])
+        openmetrics_text(RunMeta(run_id="r"), [], [server_sample(role="nobody")])
     with pytest.raises(ResultFormatError, match="time"):
-        openmetrics_text({"run_id": "r"}, [], [server_sample(t=None)])
+        openmetrics_text(RunMeta(run_id="r"), [], [server_sample(t=None)])
     path = tmp_path / "samples.jsonl"
     good = json.dumps(link_sample())
     path.write_text(good + "\n" + good[:20])  # a writer killed mid-line
@@ -160,7 +160,7 @@ def test_bad_samples_and_truncated_lines(tmp_path: Path) -> None:
 
 
 def test_an_empty_run_still_names_itself() -> None:
-    meta: dict[str, Any] = {"run_id": "r0", "started": "2025-01-01T00:00:00+00:00"}
+    meta = RunMeta(run_id="r0", started="2025-01-01T00:00:00+00:00")
     text = openmetrics_text(meta, [], [])
     assert 'xfrbench_run_info{run_id="r0",scenario="",spec_hash=""} 1 1735689600.000' in text
 

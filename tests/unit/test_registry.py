@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.testbed import plan as planning
+from harness.spec import LinkSpec
 from harness.testbed import registry as reg
+from harness.testbed import topology as planning
+
+TWO = planning.two_hosts(LinkSpec())
 
 
 def test_plan_names_and_addresses() -> None:
-    plan = planning.plan_topology("0a1b2c", "198.18.0.0/15", "198.18.7.0/24")
+    plan = planning.plan_topology("0a1b2c", "198.18.0.0/15", "198.18.7.0/24", TWO)
     assert plan.namespaces == {
         "primary": "xfb-0a1b2c-p",
         "router": "xfb-0a1b2c-r",
@@ -42,7 +45,7 @@ def test_slices() -> None:
     assert planning.slice_at("198.18.0.0/15", 511) == "198.19.255.0/24"
     assert planning.slice_count("10.9.8.0/28") == 1
     assert planning.slice_at("10.9.8.0/28", 0) == "10.9.8.0/28"
-    small = planning.plan_topology("000001", "10.9.8.0/29", "10.9.8.0/29")
+    small = planning.plan_topology("000001", "10.9.8.0/29", "10.9.8.0/29", TWO)
     assert small.segments["primary"].subnet == "10.9.8.0/30"
     assert small.segments["secondary"].host_address == "10.9.8.6"
     with pytest.raises(ValueError, match="too small"):

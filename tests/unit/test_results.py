@@ -150,8 +150,8 @@ def test_store_appends_durably_and_finishes(tmp_path: Path) -> None:
         with pytest.raises(ResultFormatError):
             store.append(record(run_id="someone-else"))
     run, records = load_run(tmp_path / "r1")
-    assert run["run_id"] == "r1" and run["interrupted"] is False and run["finished"]
-    assert run["scenario"] == {"name": "quick"} and run["transfers"] == 3
+    assert run.run_id == "r1" and run.interrupted is False and run.finished
+    assert run.scenario == {"name": "quick"} and run.transfers == 3
     assert [r.duration_s for r in records] == [1.0, 2.0, 3.0]
     summary = json.loads((tmp_path / "r1" / "summary.json").read_text())
     assert summary["cases"][0]["median_s"] == 2.0
@@ -164,7 +164,7 @@ def test_store_marks_interrupted_runs(tmp_path: Path) -> None:
         store.append(record(run_id=store.run_id))
         raise KeyboardInterrupt
     run, records = load_run(store.folder)
-    assert run["interrupted"] is True and len(records) == 1
+    assert run.interrupted is True and len(records) == 1
 
 
 def test_store_refuses_to_mix_runs(tmp_path: Path) -> None:

@@ -2,13 +2,14 @@
 
 from pathlib import Path
 
-from harness.servers import logs
+from harness.servers import Bind, Knot, Nsd
+from harness.servers.base import last_incoming
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_bind_incoming_and_outgoing() -> None:
-    entries = logs.parse_bind((FIXTURES / "bind_xfer.log").read_text())
+    entries = Bind.parse_log((FIXTURES / "bind_xfer.log").read_text())
     incoming = [e for e in entries if e.direction == "in"]
     assert [(e.serial, e.records, e.bytes, e.messages) for e in incoming] == [
         (1, 204, 4232, 1),
@@ -20,7 +21,7 @@ def test_bind_incoming_and_outgoing() -> None:
 
 
 def test_knot_takes_the_serial_from_the_started_line() -> None:
-    entries = logs.parse_knot((FIXTURES / "knot_xfer.log").read_text())
+    entries = Knot.parse_log((FIXTURES / "knot_xfer.log").read_text())
     assert [(e.direction, e.xfr, e.bytes) for e in entries] == [
         ("in", "axfr", 4243),
         ("in", "ixfr", 216),
@@ -31,7 +32,7 @@ def test_knot_takes_the_serial_from_the_started_line() -> None:
 
 
 def test_nsd_commit_lines() -> None:
-    entries = logs.parse_nsd((FIXTURES / "nsd_xfer.log").read_text())
+    entries = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
     assert [(e.zone, e.serial, e.logged_at) for e in entries] == [
         ("example.", 1, "2026-11-22 01:29:47.714"),
         ("example.", 2, "2026-11-22 01:29:47.762"),
@@ -40,7 +41,7 @@ def test_nsd_commit_lines() -> None:
 
 def test_last_incoming_picks_the_serial_asked_for() -> None:
     text = (FIXTURES / "bind_xfer.log").read_text()
-    entry = logs.last_incoming("bind", text, "example", 1)
+    entry = last_incoming(Bind, text, "example", 1)
     assert entry is not None and entry.records == 204
-    assert logs.last_incoming("bind", text, "example.", 7) is None
-    assert logs.last_incoming("bind", "", "example.", 1) is None
+    assert last_incoming(Bind, text, "example.", 7) is None
+    assert last_incoming(Bind, "", "example.", 1) is None

@@ -1,10 +1,19 @@
-"""`xfrbench clean`: remove what killed runs left behind (and only that)."""
+"""`xfrbench clean`: remove what killed runs left behind (and only that).
+
+Every host provider's undo kinds must be known here: importing the compose provider
+registers its own (compose projects, attached namespace names) with the testbed registry.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
+
+import harness.compose.provider  # noqa: F401 - registers the compose undo kinds
+from harness.errors import EnvironmentProblem
+from harness.testbed import clean_leftovers, find_strays
 
 
 def register(subparsers: Any) -> None:
@@ -21,11 +30,6 @@ def register(subparsers: Any) -> None:
 
 
 def handle_clean(args: argparse.Namespace) -> int:
-    import os
-
-    from harness.errors import EnvironmentProblem
-    from harness.testbed import clean_leftovers, find_strays
-
     if os.geteuid() != 0:
         raise EnvironmentProblem("`xfrbench clean` needs root (namespaces, iptables, sysctl)")
 

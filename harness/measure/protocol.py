@@ -1,0 +1,362 @@
+"""The measurement protocol: what a case does, in which order, and what each figure means.
+
+Flows are written against `Bench`, the few operations they need from a live case; the driver
+(measure/driver.py) carries them out on real servers, and unit tests on a fake with a fake
+clock (as dnspython's `Inbound` is driven by both its sync and async query code). What a
+server-to-server duration means (DESIGN.md, "Measuring a transfer"):
+
+- trigger "notify": from the moment the primary's own NOTIFY to that secondary leaves its host
+  (seen on the wire) until the secondary first serves the new serial. The primary's reload
+  time and its NOTIFY delay are phases beside it, both counted from the reload command.
+- trigger "retransfer": from the control command (rndc retransfer / knotc zone-retransfer /
+  nsd-control force_transfer for AXFR; refresh / zone-refresh / transfer for IXFR) until the
+  secondary serves the new serial. The primary sends no NOTIFY in this mode.
+- trigger "cold-start": from spawning a secondary with every zone configured and none on disk
+  until it serves the last of them.
+
+Ends are observed by polling SOA serials, so a duration is at most one poll interval late and
+never negative. One unrecorded warm-up update precedes the measured repeats: right after its
+first transfer a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would
+make repeat 1 an outlier of start-up rather than of transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from harness.measure.records import Observed, RecordContext, failure, transfer_record
+from harness.plan import CasePlan
+from harness.results.model import TransferRecord
+from harness.terms import Method
+from harness.xfr import XfrTimeout
+
+START_TIMEOUT = 120.0  # a server that does not serve its zones by then has failed to start
+Emit = Callable[[TransferRecord], None]
+Control = Literal["retransfer", "refresh"]
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A new serial put on the primary: when it was asked for, when the primary served it,
+    and (trigger notify) when its NOTIFY to each secondary left its host."""
+
+    issued: float
+    served: float
+    notified: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verification:
+    ok: bool
+    problem: str | None
+    records: int | None  # the copy's record count; None when it could not be read
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A transfer as the servers logged it (sizes where they say them)."""
+
+    secondary: dict[str, Any] = field(default_factory=dict)
+    primary: dict[str, Any] = field(default_factory=dict)
+
+    def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
+        """Bytes, messages and records, from whichever server logged them; None where neither
+        did (Knot logs no record count, NSD 4.6 no sizes at all). An AXFR carries the whole
+        zone, so its record count is the copy's when no log says it."""
+
+        def pick(key: str) -> int | None:
+            for source in (self.secondary, self.primary):
+                if source.get(key) is not None:
+                    return int(source[key])
+            return None
+
+        records = pick("records")
+        if records is None and full_zone:
+            records = copy_records
+        return pick("bytes"), pick("messages"), records
+
+
+@dataclass(frozen=True)
+class ColdStartLog:
+    transfers: int  # incoming transfers the secondary logged
+    bytes: int
+    messages: int
+    failures: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """One client pull: the puller's result and whether its copy matched the primary's."""
+
+    ok: bool
+    error: str | None
+    serial: int | None
+    records: int
+    bytes: int
+    messages: int
+    duration_s: float | None
+    started_at: float
+    phases: dict[str, float]
+    digest_matches: bool
+
+
+class Bench(Protocol):
+    """What the flows need from a live case. Times are the bench's monotonic clock."""
+
+    plan: CasePlan
+    first_zone: str
+    zones: list[str]
+    base_serial: int
+
+    def clock(self) -> float: ...
+
+    def wall(self) -> float: ...
+
+    def prepare_secondaries(self) -> None:
+        """Render every secondary with every zone configured and none on disk (stopping
+        any that run)."""
+
+    def start_secondaries(self) -> None:
+        """Spawn the prepared secondaries."""
+
+    def stop_secondaries(self) -> None: ...
+
+    def wait_served(
+        self, hosts: list[str], zone: str, serial: int, deadline: float
+    ) -> dict[str, float]:
+        """When each host first served `serial` of `zone`; hosts that did not by the
+        deadline are missing. Raises CaseFailed when a server exits."""
+
+    def wait_all_zones(
+        self, hosts: list[str], zones: list[str], serial: int, deadline: float
+    ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+        """Per host, when it first served each zone at `serial` (hosts that served them all),
+        and why the others did not (a timeout naming the zones still pending)."""
+
+    def publish(self, serial: int) -> Publication:
+        """Put `serial` of the first zone on the primary (raises XfrTimeout)."""
+
+    def control(self, host: str, action: Control, zone: str) -> None: ...
+
+    def verify(self, host: str, zone: str, serial: int) -> Verification: ...
+
+    def logged(self, host: str, zone: str, serial: int) -> Logged: ...
+
+    def cold_start_log(self, host: str) -> ColdStartLog: ...
+
+    def mark(self, event: str, repeat: int) -> None:
+        """Sample every server now: a transfer's start or end."""
+
+    def between_repeats(self) -> None:
+        """Make repeats start alike (forget cached route metrics)."""
+
+    def link_counters(self) -> dict[str, Any]: ...
+
+    def pull(self, method: str, host: str) -> Pulled: ...
+
+
+def _names(plan: CasePlan) -> list[str]:
+    return [host.name for host in plan.secondaries]
+
+
+def _timeout_text(timeout: float, host: str, zone: str, serial: int) -> str:
+    return f"timeout after {timeout:g} s: the {host} never served {zone} serial {serial}"
+
+
+def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
+    """notify and retransfer triggers: one new serial of the first zone per repeat."""
+    plan = ctx.plan
+    zone, hosts = bench.first_zone, _names(plan)
+    bench.prepare_secondaries()
+    bench.start_secondaries()
+    first = bench.wait_served(
+        hosts, zone, bench.base_serial, bench.clock() + START_TIMEOUT + plan.timeout
+    )
+    _require_all(hosts, first, START_TIMEOUT + plan.timeout, zone, bench.base_serial)
+    warmup = bench.base_serial + 1
+    bench.publish(warmup)
+    if plan.trigger == "retransfer":
+        for host in hosts:
+            bench.control(host, "refresh", zone)
+    served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
+    _require_all(hosts, served, plan.timeout, zone, warmup)
+    for repeat in range(1, plan.repeats + 1):
+        serial = warmup + repeat
+        bench.between_repeats()
+        started_at = bench.wall()
+        bench.mark("transfer-start", repeat)
+        try:
+            t0, phases = _trigger(bench, serial, zone)
+        except _Timeout as exc:
+            bench.mark("transfer-end", repeat)
+            for host in hosts:
+                emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at))
+            continue
+        done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+        bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
+        for host in hosts:
+            if host not in done:
+                text = _timeout_text(plan.timeout, host, zone, serial)
+                emit(_failed(ctx, host, repeat, zone, serial, text, started_at))
+                continue
+            duration = done[host] - t0[host]
+            check = bench.verify(host, zone, serial)
+            logged = bench.logged(host, zone, serial)
+            size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
+            observed = Observed(
+                serial=serial,
+                duration_s=duration,
+                started_at=started_at,
+                ok=check.ok,
+                error=check.problem,
+                verified=check.ok,
+                records=records,
+                bytes=size,
+                messages=messages,
+                phases=phases[host] | {"served": duration},
+                server_logged={"secondary": logged.secondary, "primary": logged.primary},
+                extra={"zone_records": check.records, "link_counters": bench.link_counters()},
+            )
+            emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _trigger(
+    bench: Bench, serial: int, zone: str
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Publish `serial` and trigger the transfers: (t0 per host, phases per host)."""
+    plan = bench.plan
+    hosts = _names(plan)
+    try:
+        published = bench.publish(serial)
+    except XfrTimeout as exc:
+        raise _Timeout(str(exc)) from None
+    reload = {"primary_reload": published.served - published.issued}
+    if plan.trigger == "notify":
+        missing = [host for host in hosts if host not in published.notified]
+        if missing:
+            raise _Timeout(
+                f"timeout after {plan.timeout:g} s: the primary sent no NOTIFY for serial "
+                f"{serial} to {', '.join(missing)}"
+            )
+        t0 = {host: published.notified[host] for host in hosts}
+        phases = {h: reload | {"notify_sent": t0[h] - published.issued} for h in hosts}
+        return t0, phases
+    action: Control = "retransfer" if plan.xfr == "axfr" else "refresh"
+    start = bench.clock()
+    phases = {}
+    for host in hosts:
+        bench.control(host, action, zone)
+        phases[host] = reload | {"control_returned": bench.clock() - start}
+    return dict.fromkeys(hosts, start), phases
+
+
+def _require_all(
+    hosts: list[str], served: dict[str, float], timeout: float, zone: str, serial: int
+) -> None:
+    missing = [host for host in hosts if host not in served]
+    if missing:
+        raise XfrTimeout(_timeout_text(timeout, ", ".join(missing), zone, serial))
+
+
+def _failed(
+    ctx: RecordContext, host: str, repeat: int, zone: str, serial: int, error: str, at: float
+) -> TransferRecord:
+    return transfer_record(
+        ctx, host=host, repeat=repeat, zone=zone, observed=failure(serial, error, at)
+    )
+
+
+def cold_start_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
+    """Secondaries with every zone configured and none on disk, started from nothing."""
+    plan = ctx.plan
+    hosts = _names(plan)
+    serial, origins = bench.base_serial, bench.zones
+    label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
+    for repeat in range(1, plan.repeats + 1):
+        bench.between_repeats()
+        bench.prepare_secondaries()
+        started_at = bench.wall()
+        t0 = bench.clock()
+        bench.start_secondaries()
+        bench.mark("transfer-start", repeat)
+        served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
+        bench.mark("transfer-end", repeat)
+        for host in hosts:
+            if host not in served:
+                emit(_failed(ctx, host, repeat, label, serial, errors[host], started_at))
+                continue
+            duration = max(served[host].values()) - t0
+            problems, records = [], 0
+            for origin in origins:
+                check = bench.verify(host, origin, serial)
+                records += check.records or 0
+                if not check.ok:
+                    problems.append(f"{origin}: {check.problem}")
+            log = bench.cold_start_log(host)
+            observed = Observed(
+                serial=serial,
+                duration_s=duration,
+                started_at=started_at,
+                ok=not problems,
+                error="; ".join(problems[:5]) or None,
+                verified=not problems,
+                records=records,
+                bytes=log.bytes,
+                messages=log.messages,
+                phases={"served": duration},
+                server_logged={"secondary_transfers": log.transfers},
+                extra={"zones": len(origins), "errors_in_log": log.failures},
+            )
+            emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
+        bench.stop_secondaries()
+
+
+def client_pulls(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
+    """Pulls from the primary by a client on the first secondary's host, across its link."""
+    plan = ctx.plan
+    host = plan.secondaries[0].name
+    for method in plan.client_pulls:
+        name: Method = f"client-pull-{method}"  # type: ignore[assignment]
+        for repeat in range(1, plan.repeats + 1):
+            bench.between_repeats()
+            bench.mark("transfer-start", repeat)
+            got = bench.pull(method, host)
+            bench.mark("transfer-end", repeat)
+            verified = got.ok and got.digest_matches
+            error = got.error
+            if got.ok and not verified:
+                error = "the pulled zone's digest differs from the primary's"
+            observed = Observed(
+                serial=got.serial,
+                duration_s=got.duration_s if got.ok else None,
+                started_at=got.started_at,
+                ok=verified,
+                error=error,
+                verified=verified,
+                records=got.records,
+                bytes=got.bytes,
+                messages=got.messages,
+                phases=got.phases,
+            )
+            emit(
+                transfer_record(
+                    ctx, host=host, repeat=repeat, zone=bench.first_zone, observed=observed,
+                    method=name,
+                )
+            )  # fmt: skip
+
+
+def run_flows(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
+    """The case's transfers: its trigger's flow, then the client pulls it asks for."""
+    if ctx.plan.cold_start:
+        cold_start_repeats(bench, ctx, emit)
+    else:
+        update_repeats(bench, ctx, emit)
+    if ctx.plan.client_pulls:
+        client_pulls(bench, ctx, emit)

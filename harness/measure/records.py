@@ -1,0 +1,98 @@
+"""The one place a TransferRecord is built, from a case's context and what a flow observed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.plan import CasePlan
+from harness.results.model import TransferRecord
+from harness.terms import SERVER_TO_SERVER, Method
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What every record of a case shares."""
+
+    run_id: str
+    plan: CasePlan
+    bound: dict[str, dict[str, float]] = field(default_factory=dict)  # host -> bit/s bounds
+
+
+@dataclass
+class Observed:
+    """What one attempt measured; None where it was not seen."""
+
+    serial: int | None
+    duration_s: float | None
+    started_at: float  # unix time of the trigger / connect
+    ok: bool
+    error: str | None = None
+    verified: bool = False
+    records: int | None = None
+    bytes: int | None = None
+    messages: int | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+    server_logged: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    unsupported: bool = False
+
+
+def transfer_record(
+    ctx: RecordContext,
+    *,
+    host: str,
+    repeat: int,
+    zone: str,
+    observed: Observed,
+    method: Method = SERVER_TO_SERVER,
+) -> TransferRecord:
+    """The record of one attempt towards the secondary `host` (or a client pull on its host)."""
+    plan = ctx.plan
+    secondary = next((h for h in plan.secondaries if h.name == host), plan.secondaries[0])
+    extra = dict(observed.extra)
+    if len(plan.secondaries) > 1:
+        extra |= {"host": secondary.name, "site": secondary.site}
+    return TransferRecord(
+        run_id=ctx.run_id,
+        case=plan.name,
+        repeat=repeat,
+        primary=plan.primary.server.kind,
+        secondary=secondary.server.kind,
+        transport=plan.transport,
+        xfr=plan.xfr,
+        zone=zone,
+        serial=observed.serial,
+        records=observed.records,
+        bytes=observed.bytes,
+        messages=observed.messages,
+        duration_s=observed.duration_s,
+        started_at=observed.started_at,
+        ok=observed.ok,
+        error=observed.error,
+        verified=observed.verified,
+        trigger=plan.trigger,
+        method=method,
+        phases=observed.phases,
+        server_logged=observed.server_logged,
+        bound=ctx.bound.get(secondary.name, {}) if not observed.unsupported else {},
+        unsupported=observed.unsupported,
+        extra=extra,
+    )
+
+
+def failure(
+    serial: int | None, error: str, started_at: float, *, unsupported: bool = False
+) -> Observed:
+    """An attempt that produced no figure, with its reason."""
+    return Observed(
+        serial=serial,
+        duration_s=None,
+        started_at=started_at,
+        ok=False,
+        error=error,
+        records=0,
+        bytes=0,
+        messages=0,
+        unsupported=unsupported,
+    )

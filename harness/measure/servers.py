@@ -1,0 +1,187 @@
+"""Servers of a case as processes on the testbed: render, start, check, stop.
+
+A `RunningServer` is one dialect instance (servers/<kind>.py) started on its host, in a
+cgroup of its own, with its stdout and stderr kept in its working folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import XfrbenchError
+from harness.metrics.procfs import ProcessGone, netns_inode
+from harness.netns import socket_in
+from harness.plan import HostPlan
+from harness.secrets import TlsFiles
+from harness.servers import Server, ServerSetup, ZoneEntry, make_server
+from harness.servers.binaries import ServerBinary
+from harness.testbed import Host, Testbed
+from harness.xfr import TsigKey
+from harness.zonegen.cache import link_or_copy
+
+CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)
+TLS_LISTEN_TIMEOUT = 20.0  # after it serves: no port 853 by then means no XoT configured
+ENTER_LIMIT = 2.0
+
+
+class CaseFailed(XfrbenchError):
+    """A case could not go on (a server did not start or exited); its transfers fail."""
+
+
+@dataclass
+class RunningServer:
+    plan: HostPlan
+    host: Host
+    server: Server
+    proc: subprocess.Popen[Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def alive(self) -> None:
+        """Raise CaseFailed, with the tail of its log, when the server has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            tail = tail_of(self.server.log_path) or tail_of(
+                self.server.setup.workdir / "stderr.log"
+            )
+            raise CaseFailed(f"the {self.name} exited with status {self.proc.returncode}: {tail}")
+
+
+def server_setup(
+    host_plan: HostPlan,
+    testbed: Testbed,
+    workdir: Path,
+    zones: list[ZoneEntry],
+    *,
+    tsig: TsigKey | None,
+    tls: TlsFiles | None,
+    ixfr: bool,
+    notify: bool,
+) -> ServerSetup:
+    """What a dialect renders for one host: its address, its peers (a primary's secondaries,
+    a secondary's primary), zones, secrets, and the per-run control socket."""
+    me = testbed.hosts[host_plan.name]
+    if host_plan.role == "primary":
+        peers = tuple(h.address for h in testbed.secondaries)
+    else:
+        peers = (testbed.primary.address,)
+    return ServerSetup(
+        role=host_plan.role,
+        address=me.address,
+        peers=peers,
+        zones=zones,
+        workdir=workdir,
+        tsig=tsig,
+        tls=tls,
+        ixfr=ixfr,
+        notify=notify and host_plan.role == "primary",
+        options=dict(host_plan.server.options),
+        control_socket=CONTROL_DIR / f"{testbed.testbed_id}-{me.netns.rsplit('-', 1)[-1]}.sock",
+    )
+
+
+def primary_zones(files: list[Any], workdir: Path) -> list[ZoneEntry]:
+    """The primary serves its own copy of each generated file (linked, never edited)."""
+    zone_dir = workdir / "zones"
+    zone_dir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for zone in files:
+        target = zone_dir / f"{zone.origin}zone"
+        link_or_copy(zone.path, target)
+        entries.append(ZoneEntry(zone.origin, target))
+    return entries
+
+
+def fresh_secondary_zones(origins: list[str], workdir: Path) -> list[ZoneEntry]:
+    """A secondary starts with every zone configured and none on disk."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    (workdir / "zones").mkdir(parents=True)
+    return [ZoneEntry(origin, workdir / "zones" / f"{origin}zone") for origin in origins]
+
+
+def make(host_plan: HostPlan, binary: ServerBinary, setup: ServerSetup) -> Server:
+    return make_server(binary.kind, setup, binary.path, in_container=binary.image is not None)
+
+
+def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> None:
+    """Render (unless done already) and start the server in its own cgroup, and wait until it
+    lives in its host's namespace (until then /proc/<pid>/net shows the driver's sockets)."""
+    server = running.server
+    if render:
+        server.render()
+    workdir = server.setup.workdir
+    with (workdir / "stdout.log").open("ab") as out, (workdir / "stderr.log").open("ab") as err:
+        running.proc = testbed.spawn(
+            running.host,
+            server.argv(),
+            stdout=out,
+            stderr=err,
+            cwd=workdir,
+            cgroup=running.host.netns.rsplit("-", 1)[-1],
+            tool=True,
+        )
+    wait_entered(running.proc, running.host.netns)
+
+
+def stop(testbed: Testbed, running: RunningServer) -> None:
+    if running.proc is not None:
+        testbed.stop(running.proc)
+        running.proc = None
+    with contextlib.suppress(FileNotFoundError):
+        running.server.setup.socket_path.unlink()
+
+
+def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:
+    """Wait until `proc` (started through cgroup and netns wrappers that exec in place) lives
+    in `netns`."""
+    want = os.stat(Path("/run/netns", netns)).st_ino
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if netns_inode(proc.pid) == want:
+                return
+        except ProcessGone:
+            return
+        time.sleep(0.002)
+
+
+def wait_listening(running: RunningServer, port: int) -> None:
+    """Called once the primary serves its zones: a TLS listener it has comes up with them."""
+    deadline = time.monotonic() + TLS_LISTEN_TIMEOUT
+    while time.monotonic() < deadline:
+        running.alive()
+        sock = socket_in(running.host.netns, socket.AF_INET, socket.SOCK_STREAM)
+        sock.settimeout(1.0)
+        try:
+            sock.connect((running.host.address, port))
+            return
+        except OSError:
+            time.sleep(0.05)
+        finally:
+            sock.close()
+    raise CaseFailed(f"the {running.name} never listened on {running.host.address} port {port}")
+
+
+def tail_of(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

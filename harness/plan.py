@@ -1,0 +1,151 @@
+"""A case's plan: everything about it that can be decided before anything runs (pure).
+
+    plan = plan_case(case)
+    plan.hosts          # the primary first, then its secondaries, each with its server,
+                        # its per-host TCP settings and (a secondary) its link
+    plan.zone_spec      # what zonegen writes
+    plan.endpoints()    # the testbed's topology
+
+The runner turns a plan into hosts (a Testbed), servers (a dialect per host) and a
+measurement flow; nothing in here touches the machine, so every decision is unit-tested.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness import zonegen
+from harness.servers.base import Capabilities
+from harness.spec import Case, HostSpec, LinkSpec, ServerSpec
+from harness.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
+from harness.testbed.topology import Endpoint
+
+# A tiny zone has one NS to replace: 2 changes at most.
+TINY_CHANGES = 2
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One server's host: its name, role, server, TCP settings and link to the router."""
+
+    name: str  # "primary", "secondary", or "<site>-<n>" in a fleet
+    role: Role
+    server: ServerSpec
+    settings: HostSpec
+    link: LinkSpec  # a secondary's path from the primary; the primary's own access link
+    site: str = ""
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.name, self.role, self.settings, self.link, self.site)
+
+
+@dataclass(frozen=True)
+class CasePlan:
+    case: Case
+    zone_spec: zonegen.ZoneSpec
+    hosts: tuple[HostPlan, ...]  # the primary first
+    transport: Transport
+    xfr: XfrKind
+    trigger: Trigger
+    repeats: int
+    timeout: float
+    changes: int  # records per IXFR change set
+    client_pulls: tuple[str, ...]
+    tsig_algorithm: str | None  # None: no TSIG
+
+    @property
+    def name(self) -> str:
+        return self.case.name
+
+    @property
+    def primary(self) -> HostPlan:
+        return self.hosts[0]
+
+    @property
+    def secondaries(self) -> tuple[HostPlan, ...]:
+        return self.hosts[1:]
+
+    @property
+    def tls(self) -> bool:
+        return uses_tls(self.transport)
+
+    @property
+    def notify(self) -> bool:
+        """The primary NOTIFYs its secondaries (only when that is the trigger)."""
+        return self.trigger == "notify"
+
+    @property
+    def ixfr(self) -> bool:
+        return self.xfr == "ixfr"
+
+    @property
+    def cold_start(self) -> bool:
+        return self.trigger == "cold-start"
+
+    @property
+    def methods(self) -> tuple[Method, ...]:
+        pulls: tuple[Method, ...] = tuple(f"client-pull-{m}" for m in self.client_pulls)  # type: ignore[misc]
+        return ("server-to-server", *pulls)
+
+    def transfers(self) -> int:
+        """Transfer records the case writes when all goes well: one per secondary and
+        repeat, plus the client pulls (from the first secondary's host)."""
+        return self.repeats * (len(self.secondaries) + len(self.client_pulls))
+
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return tuple(host.endpoint() for host in self.hosts)
+
+
+def zone_spec(case: Case) -> zonegen.ZoneSpec:
+    z = case.scenario.zones
+    return zonegen.ZoneSpec(
+        preset=z.preset,
+        records=z.record_count,
+        origin=z.origin,
+        seed=z.seed,
+        zones=z.zones,
+        signed=z.signed,
+        serial=z.serial,
+    )
+
+
+def plan_case(case: Case) -> CasePlan:
+    """The plan of one case of a scenario: one primary and its secondary."""
+    scenario = case.scenario
+    servers, hosts = scenario.servers, scenario.hosts
+    changes = scenario.zones.ixfr_changes
+    if scenario.zones.preset == "tiny":
+        changes = min(changes, TINY_CHANGES)
+    return CasePlan(
+        case=case,
+        zone_spec=zone_spec(case),
+        hosts=(
+            HostPlan("primary", "primary", servers.primary, hosts.primary, LinkSpec()),
+            HostPlan("secondary", "secondary", servers.secondary, hosts.secondary, scenario.link),
+        ),
+        transport=case.transport,
+        xfr=case.xfr,
+        trigger=scenario.trigger,
+        repeats=scenario.repeats,
+        timeout=scenario.timeout,
+        changes=changes,
+        client_pulls=tuple(scenario.client_pulls),
+        tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
+    )
+
+
+def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]) -> str | None:
+    """Why the installed versions cannot run this case, or None. Never a silent fallback.
+
+    `servers`: host name -> ("<kind> <version>", its capabilities).
+    """
+    primary, caps = servers[plan.primary.name]
+    if plan.tls and not caps.xot_primary.ok:
+        return f"primary {primary}: {caps.xot_primary.reason}"
+    for host in plan.secondaries:
+        secondary, theirs = servers[host.name]
+        if plan.tls and not theirs.xot_secondary.ok:
+            return f"secondary {secondary}: {theirs.xot_secondary.reason}"
+    if plan.ixfr and not caps.ixfr_primary.ok:
+        return f"primary {primary}: {caps.ixfr_primary.reason}"
+    return None

@@ -1,0 +1,143 @@
+"""run.json and case.json as typed records: what a run and a case were, declared field by field.
+
+The store writes them and the report and compare read them through the same classes, so a
+field is named once. Reading is tolerant the way flent's and pyperf's metadata are: a run
+folder written before a field existed loads with that field's default, and keys this
+version does not know are kept (`extra`), so an older harness reading a newer run loses
+nothing it does not understand. A value of the wrong type is a format error naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.results.model import ResultFormatError
+
+META_VERSION = 2  # 1: the untyped dicts of the first harness; 2: these classes
+
+
+class _Meta(BaseModel):
+    # Unknown keys are kept and written back; a newer harness's fields survive a rewrite.
+    model_config = ConfigDict(extra="allow")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Any, where: Path | str) -> Any:
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where}: not a JSON object")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(part) for part in first["loc"])
+            raise ResultFormatError(f"{where}: {key}: {first['msg']}") from None
+
+    @classmethod
+    def load(cls, path: Path) -> Any:
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ResultFormatError(f"{path}: not valid JSON: {exc}") from None
+        return cls.from_json(data, path)
+
+
+class ServerInfo(_Meta):
+    """One server binary a run used, as found and versioned where it ran."""
+
+    kind: str
+    version: str | None = None
+    path: str | None = None
+    image: str | None = None  # compose backend
+    image_id: str | None = None
+
+
+class HostInfo(_Meta):
+    """The machine a run ran on (harness.results.provenance.collect)."""
+
+    hostname: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+
+
+class SamplerInfo(_Meta):
+    interval_s: float | None = None
+    sample_cost_s: float | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
+class RunMeta(_Meta):
+    """run.json."""
+
+    format_version: int = 1
+    meta_version: int = 1  # written as META_VERSION; absent (1) in older run folders
+    run_id: str = ""  # set by the store
+    started: str | None = None
+    finished: str | None = None  # None: the run never finished (its driver was killed)
+    interrupted: bool | None = None
+    scenario: dict[str, Any] = Field(default_factory=dict)  # the file as written
+    scenario_path: str | None = None
+    spec_hash: str | None = None
+    scenario_name: str | None = None
+    cases: list[str] = Field(default_factory=list)
+    backend: str = "netns"
+    compose_project: str | None = None
+    servers: dict[str, ServerInfo] = Field(default_factory=dict)
+    kernel_features: dict[str, Any] = Field(default_factory=dict)
+    link_backend: str | None = None
+    host: HostInfo = Field(default_factory=HostInfo)
+    sampler: SamplerInfo | None = None
+    transfers: int | None = None
+
+    @property
+    def state(self) -> str:
+        """ "complete", "interrupted" (Ctrl-C, partial results kept) or "unfinished" (the
+        writer died: run.json never got its end time)."""
+        if self.interrupted is True:
+            return "interrupted"
+        if self.finished is None:
+            return "unfinished"
+        return "complete"
+
+    @property
+    def name(self) -> str | None:
+        return self.scenario_name or self.scenario.get("name")
+
+    def server_versions(self) -> dict[str, str]:
+        """kind -> version(s) of the servers the run used."""
+        versions: dict[str, set[str]] = {}
+        for server in self.servers.values():
+            versions.setdefault(server.kind, set()).add(server.version or "?")
+        return {kind: ", ".join(sorted(found)) for kind, found in versions.items()}
+
+
+class CaseMeta(_Meta):
+    """cases/<case>/case.json: one case as it ran."""
+
+    meta_version: int = 1
+    case: str
+    axes: dict[str, Any] = Field(default_factory=dict)
+    transport: str | None = None
+    xfr: str | None = None
+    scenario: dict[str, Any] = Field(default_factory=dict)  # the case's resolved scenario
+    testbed: dict[str, Any] = Field(default_factory=dict)  # Testbed.describe()
+    bound_bps: dict[str, float] = Field(default_factory=dict)
+    backend: str = "netns"
+    primary: ServerInfo | None = None
+    secondary: ServerInfo | None = None  # the first (or only) secondary
+    servers: dict[str, ServerInfo] = Field(default_factory=dict)  # host name -> its server
+    sites: dict[str, str] = Field(default_factory=dict)  # secondary host name -> its site
+
+    @property
+    def link(self) -> dict[str, Any] | None:
+        link = self.scenario.get("link")
+        return link if isinstance(link, dict) else None

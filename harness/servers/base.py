@@ -1,0 +1,305 @@
+"""What every server dialect provides, and the pieces they share.
+
+A dialect (servers/bind.py, knot.py, nsd.py) is one `Server` subclass holding everything the
+harness knows about that server: its binary and version probe, the tuning options an operator
+may set, what a version can do (structured `Capabilities`, never prose to grep), its config
+templates (servers/<kind>/ at the top of the repository), argv and control commands, its
+transfer log lines, its failure phrases and how it writes a peer's address. The runner and the
+flows only ever talk to this interface; adding a server is one new module plus its templates.
+
+Rendering and parsing are pure; a dialect's only I/O is writing its own working folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import jinja2
+
+from harness.secrets import TlsFiles, write_private
+from harness.terms import Role, ServerKind
+from harness.xfr import TsigKey
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
+
+
+@dataclass(frozen=True)
+class ZoneEntry:
+    origin: str
+    file: Path  # primary: the file it serves; secondary: where it keeps its copy
+
+
+@dataclass
+class ServerSetup:
+    """Everything a dialect needs to render one server of the relation.
+
+    `peers`: a primary's secondaries (it notifies them and lets them transfer); a
+    secondary's primary (one address).
+    """
+
+    role: Role
+    address: str
+    peers: tuple[str, ...]
+    zones: list[ZoneEntry]
+    workdir: Path
+    tsig: TsigKey | None = None
+    tls: TlsFiles | None = None
+    ixfr: bool = True  # primary: serve IXFR from differences; secondary: ask for IXFR
+    notify: bool = True  # primary: send NOTIFY to its secondaries on every new serial
+    options: dict[str, int | str | bool] = field(default_factory=dict)
+    port: int = 53
+    tls_port: int = 853
+    control_port: int = 953
+    # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
+    # runner gives a short one under /run/xfrbench.
+    control_socket: Path | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        return self.control_socket or self.workdir / "control.sock"
+
+    @property
+    def primary(self) -> str:
+        """A secondary's primary."""
+        return self.peers[0]
+
+
+@dataclass(frozen=True)
+class Support:
+    """One capability of one version: whether it has it, and why not when it has not."""
+
+    ok: bool
+    reason: str = ""
+
+    @classmethod
+    def since(cls, version: tuple[int, int, int], first: tuple[int, int, int], why: str) -> Support:
+        return cls(True) if version >= first else cls(False, why)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one installed version can do. `caveats`: known problems that do not stop a case
+    (a bug on lossy links, say), shown beside its results."""
+
+    xot_primary: Support
+    xot_secondary: Support
+    ixfr_primary: Support
+    caveats: tuple[str, ...] = ()
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        missing = (self.xot_primary, self.xot_secondary, self.ixfr_primary)
+        return tuple(dict.fromkeys(s.reason for s in missing if not s.ok)) + self.caveats
+
+
+@dataclass(frozen=True)
+class LoggedTransfer:
+    """A transfer as a server logged it; None where its log line does not say."""
+
+    server: ServerKind
+    direction: str  # in | out
+    zone: str
+    xfr: str | None  # axfr | ixfr, when the line says
+    serial: int | None
+    duration_s: float | None
+    messages: int | None
+    records: int | None
+    bytes: int | None
+    logged_at: str  # the line's own timestamp, as written
+    peer: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FailurePattern:
+    """A failure line in a server's own wording, and what it counts as."""
+
+    category: str  # address_not_available | refused | timed_out | retry | other_failure
+    pattern: re.Pattern[str]
+
+
+def parse_semver(text: str) -> tuple[int, int, int]:
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not match:
+        raise ValueError(f"not a version: {text!r}")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def zone_name(name: str) -> str:
+    return name if name.endswith(".") else name + "."
+
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+
+
+def _render_value(value: int | str | bool) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+class Server(ABC):
+    """One server of a relation, in its dialect. Class attributes and classmethods hold
+    what is true of the kind; an instance renders and drives one configured server."""
+
+    kind: ClassVar[ServerKind]
+    daemon: ClassVar[str]  # the binary's name on PATH (and in /usr/sbin of the images)
+    config_name: ClassVar[str]
+    log_name: ClassVar[str]
+    version_argv: ClassVar[tuple[str, ...]]
+    version_patterns: ClassVar[tuple[str, ...]]  # the first that matches gives X.Y.Z
+    # Server tuning an operator compares; value type per option. Rendered into the config.
+    options: ClassVar[dict[str, type]]
+    failure_patterns: ClassVar[tuple[FailurePattern, ...]] = ()
+
+    def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
+        """`in_container`: `binary` is a path in a container's file system (compose backend),
+        where the control tool sits beside it; the driver cannot check that from outside."""
+        self.setup = setup
+        self.binary = binary
+        self.in_container = in_container
+        self.control_secret = base64.b64encode(secrets.token_bytes(32)).decode()
+
+    # --- what is true of the kind ------------------------------------------------------------
+
+    @classmethod
+    def parse_version(cls, printed: str) -> str | None:
+        """'X.Y.Z' from what `<daemon> <version_argv>` printed, or None."""
+        for pattern in cls.version_patterns:
+            match = re.search(pattern, printed)
+            if match:
+                return match.group(1)
+        return None
+
+    @classmethod
+    @abstractmethod
+    def capabilities(cls, version: str) -> Capabilities: ...
+
+    @classmethod
+    @abstractmethod
+    def parse_log(cls, text: str) -> list[LoggedTransfer]:
+        """Every transfer the log text records, in order (pure)."""
+
+    @classmethod
+    @abstractmethod
+    def peer_is(cls, peer: str | None, address: str) -> bool:
+        """Whether a peer as this server logs it ('1.2.3.4#53', '1.2.3.4@53') is `address`."""
+
+    # --- one configured server -----------------------------------------------------------------
+
+    def _tool(self, name: str) -> str:
+        """The control tool `name` beside the server binary, else from PATH."""
+        beside = self.binary.with_name(name)
+        return str(beside) if self.in_container or beside.exists() else name
+
+    @property
+    def config(self) -> Path:
+        return self.setup.workdir / self.config_name
+
+    @property
+    def log_path(self) -> Path:
+        return self.setup.workdir / self.log_name
+
+    def _context(self) -> dict[str, object]:
+        s = self.setup
+        return {
+            "role": s.role,
+            "address": s.address,
+            "peers": s.peers,
+            "zones": s.zones,
+            "workdir": s.workdir,
+            "tsig": s.tsig,
+            "tls": s.tls,
+            "ixfr": s.ixfr,
+            "notify": s.notify,
+            "options": {k: _render_value(v) for k, v in s.options.items()},
+            "port": s.port,
+            "tls_port": s.tls_port,
+            "control_port": s.control_port,
+            "control_secret": self.control_secret,
+            "control_socket": s.socket_path,
+        }
+
+    def _render(self, template: str, target: Path) -> Path:
+        # Configs may hold the TSIG secret: owner-only, like every other secret.
+        return write_private(target, _env.get_template(template).render(self._context()))
+
+    def render(self) -> list[Path]:
+        """Write the config files into the workdir; returns them."""
+        self.setup.workdir.mkdir(parents=True, exist_ok=True)
+        return self._render_files()
+
+    @abstractmethod
+    def _render_files(self) -> list[Path]: ...
+
+    @abstractmethod
+    def argv(self) -> list[str]:
+        """The server in the foreground, logging to its workdir."""
+
+    @abstractmethod
+    def control(self, *command: str) -> list[str]:
+        """argv of the server's control tool with its per-run channel."""
+
+    @abstractmethod
+    def reload_argv(self, zone: str) -> list[str]: ...
+
+    @abstractmethod
+    def retransfer_argv(self, zone: str) -> list[str]:
+        """Force a full transfer (AXFR) now."""
+
+    @abstractmethod
+    def refresh_argv(self, zone: str) -> list[str]:
+        """Check the primary's SOA now and transfer incrementally when it changed."""
+
+
+def last_incoming(server: type[Server], text: str, zone: str, serial: int) -> LoggedTransfer | None:
+    """The secondary's own record of the transfer that brought `serial` of `zone`."""
+    matches = [
+        entry
+        for entry in server.parse_log(text)
+        if entry.direction == "in"
+        and entry.zone == zone_name(zone)
+        and entry.serial in (serial, None)
+    ]
+    return matches[-1] if matches else None
+
+
+def last_outgoing(
+    server: type[Server], text: str, zone: str, serial: int, to: str
+) -> LoggedTransfer | None:
+    """The primary's own record of sending `serial` of `zone` to the address `to` (not the
+    harness's verification pulls from 127.0.0.1)."""
+    matches = [
+        entry
+        for entry in server.parse_log(text)
+        if entry.direction == "out"
+        and entry.zone == zone_name(zone)
+        and entry.serial in (serial, None)
+        and server.peer_is(entry.peer, to)
+    ]
+    return matches[-1] if matches else None
+
+
+def count_failures(server: type[Server], text: str) -> dict[str, int]:
+    """Failure lines per category, in the server's own wording (one line, one count)."""
+    counts = {pattern.category: 0 for pattern in server.failure_patterns}
+    for line in text.splitlines():
+        for pattern in server.failure_patterns:
+            if pattern.pattern.search(line):
+                counts[pattern.category] += 1
+                break
+    return counts

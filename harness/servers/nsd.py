@@ -1,0 +1,118 @@
+"""NSD: everything the harness knows about it.
+
+Facts that shape transfers (DESIGN.md): xfrd-tcp-max 128 sockets, pipelining only once all
+are busy; xfrd-reload-timeout 1 s (a secondary serves about 1 s after the transfer); XoT as
+secondary from 4.3.7, as primary with the "dot" ALPN from 4.11.1; IXFR out from zone-file
+differences (create-ixfr) from 4.6. NSD 4.6 logs the commit of an incoming transfer only,
+with no duration or size.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import ClassVar
+
+from harness.servers.base import (
+    Capabilities,
+    FailurePattern,
+    LoggedTransfer,
+    Server,
+    Support,
+    parse_semver,
+    zone_name,
+)
+
+_COMMIT = re.compile(
+    r"^\[(?P<at>[^\]]+)\] nsd\[\d+\]: \w+: xfrd: zone (?P<zone>\S+) committed \"received update "
+    r"to serial (?P<serial>\d+) at \S+ from (?P<peer>\S+?)\"?(?:\s|$)"
+)
+
+
+class Nsd(Server):
+    kind = "nsd"
+    daemon = "nsd"
+    config_name = "nsd.conf"
+    log_name = "nsd.log"
+    version_argv = ("-v",)
+    version_patterns = (r"NSD version (\d+\.\d+\.\d+)",)
+    options: ClassVar[dict[str, type]] = {
+        "xfrd-tcp-max": int,
+        "xfrd-tcp-pipeline": int,
+        "tcp-count": int,
+        "server-count": int,
+        "xfrd-reload-timeout": int,
+        "tcp-timeout": int,
+    }
+    failure_patterns = (
+        FailurePattern("address_not_available", re.compile(r"address not available")),
+        FailurePattern("refused", re.compile(r"connection refused")),
+        FailurePattern("timed_out", re.compile(r"timed out")),
+    )
+
+    @classmethod
+    def capabilities(cls, version: str) -> Capabilities:
+        v = parse_semver(version)
+        caveats = ()
+        if (4, 0, 0) <= v < (4, 7, 0):
+            caveats = (f"NSD {version} has a known XoT IXFR hang on lossy links (fixed in 4.7.0)",)
+        return Capabilities(
+            # As primary it sends no ALPN before 4.11.1, so BIND (which requires "dot")
+            # refuses it.
+            xot_primary=Support.since(
+                v, (4, 11, 1), f"NSD {version} serves XoT without the 'dot' ALPN (fixed in 4.11.1)"
+            ),
+            xot_secondary=Support.since(v, (4, 3, 7), f"NSD {version} has no XoT (added in 4.3.7)"),
+            ixfr_primary=Support.since(
+                v,
+                (4, 6, 0),
+                f"NSD {version} cannot serve IXFR from zone-file differences (needs 4.6)",
+            ),
+            caveats=caveats,
+        )
+
+    @classmethod
+    def parse_log(cls, text: str) -> list[LoggedTransfer]:
+        out: list[LoggedTransfer] = []
+        for line in text.splitlines():
+            match = _COMMIT.match(line)
+            if match:
+                out.append(
+                    LoggedTransfer(
+                        "nsd",
+                        "in",
+                        zone_name(match["zone"]),
+                        None,
+                        int(match["serial"]),
+                        None,
+                        None,
+                        None,
+                        None,
+                        match["at"],
+                        match["peer"],
+                    )
+                )
+        return out
+
+    @classmethod
+    def peer_is(cls, peer: str | None, address: str) -> bool:
+        return (peer or "") == address or (peer or "").startswith(f"{address}@")
+
+    def _render_files(self) -> list[Path]:
+        (self.setup.workdir / "xfr").mkdir(exist_ok=True)
+        return [self._render("nsd/nsd.conf.j2", self.config)]
+
+    def argv(self) -> list[str]:
+        return [str(self.binary), "-d", "-c", str(self.config)]
+
+    def control(self, *command: str) -> list[str]:
+        return [self._tool("nsd-control"), "-c", str(self.config), *command]
+
+    def reload_argv(self, zone: str) -> list[str]:
+        return self.control("reload", zone)
+
+    def retransfer_argv(self, zone: str) -> list[str]:
+        return self.control("force_transfer", zone)
+
+    def refresh_argv(self, zone: str) -> list[str]:
+        return self.control("transfer", zone)

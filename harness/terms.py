@@ -1,0 +1,32 @@
+"""The words every stage shares: transports, transfer kinds, triggers, roles, methods.
+
+Defined once here; the scenario schema, the result records, the runner and the report all
+import them, so a new transport or role is added in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
+XfrKind = Literal["axfr", "ixfr"]
+Trigger = Literal["notify", "retransfer", "cold-start"]
+Role = Literal["primary", "secondary"]  # a server's part in the relation
+Method = Literal["server-to-server", "client-pull-own", "client-pull-kdig"]
+ServerKind = Literal["bind", "knot", "nsd"]
+
+TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
+XFR_KINDS: tuple[XfrKind, ...] = get_args(XfrKind)
+TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
+ROLES: tuple[Role, ...] = get_args(Role)
+METHODS: tuple[Method, ...] = get_args(Method)
+SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
+SERVER_TO_SERVER: Method = "server-to-server"
+
+
+def uses_tls(transport: str) -> bool:
+    return transport.startswith("xot")
+
+
+def uses_tsig(transport: str) -> bool:
+    return transport.endswith("tsig")
