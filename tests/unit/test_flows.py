@@ -1,0 +1,301 @@
+"""The measurement protocol on a fake bench with a fake clock: no root, no servers.
+
+The fake scripts what real servers would do (when the primary serves a serial, when its
+NOTIFY to each secondary leaves, when each secondary serves it) and records every call, so
+the tests check what the flows measure and in which order, not how servers behave.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import spec
+from harness.measure import protocol
+from harness.measure.protocol import (
+    ColdStartLog,
+    Logged,
+    Publication,
+    Pulled,
+    Verification,
+)
+from harness.measure.records import RecordContext
+from harness.plan import CasePlan, HostPlan, plan_case
+from harness.results.model import TransferRecord
+from harness.xfr import XfrTimeout
+
+
+class FakeBench:
+    """Scripted servers. `serve_after[host]`: seconds from the trigger until `host` serves
+    a new serial (None: never); `notify_after[host]`: seconds from the reload command until
+    the primary's NOTIFY to it leaves."""
+
+    def __init__(self, plan: CasePlan, **script: Any) -> None:
+        self.plan = plan
+        self.first_zone = "example."
+        self.zones = script.get("zones", ["example."])
+        self.base_serial = 10
+        self.now = 1000.0
+        self.calls: list[tuple[Any, ...]] = []
+        hosts = [h.name for h in plan.secondaries]
+        self.reload_s = script.get("reload_s", 0.2)
+        self.notify_after = script.get("notify_after", dict.fromkeys(hosts, 0.3))
+        self.serve_after = script.get("serve_after", dict.fromkeys(hosts, 1.0))
+        self.control_s = script.get("control_s", 0.05)
+        self.verified = script.get("verified", {})
+        self.publish_fails = script.get("publish_fails", set())
+        self.zone_times = script.get("zone_times", {})
+        self._trigger_at = self.now
+
+    # clocks
+    def clock(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+    # servers
+    def prepare_secondaries(self) -> None:
+        self.calls.append(("prepare",))
+
+    def start_secondaries(self) -> None:
+        self.calls.append(("start",))
+        self._trigger_at = self.now
+
+    def stop_secondaries(self) -> None:
+        self.calls.append(("stop",))
+
+    def wait_served(
+        self, hosts: list[str], zone: str, serial: int, deadline: float
+    ) -> dict[str, float]:
+        self.calls.append(("wait", serial))
+        got = {}
+        for host in hosts:
+            after = self.serve_after.get(host)
+            if after is not None and self._trigger_at + after <= deadline:
+                got[host] = self._trigger_at + after
+        self.now = max([self.now, *got.values()])
+        return got
+
+    def wait_all_zones(
+        self, hosts: list[str], zones: list[str], serial: int, deadline: float
+    ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+        served, errors = {}, {}
+        for host in hosts:
+            times = self.zone_times.get(host)
+            if times is None:
+                errors[host] = f"timeout: {len(zones)} of {len(zones)} zones not served"
+                continue
+            served[host] = dict(zip(zones, (self._trigger_at + t for t in times), strict=True))
+            self.now = max(self.now, *served[host].values())
+        return served, errors
+
+    def publish(self, serial: int) -> Publication:
+        self.calls.append(("publish", serial))
+        if serial in self.publish_fails:
+            raise XfrTimeout(f"timeout after 30 s: the primary never served serial {serial}")
+        issued = self.now
+        served = issued + self.reload_s
+        notified = {h: issued + s for h, s in self.notify_after.items() if s is not None}
+        self.now = served
+        if self.plan.notify:
+            self._trigger_at = min(notified.values(), default=served)
+        return Publication(issued, served, notified if self.plan.notify else {})
+
+    def control(self, host: str, action: str, zone: str) -> None:
+        if self.calls[-1][0] != "control":  # the first command of a trigger starts it
+            self._trigger_at = self.now
+        self.calls.append(("control", host, action))
+        self.now += self.control_s
+
+    def verify(self, host: str, zone: str, serial: int) -> Verification:
+        ok = self.verified.get(host, True)
+        return Verification(ok, None if ok else "digest differs: primary 1234…", 42)
+
+    def logged(self, host: str, zone: str, serial: int) -> Logged:
+        return Logged({"bytes": 4000, "messages": 2}, {"records": 43})
+
+    def cold_start_log(self, host: str) -> ColdStartLog:
+        return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0})
+
+    def mark(self, event: str, repeat: int) -> None:
+        self.calls.append(("mark", event, repeat))
+
+    def between_repeats(self) -> None:
+        self.calls.append(("flush",))
+
+    def link_counters(self) -> dict[str, Any]:
+        return {"forward": {"passed": 7}}
+
+    def pull(self, method: str, host: str) -> Pulled:
+        return Pulled(True, None, 12, 43, 4000, 2, 0.5, self.wall(), {"connect": 0.01},
+                      digest_matches=method == "own")  # fmt: skip
+
+
+def _plan(tmp_path: Path, text: str, secondaries: int = 1) -> CasePlan:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    plan = plan_case(spec.load(path).cases[0])
+    if secondaries > 1:
+        first = plan.secondaries[0]
+        hosts = tuple(
+            dataclasses.replace(first, name=f"site-{i}", site="site") for i in range(secondaries)
+        )
+        plan = dataclasses.replace(plan, hosts=(plan.primary, *hosts))
+    return plan
+
+
+def _run(bench: FakeBench) -> list[TransferRecord]:
+    records: list[TransferRecord] = []
+    protocol.run_flows(bench, RecordContext("run-1", bench.plan), records.append)
+    return records
+
+
+def test_notify_measures_from_each_notify_after_an_unrecorded_warm_up(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 2\ntrigger = "notify"\n')
+    bench = FakeBench(plan)
+    records = _run(bench)
+    publishes = [c[1] for c in bench.calls if c[0] == "publish"]
+    assert publishes == [11, 12, 13]  # the warm-up (11) is published but never recorded
+    assert [r.serial for r in records] == [12, 13] and [r.repeat for r in records] == [1, 2]
+    first = records[0]
+    # t0 = the NOTIFY leaving (0.3 s after the reload command); served 1.0 s after it.
+    assert first.duration_s == pytest.approx(1.0)
+    assert first.phases == pytest.approx({"primary_reload": 0.2, "notify_sent": 0.3, "served": 1.0})
+    assert first.ok and first.verified and first.trigger == "notify"
+    assert (first.bytes, first.messages, first.records) == (4000, 2, 43)
+    assert first.extra["link_counters"] == {"forward": {"passed": 7}}
+    # Sampled around each transfer, the end before verification.
+    marks = [c for c in bench.calls if c[0] == "mark"]
+    assert marks == [
+        ("mark", "transfer-start", 1),
+        ("mark", "transfer-end", 1),
+        ("mark", "transfer-start", 2),
+        ("mark", "transfer-end", 2),
+    ]
+
+
+def test_retransfer_measures_from_the_control_command(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "retransfer"\nxfr = ["ixfr"]\n')
+    bench = FakeBench(plan, serve_after={"secondary": 0.8})
+    (record,) = _run(bench)
+    controls = [c for c in bench.calls if c[0] == "control"]
+    # The warm-up refreshes; the measured repeat of an IXFR case refreshes too.
+    assert controls == [("control", "secondary", "refresh")] * 2
+    assert "notify_sent" not in record.phases
+    assert record.phases["control_returned"] == pytest.approx(0.05)
+    assert record.duration_s == pytest.approx(0.8) and record.xfr == "ixfr"
+
+
+def test_axfr_retransfer_forces_a_full_transfer(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "retransfer"\n')
+    bench = FakeBench(plan)
+    _run(bench)
+    assert [c[2] for c in bench.calls if c[0] == "control"] == ["refresh", "retransfer"]
+
+
+def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, 'repeats = 2\ntimeout = "30s"\n', secondaries=2)
+    bench = FakeBench(plan, serve_after={"site-0": 1.0, "site-1": 1.0})
+    hosts_seen: list[str] = []
+
+    def late(hosts: list[str], zone: str, serial: int, deadline: float) -> dict[str, float]:
+        bench.now += 1.0
+        hosts_seen.append(",".join(hosts))
+        if serial == 13:  # the second repeat: site-1 never serves it
+            return {"site-0": bench.now}
+        return dict.fromkeys(hosts, bench.now)
+
+    bench.wait_served = late  # type: ignore[method-assign]
+    records = _run(bench)
+    assert [(r.repeat, r.extra["host"], r.ok) for r in records] == [
+        (1, "site-0", True),
+        (1, "site-1", True),
+        (2, "site-0", True),
+        (2, "site-1", False),
+    ]
+    failed = records[-1]
+    assert failed.duration_s is None and not failed.verified
+    assert failed.error == "timeout after 30 s: the site-1 never served example. serial 13"
+    assert all(r.extra["site"] == "site" for r in records)
+
+
+def test_a_publication_that_times_out_fails_that_repeat_for_every_secondary(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, "repeats = 2\n", secondaries=3)
+    bench = FakeBench(
+        plan, publish_fails={12}, notify_after={f"site-{i}": 0.3 for i in range(3)},
+        serve_after={f"site-{i}": 1.0 + i for i in range(3)},
+    )  # fmt: skip
+    records = _run(bench)
+    assert [(r.repeat, r.ok) for r in records] == [(1, False)] * 3 + [(2, True)] * 3
+    assert all("never served serial 12" in (r.error or "") for r in records[:3])
+    # Each secondary's own time: from its own NOTIFY to its own first answer.
+    assert [r.duration_s for r in records[3:]] == pytest.approx([1.0, 2.0, 3.0])
+
+
+def test_a_missing_notify_is_a_failure_not_a_guess(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "30s"\n')
+    (record,) = _run(FakeBench(plan, notify_after={"secondary": None}))
+    assert not record.ok and record.duration_s is None
+    assert record.error == (
+        "timeout after 30 s: the primary sent no NOTIFY for serial 12 to secondary"
+    )
+
+
+def test_a_copy_that_does_not_verify_never_counts(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "repeats = 1\n")
+    bench = FakeBench(plan, verified={"secondary": False})
+    (record,) = _run(bench)
+    assert not record.ok and not record.verified and not record.counts
+    assert record.error is not None and "digest differs" in record.error
+    assert record.duration_s == pytest.approx(1.0)  # measured, kept, never summarised
+
+
+def test_cold_start_is_timed_to_the_last_zone_and_reports_the_log(tmp_path: Path) -> None:
+    plan = _plan(
+        tmp_path, 'repeats = 2\ntrigger = "cold-start"\n[zones]\npreset = "hosting"\nzones = 3\n'
+    )
+    zones = ["a.example.", "b.example.", "c.example."]
+    bench = FakeBench(plan, zones=zones, zone_times={"secondary": [0.5, 2.5, 1.0]})
+    records = _run(bench)
+    assert [r.duration_s for r in records] == pytest.approx([2.5, 2.5])
+    assert records[0].zone == "3 zones" and records[0].records == 3 * 42
+    assert records[0].server_logged == {"secondary_transfers": 3}
+    assert records[0].extra["errors_in_log"] == {"address_not_available": 0}
+    # Prepared (rendered, old copy removed) before t0, started after it, stopped at the end.
+    kinds = [c[0] for c in bench.calls if c[0] in ("prepare", "start", "stop", "mark")]
+    assert kinds == ["prepare", "start", "mark", "mark", "stop"] * 2
+
+
+def test_cold_start_timeout_is_recorded(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "cold-start"\n')
+    bench = FakeBench(plan)  # no zone times: the secondary never serves
+    (record,) = _run(bench)
+    assert not record.ok and record.error and record.error.startswith("timeout")
+
+
+def test_client_pulls_verify_against_the_primary(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\nclient_pulls = ["own", "kdig"]\n')
+    records = _run(FakeBench(plan))
+    pulls = [r for r in records if r.method != "server-to-server"]
+    assert [(r.method, r.ok) for r in pulls] == [
+        ("client-pull-own", True),
+        ("client-pull-kdig", False),
+    ]
+    assert pulls[1].error == "the pulled zone's digest differs from the primary's"
+    assert pulls[1].duration_s == 0.5 and pulls[0].phases == {"connect": 0.01}
+
+
+def test_records_name_their_secondary_only_in_a_fleet(tmp_path: Path) -> None:
+    single = _run(FakeBench(_plan(tmp_path, "repeats = 1\n")))
+    assert "host" not in single[0].extra
+    plan = _plan(tmp_path, "repeats = 1\n", secondaries=2)
+    assert isinstance(plan.secondaries[0], HostPlan)
+    assert plan.transfers() == 2

@@ -1,0 +1,55 @@
+"""The NOTIFY sniffer's packet parser (pure): which secondary a NOTIFY goes to, which serial."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import dns.message
+import dns.opcode
+import dns.rdatatype
+import dns.rrset
+
+from harness.xfr.notify_watch import notify_serial
+
+
+def _notify(serial: int | None, *, response: bool = False) -> bytes:
+    message = dns.message.make_query("example.", dns.rdatatype.SOA)
+    message.set_opcode(dns.opcode.NOTIFY)
+    if serial is not None:
+        soa = f"ns.example. admin.example. {serial} 3600 600 86400 60"
+        message.answer.append(dns.rrset.from_text("example.", 60, "IN", "SOA", soa))
+    if response:
+        message.flags |= 0x8000
+    return message.to_wire()
+
+
+def _ip(payload: bytes, dst: str, proto: int = socket.IPPROTO_UDP, port: int = 53) -> bytes:
+    if proto == socket.IPPROTO_UDP:
+        transport = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
+    else:  # TCP: a 20-byte header, then the 2-byte DNS length
+        header = struct.pack("!HHIIBBHHH", 40000, port, 1, 1, 5 << 4, 0x18, 65535, 0, 0)
+        transport = header + struct.pack("!H", len(payload)) + payload
+    ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(transport), 0, 0, 64, proto, 0,
+        socket.inet_aton("198.18.7.2"), socket.inet_aton(dst),
+    )  # fmt: skip
+    return ip + transport
+
+
+def test_notify_to_a_watched_secondary_over_udp_and_tcp() -> None:
+    watched = {"198.18.7.66", "198.18.7.130"}
+    assert notify_serial(_ip(_notify(42), "198.18.7.66"), watched) == ("198.18.7.66", 42)
+    tcp = _ip(_notify(43), "198.18.7.130", socket.IPPROTO_TCP)
+    assert notify_serial(tcp, watched) == ("198.18.7.130", 43)
+    assert notify_serial(_ip(_notify(None), "198.18.7.66"), watched) == ("198.18.7.66", 0)
+
+
+def test_what_is_not_a_notify_to_us_is_ignored() -> None:
+    watched = {"198.18.7.66"}
+    assert notify_serial(_ip(_notify(42), "198.18.7.99"), watched) is None  # someone else
+    assert notify_serial(_ip(_notify(42, response=True), "198.18.7.66"), watched) is None
+    query = dns.message.make_query("example.", dns.rdatatype.SOA).to_wire()
+    assert notify_serial(_ip(query, "198.18.7.66"), watched) is None  # an SOA query
+    assert notify_serial(_ip(_notify(42), "198.18.7.66", port=853), watched) is None
+    assert notify_serial(b"\x60" + bytes(39), watched) is None  # IPv6

@@ -1,0 +1,144 @@
+"""Case plans and the testbeds they describe, with one secondary and with three: names,
+addresses, link directions, build commands and the teardown of what was built. No root."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.plan import CasePlan, plan_case, support_problem
+from harness.servers import DIALECTS
+from harness.testbed import emulation, topology
+from harness.testbed import registry as reg
+from harness.testbed.hosts import netns_build_steps
+
+
+def _plan(tmp_path: Path, text: str) -> CasePlan:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return plan_case(spec.load(path).cases[0])
+
+
+def _fleet(plan: CasePlan, count: int) -> CasePlan:
+    first = plan.secondaries[0]
+    hosts = tuple(
+        dataclasses.replace(first, name=f"far-{i}", site="far") for i in range(1, count + 1)
+    )
+    return dataclasses.replace(plan, hosts=(plan.primary, *hosts))
+
+
+def test_one_secondary(tmp_path: Path) -> None:
+    plan = _plan(
+        tmp_path,
+        'repeats = 4\ntransports = ["xot-tsig"]\nxfr = ["ixfr"]\ntrigger = "notify"\n'
+        '[zones]\npreset = "tiny"\nixfr_changes = 10\n'
+        '[servers.secondary]\nkind = "knot"\n[link]\ndelay = "10ms"\n'
+        "[hosts.secondary]\nsysctl = { 'net.ipv4.tcp_sack' = 0 }\n",
+    )
+    assert [(h.name, h.role, h.server.kind) for h in plan.hosts] == [
+        ("primary", "primary", "bind"),
+        ("secondary", "secondary", "knot"),
+    ]
+    assert plan.tls and plan.tsig_algorithm == "hmac-sha256" and plan.ixfr and plan.notify
+    assert plan.changes == 2  # a tiny zone has one NS to replace
+    assert plan.transfers() == 4 and plan.methods == ("server-to-server",)
+    primary, secondary = plan.endpoints()
+    assert not primary.link.impaired and secondary.link.forward.delay == 0.010
+    assert secondary.settings.sysctls() == {"net.ipv4.tcp_sack": "0"}
+
+
+def test_support_problems_are_structured_reasons(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'transports = ["xot"]\n[servers.primary]\nkind = "knot"\n')
+
+    def caps(kind: str, version: str) -> tuple[str, object]:
+        return f"{kind} {version}", DIALECTS[kind].capabilities(version)  # type: ignore[index]
+
+    servers = {"primary": caps("knot", "3.2.6"), "secondary": caps("bind", "9.18.49")}
+    assert support_problem(plan, servers) == (  # type: ignore[arg-type]
+        "primary knot 3.2.6: Knot 3.2.6 has no XoT (added in 3.4)"
+    )
+    servers["primary"] = caps("knot", "3.4.6")
+    assert support_problem(plan, servers) is None  # type: ignore[arg-type]
+    nsd = _plan(tmp_path, 'transports = ["xot"]\n[servers.primary]\nkind = "nsd"\n')
+    reason = support_problem(
+        nsd, {"primary": caps("nsd", "4.6.1"), "secondary": caps("bind", "9.18.49")}
+    )  # type: ignore[arg-type]
+    assert reason is not None and "ALPN" in reason
+    assert DIALECTS["nsd"].capabilities("4.6.1").caveats  # the XoT IXFR hang of 4.6
+
+
+def test_one_primary_and_three_secondaries_build_and_tear_down(tmp_path: Path) -> None:
+    plan = _fleet(_plan(tmp_path, '[link]\ndelay = "50ms"\nrate = "20mbit"\n'), 3)
+    endpoints = plan.endpoints()
+    assert plan.transfers() == 3 * 3
+    topo = topology.plan_topology("0a1b2c", "198.18.0.0/15", "198.18.7.0/24", endpoints)
+    assert topo.namespaces == {
+        "primary": "xfb-0a1b2c-p",
+        "far-1": "xfb-0a1b2c-s1",
+        "far-2": "xfb-0a1b2c-s2",
+        "far-3": "xfb-0a1b2c-s3",
+        "router": "xfb-0a1b2c-r",
+    }
+    assert all(topology.NETNS_RE.match(name) for name in topo.namespaces.values())
+    subnets = [seg.subnet for seg in topo.segments.values()]
+    assert subnets == ["198.18.7.0/26", "198.18.7.64/26", "198.18.7.128/26", "198.18.7.192/26"]
+    assert topo.address("far-3") == "198.18.7.194" and topo.address("router") == "198.18.7.1"
+
+    # Every secondary's link has its own two directions; the reverse ones share the egress
+    # towards the primary and are told apart by their source segment.
+    found = emulation.directions(topo, endpoints)
+    assert [d.name for d in found] == [
+        f"far-{i} {way}" for i in (1, 2, 3) for way in ("forward", "reverse")
+    ]
+    reverse = [d for d in found if d.name.endswith("reverse")]
+    assert {d.egress for d in reverse} == {"veth-p"}
+    assert [d.source for d in reverse] == subnets[1:]
+    tc = emulation.tc_commands(found, "linkem", emulation.link_rtt(endpoints))
+    filters = [argv for argv in tc if argv[:3] == ["tc", "filter", "add"]]
+    assert [argv[argv.index("src") + 1] for argv in filters] == subnets[1:]
+    assert sum(1 for argv in tc if "root" in argv) == 4  # one per egress: 3 sites + primary
+    queues = emulation.queue_numbers(found, every_direction=False)
+    assert [q for _, q in queues] == [10, 11, 12, 13, 14, 15]
+
+    # Build: every namespace recorded before it exists; teardown removes exactly those.
+    mtus = dict.fromkeys(topo.segments, 1500)
+    steps = netns_build_steps(topo, mtus)
+    items = [step.item for step in steps if step.item is not None]
+    assert [item["name"] for item in items] == [
+        "xfb-0a1b2c-r",
+        "xfb-0a1b2c-p",
+        "xfb-0a1b2c-s1",
+        "xfb-0a1b2c-s2",
+        "xfb-0a1b2c-s3",
+    ]
+    veths = [s.argv for s in steps if "veth" in s.argv]
+    assert len(veths) == 4 and all(argv[-1] == "xfb-0a1b2c-r" for argv in veths)
+    routes = [s.argv for s in steps if "route" in s.argv]
+    assert [argv[2] for argv in routes] == [
+        "xfb-0a1b2c-p",
+        *(f"xfb-0a1b2c-s{i}" for i in (1, 2, 3)),
+    ]
+    actions, notes = reg.plan_cleanup(items, lambda pid: None)
+    assert [a.target for a in actions] == [item["name"] for item in reversed(items)]
+    assert notes == []
+
+
+def test_a_slice_grows_with_the_fleet_and_a_small_block_refuses_it() -> None:
+    block = topology.parse_block("198.18.0.0/15")
+    assert topology.slice_prefixlen(block, 2) == 24
+    assert topology.slice_prefixlen(block, 64) == 24  # 64 /30 segments fill a /24
+    assert topology.slice_prefixlen(block, 101) == 23
+    assert topology.slice_prefixlen(block, 101, topology.COMPOSE_SEGMENT_PREFIXLEN) == 22
+    with pytest.raises(ValueError, match="need more"):
+        topology.slice_prefixlen(topology.parse_block("10.0.0.0/28"), 5)
+
+
+def test_endpoint_names_are_checked() -> None:
+    with pytest.raises(ValueError, match="exactly one primary"):
+        topology.netns_suffixes([topology.Endpoint("a", "secondary")])
+    twice = [topology.Endpoint("p", "primary"), topology.Endpoint("p", "secondary")]
+    with pytest.raises(ValueError, match="unique"):
+        topology.netns_suffixes(twice)
