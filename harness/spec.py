@@ -13,6 +13,9 @@ import copy
 import hashlib
 import itertools
 import json
+import os
+import re
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,8 +34,8 @@ from pydantic import (
 )
 
 from harness import units
-from harness.errors import ScenarioError
-from harness.servers.catalog import KINDS, ServerKind
+from harness.errors import EnvironmentProblem, ScenarioError
+from harness.servers.catalog import KINDS, ServerKind, find_binary, probe_version
 
 Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
 XfrKind = Literal["axfr", "ixfr"]
@@ -60,6 +63,7 @@ PER_HOST_SYSCTLS = (
     "net.ipv4.tcp_fin_timeout",
     "net.ipv4.tcp_syn_retries",
 )
+_ORIGIN_BYTE = re.compile(rb"[A-Za-z0-9_-]")
 CONGESTION_CONTROLS = ("reno", "cubic", "bbr", "htcp", "hybla", "illinois", "vegas", "westwood")
 
 
@@ -101,6 +105,17 @@ class ZonesSpec(Strict):
             name = dns.name.from_text(value)
         except Exception as exc:  # dnspython raises several types for bad names
             raise ValueError(f"{value!r} is not a valid domain name ({exc})") from exc
+        # dnspython takes any byte in a label ("bad name." is bad\032name.), which the zone
+        # files, configs and control commands of the servers do not: host-name characters.
+        for label in name.labels[:-1]:
+            bad = sorted({chr(b) for b in label if not _ORIGIN_BYTE.match(bytes([b]))})
+            if bad:
+                shown = label.decode("ascii", "backslashreplace")
+                raise ValueError(
+                    f"{value!r} is not a zone name the servers can load: label {shown!r} "
+                    f"holds {', '.join(repr(c) for c in bad)}; use letters, digits, '-' and "
+                    "'_', e.g. 'example.'"
+                )
         return name.to_text()
 
     @model_validator(mode="after")
@@ -561,3 +576,65 @@ def load(path: str | Path) -> LoadedScenario:
     base, cases = expand(raw, path)
     # The hash covers the matrix too: two files with the same cases have the same hash.
     return LoadedScenario(path, raw, base, spec_hash(base), cases)
+
+
+# --- the host's server binaries (netns backend) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostBinary:
+    kind: ServerKind
+    path: Path
+    version: str
+
+
+ROLES = ("primary", "secondary")
+
+
+def _host_binary(path: Path, role: str, server: ServerSpec) -> HostBinary:
+    daemon = KINDS[server.kind].daemon
+    if server.binary is None:
+        found = find_binary(server.kind)
+        if found is None:
+            raise EnvironmentProblem(
+                f"{path}: servers.{role}.kind: no {server.kind} server ({daemon}) on PATH or "
+                f"in /usr/sbin; install it (make setup), or set servers.{role}.binary"
+            )
+        key, binary = f"servers.{role}.kind", found
+    else:
+        key, binary = f"servers.{role}.binary", server.binary
+        fix = (
+            f"give the path of an installed {daemon} (e.g. /usr/sbin/{daemon}), or remove "
+            f"the key to use the {daemon} on PATH"
+        )
+        if not binary.exists():
+            raise ScenarioError(f"{binary} does not exist", file=path, key=key, fix=fix)
+        if not binary.is_file() or not os.access(binary, os.X_OK):
+            raise ScenarioError(f"{binary} is not a program", file=path, key=key, fix=fix)
+    try:
+        version = probe_version(server.kind, binary)
+    except (ValueError, OSError, subprocess.SubprocessError) as exc:
+        raise ScenarioError(
+            f"{binary} is not a {server.kind} server that says its version: {exc}",
+            file=path,
+            key=key,
+            fix=f"point servers.{role}.binary at a {daemon}, or set servers.{role}.kind to "
+            "the server it is",
+        ) from None
+    return HostBinary(server.kind, binary, version)
+
+
+def check_binaries(loaded: LoadedScenario) -> dict[tuple[ServerKind, str | None], HostBinary]:
+    """Every server binary the cases run from this host (the netns backend), found and
+    versioned, keyed by (kind, binary as configured), as the runner's resolve_binaries keys
+    them. A configured `binary` that is missing, not a program, or not that kind's server is
+    the scenario's error (file, key, fix); a kind's daemon missing from the host is an
+    EnvironmentProblem. Runs each binary once with its version flag; needs no root."""
+    found: dict[tuple[ServerKind, str | None], HostBinary] = {}
+    for case in loaded.cases:
+        for role in ROLES:
+            server: ServerSpec = getattr(case.scenario.servers, role)
+            key = (server.kind, str(server.binary) if server.binary else None)
+            if key not in found:
+                found[key] = _host_binary(loaded.path, role, server)
+    return found

@@ -8,8 +8,6 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,59 +17,19 @@ import pytest
 from harness.metrics.openmetrics import write_openmetrics
 from harness.results import RunStore
 from harness.secrets import write_private
+from tests.system.normal_user import REPO, as_user, ensure_user
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files and switch user"),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "runs" / "20250101T000000Z-abc123"
-USER = "xfbuser"
-CLI = "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.fixture(scope="module")
 def user() -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "-m", USER], check=True)
-        return pwd.getpwnam(USER)
-
-
-def _python_for(user: pwd.struct_passwd) -> str:
-    """An interpreter the user may run: ours, or the system's of the same minor version
-    (ours may live under /root, which a normal user cannot enter)."""
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{minor}"):
-        probe = subprocess.run(
-            ["runuser", "-u", user.pw_name, "--", candidate, "-c", "pass"],
-            capture_output=True,
-            check=False,
-        )
-        if probe.returncode == 0:
-            return candidate
-    pytest.skip(f"no {minor} that {user.pw_name} may run")
-
-
-def as_user(user: pwd.struct_passwd, *argv: str) -> subprocess.CompletedProcess[str]:
-    """`xfrbench ARGV` run by `user`, with this worktree's package and dependencies."""
-    path = [str(REPO), sysconfig.get_paths()["purelib"]]
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": user.pw_dir,
-        "PYTHONPATH": os.pathsep.join(path),
-        "COLUMNS": "400",  # one line per message: asserts need not follow rich's wrapping
-    }
-    switch = ["runuser", "-u", user.pw_name, "--", "env", "-i"]
-    return subprocess.run(
-        [*switch, *(f"{k}={v}" for k, v in env.items()), _python_for(user), "-c", CLI, *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return ensure_user()
 
 
 @pytest.fixture
