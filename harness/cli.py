@@ -54,17 +54,11 @@ def _print_cases(loaded: object, console: Console) -> None:
     console.print(table)
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from harness import spec
+def _check_run_options(args: argparse.Namespace) -> None:
+    """The flags of `run`, checked before any work (and by --dry-run)."""
+    from harness.results.store import check_run_folder
 
-    loaded = spec.load(args.scenario)
-    console = ui.console()
-    if args.dry_run:
-        _print_cases(loaded, console)
-        return 0
-    from harness.runner import run_scenario
-
-    if args.sample_interval <= 0:
+    if not args.sample_interval > 0:  # also refuses nan
         raise UserInputError(
             f"--sample-interval must be more than 0 s, got {args.sample_interval:g}",
             key="--sample-interval",
@@ -76,6 +70,64 @@ def _cmd_run(args: argparse.Namespace) -> int:
             key="--prometheus-port",
             fix="pick 1024-65535, e.g. 9100 (0 picks a free one)",
         )
+    _check_address(args.prometheus_address)
+    if args.compose_project:
+        if args.backend == "netns":
+            raise UserInputError(
+                "--compose-project applies to the compose backend only",
+                key="--compose-project",
+                fix="add --backend compose",
+            )
+        from harness.compose.deploy import check_project_name
+
+        check_project_name(args.compose_project)
+    check_run_folder(args.results, args.run_id, args.out)
+
+
+def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> list[str]:
+    """What the backend can tell without root: suites it can run, and (netns) the server
+    binaries on this host, which it returns described. Images are checked by `run`."""
+    from harness.compose.backend import Backend, check_scenario
+    from harness.plan import plan_case
+    from harness.servers.binaries import check_host_binaries
+    from harness.spec import LoadedScenario
+
+    assert isinstance(loaded, LoadedScenario)
+    check_scenario(loaded, Backend(args.backend))
+    if args.backend != "netns":
+        return []
+    servers = [
+        (host.role, host.server.kind, host.server.binary)
+        for case in loaded.cases
+        for host in plan_case(case).hosts
+    ]
+    found = check_host_binaries(servers, loaded.path)
+    return [f"{b.kind} {b.version} ({b.path})" for b in found.values()]
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import os
+
+    from harness import spec
+
+    # Every check that needs no root runs first, for --dry-run and run alike.
+    loaded = spec.load(args.scenario)
+    _check_run_options(args)
+    binaries = _check_scenario_for_backend(loaded, args)
+    console = ui.console()
+    if args.dry_run:
+        _print_cases(loaded, console)
+        if binaries:
+            console.print(f"servers: {escape(', '.join(binaries))}")
+        return 0
+    if os.geteuid() != 0:
+        raise UserInputError(
+            "xfrbench run needs root (network namespaces, iptables, sysctls)",
+            fix=f"run it with sudo, or check it without root: xfrbench run --dry-run "
+            f"{args.scenario}",
+        )
+    from harness.runner import run_scenario
+
     run_dir = run_scenario(
         loaded,
         results_root=args.results,
@@ -114,12 +166,6 @@ def _backend(args: argparse.Namespace) -> Backend:
     from harness.compose.backend import Backend
 
     if args.backend == "netns":
-        if args.compose_project:
-            raise UserInputError(
-                "--compose-project applies to the compose backend only",
-                key="--compose-project",
-                fix="add --backend compose",
-            )
         return Backend("netns")
     from harness.compose import daemon, deploy
 
@@ -133,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xfrbench",
         description="Benchmark DNS zone transfers between real servers over an emulated link.",
+        epilog="Exit status: 0 done; 1 compare found a significant regression, or a tool "
+        "or server failed; 2 a usage error (a scenario, a flag, a file; also `run` without root); "
+        "3 the host lacks something (a server binary, a kernel feature, an image); "
+        "130 interrupted.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -154,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="validate and print the expanded cases; needs no root",
+        help="make every check run makes that needs no root (the scenario, these flags, "
+        "the server binaries, the backend's suites) and print the expanded cases",
     )
     run.add_argument("--out", type=Path, help="write the run folder here instead of results/")
     run.add_argument(

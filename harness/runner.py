@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import ui, zonegen
 from harness.compose.backend import Backend, prepare
-from harness.errors import EnvironmentProblem
+from harness.errors import UserInputError
 from harness.link.linktest import compute_bound
 from harness.link.probe import probe_kernel
 from harness.measure.driver import TLS_HOSTNAME, LiveCase
@@ -185,10 +185,10 @@ def run_scenario(
     (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
     way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
     """
-    if os.geteuid() != 0:
-        raise EnvironmentProblem(
-            "xfrbench run needs root (network namespaces, iptables, "
-            "sysctls); run it with sudo, or use --dry-run"
+    if os.geteuid() != 0:  # the CLI says so first; this guards other callers
+        raise UserInputError(
+            "xfrbench run needs root (network namespaces, iptables, sysctls)",
+            fix="run it with sudo, or check the scenario with --dry-run",
         )
     backend = prepare(loaded, backend)
     plans = [plan_case(case) for case in loaded.cases]

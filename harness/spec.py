@@ -13,6 +13,7 @@ import copy
 import hashlib
 import itertools
 import json
+import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ PER_HOST_SYSCTLS = (
     "net.ipv4.tcp_fin_timeout",
     "net.ipv4.tcp_syn_retries",
 )
+_ORIGIN_BYTE = re.compile(rb"[A-Za-z0-9_-]")
 CONGESTION_CONTROLS = ("reno", "cubic", "bbr", "htcp", "hybla", "illinois", "vegas", "westwood")
 
 
@@ -99,6 +101,17 @@ class ZonesSpec(Strict):
             name = dns.name.from_text(value)
         except Exception as exc:  # dnspython raises several types for bad names
             raise ValueError(f"{value!r} is not a valid domain name ({exc})") from exc
+        # dnspython takes any byte in a label ("bad name." is bad\032name.), which the zone
+        # files, configs and control commands of the servers do not: host-name characters.
+        for label in name.labels[:-1]:
+            bad = sorted({chr(b) for b in label if not _ORIGIN_BYTE.match(bytes([b]))})
+            if bad:
+                shown = label.decode("ascii", "backslashreplace")
+                raise ValueError(
+                    f"{value!r} is not a zone name the servers can load: label {shown!r} "
+                    f"holds {', '.join(repr(c) for c in bad)}; use letters, digits, '-' and "
+                    "'_', e.g. 'example.'"
+                )
         return name.to_text()
 
     @model_validator(mode="after")

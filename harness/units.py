@@ -102,12 +102,25 @@ def parse_size(value: str | int) -> int:
     return round(number * _SIZE_UNITS[unit])
 
 
+def _bare_percent(value: object, number: float) -> str:
+    written = f"{number:.10g}"
+    if number <= 1:
+        # 0.015 may be a percentage or a fraction (netem's 0.015 % vs 1.5 %): show both.
+        fraction = f"{number * 100:.10g}"
+        return (
+            f"{value!r} has no unit: read as a percentage it is {written}%, read as a "
+            f"fraction {fraction}%; write '{written}%' or '{fraction}%'"
+        )
+    return f"{value!r} has no unit; write it like '{written}%'"
+
+
 def parse_percent(value: str | int | float) -> float:
-    """'0.5%' -> 0.5 (percent, 0 to 100). A bare number is percent too."""
+    """'0.5%' -> 0.5 (percent, 0 to 100). The '%' is required: a bare 0.015 could mean
+    0.015 % or 1.5 %. Only 0, the same either way, may go without it."""
     if isinstance(value, bool):
         raise ValueError("expected a percentage such as '1%', not a boolean")
     if isinstance(value, int | float):
-        number = float(value)
+        number, unit = float(value), ""
     else:
         text = value.strip()
         number, unit = _split(text.removeprefix("-"))
@@ -117,6 +130,8 @@ def parse_percent(value: str | int | float) -> float:
             number = -number
     if not 0.0 <= number <= 100.0:
         raise ValueError(f"{value!r} is out of range; allowed: 0% to 100%")
+    if not unit and number != 0:
+        raise ValueError(_bare_percent(value, number))
     return number
 
 

@@ -62,7 +62,7 @@ class Backend:
         """The server binary a role runs, versioned where it runs (host or image)."""
         image = self.image_for(role, spec)
         if image is None:
-            return host_binary(spec.kind, spec.binary, scenario)
+            return host_binary(spec.kind, spec.binary, scenario, role)
         version, image_id = image_version(spec.kind, spec.binary, image)
         return ServerBinary(
             spec.kind, binary_in_image(spec.kind, spec.binary), version, image, image_id

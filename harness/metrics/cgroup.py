@@ -9,6 +9,11 @@ Layouts, chosen by `detect()` from /proc/self/mountinfo:
   cgroup2 tree at /sys/fs/cgroup/unified has no controllers). One group in each.
 - "proc": neither can be used; the caller samples the process tree in /proc instead.
 
+CPU seconds are exact on both: the kernel counts a group's run time in nanoseconds but its
+user/system split only per tick. v2's cpu.stat scales the tick split to the exact total;
+on v1 `adjust_cputime` does the same with cpuacct.usage (cpuacct.stat alone moves in 10 ms
+steps).
+
 A server joins its groups before it execs (`attach_argv`), so the children it forks (NSD)
 are counted too. Groups are created at the hierarchy's root, beside the host's own, not
 inside the driver's group: v2 forbids processes in a group whose controllers are delegated
@@ -133,6 +138,40 @@ def parse_cpuacct_stat_v1(text: str, user_hz: int = 100) -> tuple[float, float]:
     return stat["user"] / user_hz, stat["system"] / user_hz
 
 
+def parse_ns(text: str) -> int:
+    """A one-number file in nanoseconds (cpuacct.usage, usage_user, usage_sys)."""
+    return int(text.split()[0])
+
+
+def adjust_cputime(
+    runtime_s: float, user_ticks: float, system_ticks: float, prev: tuple[float, float]
+) -> tuple[float, float]:
+    """The exact CPU time split into (user s, system s) by the tick counts' ratio.
+
+    The kernel counts user and system time by sampling at each tick (4 ms at HZ=250), but
+    the total run time exactly: cgroup v2's cpu.stat already splits the exact total this way
+    (cputime_adjust in kernel/sched/cputime.c); this does the same for v1, whose
+    usage_user/usage_sys are tick counts. `prev` is the split returned last time, so that
+    neither part ever goes down (a counter a sampler subtracts must not) while the two still
+    add up to `runtime_s`.
+    """
+    prev_user, prev_system = prev
+    if prev_user + prev_system >= runtime_s:
+        return prev
+    if system_ticks <= 0:
+        system = 0.0
+    elif user_ticks <= 0:
+        system = runtime_s
+    else:
+        system = min(runtime_s, system_ticks * runtime_s / (system_ticks + user_ticks))
+    system = max(system, prev_system)
+    user = runtime_s - system
+    if user < prev_user:
+        user = prev_user
+        system = runtime_s - user
+    return user, system
+
+
 parse_memory_stat = parse_flat_keyed
 
 
@@ -206,6 +245,7 @@ class Cgroup:
         self.name = name
         self.layout = layout
         self.paths = paths  # every directory created (parents included), for teardown
+        self._split: tuple[float, float] = (0.0, 0.0)  # v1: the last (user, system) read
 
     @classmethod
     def create(cls, name: str, layout: Layout | None = None) -> Cgroup:
@@ -261,7 +301,7 @@ class Cgroup:
             peak_text = _read_optional(memory, "memory.peak")  # Linux 5.19+
             current = int(_read(memory, "memory.current"))
         else:
-            user, system = parse_cpuacct_stat_v1(_read(cpu, "cpuacct.stat"), _user_hz())
+            user, system = self._cpu_v1(cpu)
             peak_text = _read_optional(memory, "memory.max_usage_in_bytes")
             current = int(_read(memory, "memory.usage_in_bytes"))
         return CgroupUsage(
@@ -272,6 +312,18 @@ class Cgroup:
             memory_bytes=current,
             source=f"cgroup-{self.layout.kind}",
         )
+
+    def _cpu_v1(self, directory: str) -> tuple[float, float]:
+        # cpuacct.stat alone moves in 10 ms steps: a small transfer would cost 0 or 0.01 s.
+        runtime = parse_ns(_read(directory, "cpuacct.usage")) / 1e9
+        user_text = _read_optional(directory, "cpuacct.usage_user")  # Linux 4.7+
+        system_text = _read_optional(directory, "cpuacct.usage_sys")
+        if user_text is not None and system_text is not None:
+            ticks = (parse_ns(user_text), parse_ns(system_text))
+        else:
+            ticks = parse_cpuacct_stat_v1(_read(directory, "cpuacct.stat"), _user_hz())
+        self._split = adjust_cputime(runtime, *ticks, self._split)
+        return self._split
 
 
 def _user_hz() -> int:

@@ -22,8 +22,6 @@ changes it (not at every would-be scrape), which keeps the file small; on a back
 from __future__ import annotations
 
 import datetime
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from harness.metrics.exporter import (
     transfer_time,
 )
 from harness.metrics.resources import load_samples
+from harness.results.access import write_text_atomic
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.store import SAMPLES, load_run
@@ -165,12 +164,5 @@ def write_openmetrics(run_dir: Path) -> Path:
     meta, records = load_run(folder)
     text = openmetrics_text(meta, records, load_samples(folder / SAMPLES))
     target = folder / METRICS_OM
-    fd, tmp = tempfile.mkstemp(prefix=f".{METRICS_OM}.", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, text)  # 0644, and the run folder's owner once handed over
     return target

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ui
+from harness.errors import UserInputError
 
 
 def register(subparsers: Any) -> None:
@@ -54,8 +55,23 @@ def register(subparsers: Any) -> None:
     compare.set_defaults(func=cmd_compare)
 
 
+def _file_error(exc: OSError) -> UserInputError:
+    """Any file the report or compare could not read or write, said as a user error: the
+    known files are checked on their own (harness.results.access); this catches the rest."""
+    name = Path(exc.filename) if exc.filename else None
+    return UserInputError(
+        f"cannot use it: {exc.strerror or exc}",
+        file=name,
+        fix="check that you may read the run folder (a run made with sudo before runs were "
+        "handed over is root's: `sudo chown -R $(id -un): RUN_DIR`), or run with sudo",
+    )
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    write_and_print(args.run_dir, args.out)
+    try:
+        write_and_print(args.run_dir, args.out)
+    except OSError as exc:
+        raise _file_error(exc) from None
     return 0
 
 
@@ -75,13 +91,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.report.compare import load_and_compare
     from harness.report.text import print_comparison
 
-    result = load_and_compare(
-        args.run_a,
-        args.run_b,
-        threshold=args.threshold,
-        alpha=args.alpha,
-        allow_different_scenario=args.allow_different_scenario,
-    )
+    try:
+        result = load_and_compare(
+            args.run_a,
+            args.run_b,
+            threshold=args.threshold,
+            alpha=args.alpha,
+            allow_different_scenario=args.allow_different_scenario,
+        )
+    except OSError as exc:
+        raise _file_error(exc) from None
     if args.json:
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:

@@ -24,6 +24,7 @@ from typing import Any
 from harness.errors import UserInputError
 from harness.link.describe import describe_link
 from harness.metrics.resources import load_samples, summarize_resources
+from harness.results.access import read_text, unreadable
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.store import RUN_JSON, SAMPLES, SUMMARY_JSON, TRANSFERS, load_run
@@ -427,17 +428,32 @@ def case_label(case: str, method: str) -> str:
     return f"{case} [{method.removeprefix('client-')}]"
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, run_dir: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path, run_dir))
     except json.JSONDecodeError as exc:
-        raise UserInputError(f"not valid JSON: {exc}", file=path) from None
+        raise UserInputError(
+            f"not valid JSON: {exc}",
+            file=path,
+            fix=f"the file is damaged; remove it or re-run the scenario ({run_dir})",
+        ) from None
+
+
+def _exists(path: Path, run_dir: Path) -> bool:
+    """Whether `path` is there; a file that is there but cannot be looked at is an error."""
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise unreadable(path, exc, run_dir) from None
+    return True
 
 
 def check_run_dir(run_dir: Path) -> Path:
     """The folder, if it is a run folder; else a UserInputError that says what to give."""
     folder = Path(run_dir)
-    if not folder.exists():
+    if not _exists(folder, folder):
         raise UserInputError(
             f"{folder} does not exist", fix="give a run folder such as results/<run-id>"
         )
@@ -445,11 +461,14 @@ def check_run_dir(run_dir: Path) -> Path:
         raise UserInputError(
             f"{folder} is not a folder", fix="give a run folder such as results/<run-id>"
         )
-    if not (folder / RUN_JSON).is_file():
+    run_json = folder / RUN_JSON
+    if not _exists(run_json, folder):
         raise UserInputError(
             f"{folder} is not a run folder (no {RUN_JSON})",
             fix="give a folder written by `xfrbench run`, such as results/<run-id>",
         )
+    if not run_json.is_file():
+        raise unreadable(run_json, IsADirectoryError(), folder)
     return folder
 
 
@@ -467,12 +486,18 @@ def load_report_data(run_dir: Path) -> ReportData:
     folder = Path(run_dir)
     meta, records = load_records(folder)
     summary_path = folder / SUMMARY_JSON
-    summary = _read_json(summary_path) if summary_path.is_file() else None
-    samples = load_samples(folder / SAMPLES) if (folder / SAMPLES).is_file() else None
+    summary = _read_json(summary_path, folder) if _exists(summary_path, folder) else None
+    samples = None
+    if _exists(folder / SAMPLES, folder):
+        try:
+            samples = load_samples(folder / SAMPLES)
+        except OSError as exc:
+            raise unreadable(folder / SAMPLES, exc, folder) from None
     case_files = []
     for path in sorted(folder.glob("cases/*/case.json")):
+        data = _read_json(path, folder)
         try:
-            case_files.append(CaseMeta.load(path))
+            case_files.append(CaseMeta.from_json(data, path))
         except ResultFormatError as exc:
             raise UserInputError(
                 str(exc), fix="the case.json is damaged; re-run the scenario"

@@ -3,10 +3,7 @@ external URL) rendered from ``ReportData`` with the Jinja template next to this 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ from harness.errors import UserInputError
 from harness.report import fmt
 from harness.report.data import ReportData, RunInfo
 from harness.report.figures import Figure, build_figures, render_svg
+from harness.results.access import write_text_atomic
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
 TEMPLATE = "report.html.j2"
@@ -140,20 +138,12 @@ def write_report(data: ReportData, out: Path) -> Path:
         )
     page = render_html(data)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    except OSError as exc:  # a read-only copy of a run folder
+        write_text_atomic(out, page)  # 0644; a browser never loads half of it
+    except OSError as exc:  # a read-only copy of a run folder, a folder named like the file
         raise UserInputError(
-            f"cannot write the report in {out.parent}: {exc.strerror}",
+            f"cannot write the report: {exc.strerror}",
+            file=out,
             key="--out",
-            fix="give --out a file in a folder you can write",
+            fix="give --out a file (not a folder) in a folder you may write",
         ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return out

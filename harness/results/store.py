@@ -8,16 +8,17 @@
   transfer finishes: a Ctrl-C or a crash loses at most the line being written, and
   ``load_run`` skips such a truncated last line.
 - ``summary.json`` / ``summary.csv``: written by ``finish()`` from transfers.jsonl.
+
+Results files are 0644 (harness.results.access); ``finish()`` hands a ``sudo`` run's folder
+to the user who ran sudo, secrets excepted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
 import secrets
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +26,14 @@ from typing import IO, Any
 
 from harness.errors import UserInputError
 from harness.metrics.resources import load_samples, summarize_resources
+from harness.results.access import (
+    RESULT_DIR_MODE,
+    RESULT_FILE_MODE,
+    hand_over,
+    read_bytes,
+    read_text,
+    write_text_atomic,
+)
 from harness.results.meta import META_VERSION, RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
 from harness.results.summary import summarize, to_csv
@@ -47,37 +56,36 @@ def _utc_text(now: datetime.datetime | None = None) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` via a temp file in the same folder, fsync and rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write JSON to ``path`` via a temp file in the same folder, fsync and rename (0644)."""
+    text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    write_text_atomic(path, text)
+
+
+def check_run_folder(root: Path, run_id: str | None = None, out: Path | None = None) -> Path:
+    """The folder a run will write, if it may: a plain run id, and no other run's files
+    there (a run never mixes into another run's files)."""
+    if run_id is not None and ("/" in run_id or run_id in ("", ".", "..")):
+        raise UserInputError(
+            f"run id {run_id!r} is not a plain folder name",
+            key="--run-id",
+            fix="use letters, digits, '-' and '_', e.g. --run-id baseline-1",
+        )
+    folder = Path(out) if out is not None else Path(root) / (run_id or new_run_id())
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False, allow_nan=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        taken = folder.exists() and (not folder.is_dir() or any(folder.iterdir()))
+    except OSError as exc:
+        raise UserInputError(
+            f"cannot look into result folder {folder}: {exc.strerror}",
+            key="--out" if out is not None else "--results",
+            fix="pick a folder you may write",
+        ) from None
+    if taken:
+        raise UserInputError(
+            f"result folder {folder} already exists and is not empty",
+            key="--out" if out is not None else "--run-id",
+            fix="pick another --out or run id, or remove the old run",
+        )
+    return folder
 
 
 class RunStore:
@@ -88,7 +96,9 @@ class RunStore:
         self.folder = folder
         self.run_id = run_id
         self.meta = meta
-        self._lines: IO[str] | None = (folder / TRANSFERS).open("a", encoding="utf-8")
+        fd = os.open(folder / TRANSFERS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, RESULT_FILE_MODE)
+        os.fchmod(fd, RESULT_FILE_MODE)  # the umask may have taken bits away
+        self._lines: IO[str] | None = os.fdopen(fd, "a", encoding="utf-8")
         self.appended = 0
         self.finished = False
         # Called with each record once it is durable (the live Prometheus exporter).
@@ -107,23 +117,11 @@ class RunStore:
         Refuses an existing non-empty folder: a run never mixes into another run's files.
         """
         run_id = run_id or new_run_id()
-        if "/" in run_id or run_id in ("", ".", ".."):
-            raise UserInputError(f"run id {run_id!r} is not a plain folder name")
-        folder = Path(out) if out is not None else Path(root) / run_id
-        if folder.exists() and any(folder.iterdir()):
-            raise UserInputError(
-                f"result folder {folder} already exists and is not empty",
-                fix="pick another --out or run id, or remove the old run",
-            )
+        folder = check_run_folder(root, run_id, out)
         folder.mkdir(parents=True, exist_ok=True)
-        reserved = {
-            "format_version",
-            "meta_version",
-            "run_id",
-            "started",
-            "finished",
-            "interrupted",
-        }
+        folder.chmod(RESULT_DIR_MODE)  # whatever the umask: results are for everyone to read
+        reserved = {"format_version", "meta_version", "run_id", "started", "finished"}
+        reserved.add("interrupted")
         if isinstance(run_meta, RunMeta):
             given = run_meta.model_dump(mode="json", exclude=reserved)
         else:
@@ -163,30 +161,34 @@ class RunStore:
             listener(record)
 
     def finish(self, interrupted: bool = False) -> None:
-        """Close transfers.jsonl, write the summaries and the final run.json."""
+        """Close transfers.jsonl, write the summaries and the final run.json; then, under
+        sudo, hand the folder to the user (also when writing them failed)."""
         if self.finished:
             return
-        if self._lines is not None:
-            self._lines.close()
-            self._lines = None
-        _, records = load_run(self.folder)
-        summaries = summarize(records)
-        write_json_atomic(
-            self.folder / SUMMARY_JSON,
-            {
-                "format_version": FORMAT_VERSION,
-                "run_id": self.run_id,
-                "interrupted": interrupted,
-                "cases": [s.to_dict() for s in summaries],
-                "resources": _resources(self.folder / SAMPLES),
-            },
-        )
-        _write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))
-        self.meta.finished = _utc_text()
-        self.meta.interrupted = interrupted
-        self.meta.transfers = len(records)
-        write_json_atomic(self.folder / RUN_JSON, self.meta.to_json())
-        self.finished = True
+        try:
+            if self._lines is not None:
+                self._lines.close()
+                self._lines = None
+            _, records = load_run(self.folder)
+            summaries = summarize(records)
+            write_json_atomic(
+                self.folder / SUMMARY_JSON,
+                {
+                    "format_version": FORMAT_VERSION,
+                    "run_id": self.run_id,
+                    "interrupted": interrupted,
+                    "cases": [s.to_dict() for s in summaries],
+                    "resources": _resources(self.folder / SAMPLES),
+                },
+            )
+            write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))
+            self.meta.finished = _utc_text()
+            self.meta.interrupted = interrupted
+            self.meta.transfers = len(records)
+            write_json_atomic(self.folder / RUN_JSON, self.meta.to_json())
+            self.finished = True
+        finally:
+            hand_over(self.folder)
 
     def __enter__(self) -> RunStore:
         return self
@@ -211,24 +213,27 @@ def load_run(path: Path) -> tuple[RunMeta, list[TransferRecord]]:
     """(run.json, records) of a run folder. A truncated LAST line (a writer killed in the
     middle of it) is skipped; a bad line anywhere else is an error."""
     folder = Path(path)
+    run_json = folder / RUN_JSON
     try:
-        data = json.loads((folder / RUN_JSON).read_text())
+        data = json.loads(read_text(run_json, folder))
     except FileNotFoundError:
         raise UserInputError(f"{folder} is not a run folder (no {RUN_JSON})") from None
     except json.JSONDecodeError as exc:
-        raise ResultFormatError(f"{folder / RUN_JSON}: {exc}") from None
-    version = data.get("format_version") if isinstance(data, dict) else None
+        raise ResultFormatError(f"{run_json}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ResultFormatError(f"{run_json}: not a JSON object")
+    version = data.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ResultFormatError(
-            f"{folder / RUN_JSON}: format_version {version!r}; this harness reads up to "
-            f"{FORMAT_VERSION}"
+            f"{run_json}: format_version {version!r}; this harness reads up to {FORMAT_VERSION}"
         )
-    meta = RunMeta.from_json(data, folder / RUN_JSON)
+    meta = RunMeta.from_json(data, run_json)
     records: list[TransferRecord] = []
     transfers = folder / TRANSFERS
-    if not transfers.exists():
+    try:
+        raw = read_bytes(transfers, folder)
+    except FileNotFoundError:
         return meta, records
-    raw = transfers.read_bytes()
     lines = raw.split(b"\n")
     complete_end = len(lines) - 1  # the part after the last newline is unfinished
     for number, line in enumerate(lines, start=1):

@@ -8,14 +8,15 @@ run differs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem
+from harness.errors import EnvironmentProblem, ScenarioError
 from harness.servers import server_class
 from harness.servers.base import Capabilities
 from harness.terms import ServerKind
@@ -69,13 +70,52 @@ def probe_version(
     return version
 
 
-def host_binary(kind: ServerKind, binary: Path | None, scenario: Path | str) -> ServerBinary:
-    """The host's binary for a server spec, versioned; names the fix when it is missing."""
-    path = find_binary(kind, binary)
-    if path is None:
-        where = f"at {binary}" if binary else "on PATH"
-        raise EnvironmentProblem(
-            f"no {kind} server binary {where}; install it (make setup) or set "
-            f"servers.*.binary in {scenario}"
+def host_binary(
+    kind: ServerKind, binary: Path | None, scenario: Path | str, role: str = "secondary"
+) -> ServerBinary:
+    """The host's binary for one server of a scenario, versioned. A configured `binary`
+    that is missing, not a program, or not that kind's server is the scenario's error (file,
+    key, fix); the kind's daemon missing from the host is an EnvironmentProblem."""
+    daemon = server_class(kind).daemon
+    if binary is None:
+        found = find_binary(kind)
+        if found is None:
+            raise EnvironmentProblem(
+                f"{scenario}: servers.{role}.kind: no {kind} server ({daemon}) on PATH or "
+                f"in /usr/sbin; install it (make setup), or set servers.{role}.binary"
+            )
+        key, path = f"servers.{role}.kind", found
+    else:
+        key, path = f"servers.{role}.binary", Path(binary)
+        fix = (
+            f"give the path of an installed {daemon} (e.g. /usr/sbin/{daemon}), or remove "
+            f"the key to use the {daemon} on PATH"
         )
-    return ServerBinary(kind, path, probe_version(kind, path))
+        if not path.exists():
+            raise ScenarioError(f"{path} does not exist", file=scenario, key=key, fix=fix)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise ScenarioError(f"{path} is not a program", file=scenario, key=key, fix=fix)
+    try:
+        version = probe_version(kind, path)
+    except (EnvironmentProblem, OSError, subprocess.SubprocessError) as exc:
+        raise ScenarioError(
+            f"{path} is not a {kind} server that says its version: {exc}",
+            file=scenario,
+            key=key,
+            fix=f"point servers.{role}.binary at a {daemon}, or set servers.{role}.kind to "
+            "the server it is",
+        ) from None
+    return ServerBinary(kind, path, version)
+
+
+def check_host_binaries(
+    servers: Iterable[tuple[str, ServerKind, Path | None]], scenario: Path | str
+) -> dict[tuple[ServerKind, str | None], ServerBinary]:
+    """Every host binary of (role, kind, binary) triples, found and versioned once per
+    (kind, binary as configured); needs no root (the dry run calls it)."""
+    found: dict[tuple[ServerKind, str | None], ServerBinary] = {}
+    for role, kind, binary in servers:
+        key = (kind, str(binary) if binary else None)
+        if key not in found:
+            found[key] = host_binary(kind, binary, scenario, role)
+    return found

@@ -91,14 +91,14 @@ def test_link_bounds_lossy_and_bbr() -> None:
 
 
 def test_expected_loss_of_models() -> None:
-    assert expected_loss_percent(LossSpec(model="random", p=10)) == 10
+    assert expected_loss_percent(LossSpec(model="random", p="10%")) == 10
     assert expected_loss_percent(LossSpec()) == 0
     # Gilbert-Elliott: pi_bad = p / (p + r) = 1 / (1 + 9) -> loss 10 % with 1-h = 100 %.
-    assert expected_loss_percent(LossSpec(model="gemodel", p=1, r=9)) == pytest.approx(10)
-    assert expected_loss_percent(LossSpec(model="gemodel", p=1, r=9, h=50, k=1)) == pytest.approx(
-        100 * (0.9 * 0.01 + 0.1 * 0.5)
-    )
-    assert expected_loss_percent(LossSpec(model="state", p13=5)) is None
+    assert expected_loss_percent(LossSpec(model="gemodel", p="1%", r="9%")) == pytest.approx(10)
+    assert expected_loss_percent(
+        LossSpec(model="gemodel", p="1%", r="9%", h="50%", k="1%")
+    ) == pytest.approx(100 * (0.9 * 0.01 + 0.1 * 0.5))
+    assert expected_loss_percent(LossSpec(model="state", p13="5%")) is None
 
 
 def test_parse_ping() -> None:

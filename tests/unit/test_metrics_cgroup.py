@@ -1,8 +1,9 @@
 """cgroup layout detection, stat parsers, the attach wrapper and removal (no root needed).
 
 Captured on the hybrid build VM: mountinfo_hybrid, cpuacct.stat, memory.stat.v1,
-cpu.stat.v2. The build VM cannot produce a v2 memory controller, so the v2 mountinfo and
-memory.stat are written by hand in the kernel's format (files named synthetic_*).
+cpu.stat.v2, and v1group_* (a v1 group of its own after a 15 ms burst of CPU). The build VM
+cannot produce a v2 memory controller, so the v2 mountinfo and memory.stat are written by
+hand in the kernel's format (files named synthetic_*).
 """
 
 from __future__ import annotations
@@ -71,6 +72,52 @@ def test_cpu_parsers() -> None:
     assert cgroup.parse_cpu_stat_v2(fixture("cpu.stat.v2")) == (1722.564565, 698.50328)
     assert cgroup.parse_cpuacct_stat_v1(fixture("cpuacct.stat"), 100) == (1749.66, 709.49)
     assert cgroup.parse_cpuacct_stat_v1("user 250\nsystem 25\n", 250) == (1.0, 0.1)
+    assert cgroup.parse_ns(fixture("v1group_cpuacct.usage")) == int(
+        fixture("v1group_cpuacct.usage").strip()
+    )
+
+
+def _v1_ns(name: str) -> int:
+    return int(fixture(f"v1group_cpuacct.{name}"))
+
+
+def test_v1_figures_split_the_exact_total_by_the_ticks() -> None:
+    # The captured group: its run time is exact, its user/system split moves per tick.
+    runtime = _v1_ns("usage") / 1e9
+    user_ticks, system_ticks = _v1_ns("usage_user"), _v1_ns("usage_sys")
+    assert runtime % 0.004 != 0  # the point of the capture: a total off the tick grid
+    user, system = cgroup.adjust_cputime(runtime, user_ticks, system_ticks, (0.0, 0.0))
+    assert user + system == pytest.approx(runtime, abs=1e-12)
+    assert user / system == pytest.approx(user_ticks / system_ticks)
+
+
+def test_adjust_cputime_edges() -> None:
+    assert cgroup.adjust_cputime(1.0, 3, 1, (0.0, 0.0)) == (0.75, 0.25)
+    assert cgroup.adjust_cputime(1.0, 5, 0, (0.0, 0.0)) == (1.0, 0.0)
+    assert cgroup.adjust_cputime(1.0, 0, 5, (0.0, 0.0)) == (0.0, 1.0)
+    assert cgroup.adjust_cputime(1.0, 0, 0, (0.0, 0.0)) == (1.0, 0.0)  # not yet ticked
+    # No new run time: the last split stands, whatever the ticks say now.
+    assert cgroup.adjust_cputime(1.0, 1, 1, (0.75, 0.25)) == (0.75, 0.25)
+    # The ratio turned over: user would go down from 0.75; it is held, system takes the rest.
+    assert cgroup.adjust_cputime(1.1, 1, 3, (0.75, 0.25)) == pytest.approx((0.75, 0.35))
+
+
+def test_adjust_cputime_never_goes_down_and_adds_up() -> None:
+    import random
+
+    rng = random.Random(12)
+    runtime, user_ticks, system_ticks = 0.0, 0, 0
+    split = (0.0, 0.0)
+    for _ in range(2000):
+        runtime += rng.choice([0.0, rng.random() * 0.01])
+        # Ticks lag the run time and arrive in bursts, on either side.
+        if rng.random() < 0.3:
+            user_ticks += rng.choice([0, 4_000_000, 8_000_000])
+            system_ticks += rng.choice([0, 4_000_000])
+        new = cgroup.adjust_cputime(runtime, user_ticks, system_ticks, split)
+        assert new[0] >= split[0] and new[1] >= split[1]
+        assert sum(new) == pytest.approx(max(runtime, sum(split)), abs=1e-9)
+        split = new
 
 
 def test_memory_stat_anon() -> None:
@@ -104,7 +151,10 @@ def _fake_tree(tmp_path: Path, kind: str) -> Cgroup:
     if kind == "v1":
         layout = Layout("v1", str(tmp_path / "cpuacct"), str(tmp_path / "memory"), "test")
         files = {
-            "cpuacct/xfrbench/g/cpuacct.stat": fixture("cpuacct.stat"),
+            **{
+                f"cpuacct/xfrbench/g/cpuacct.{name}": fixture(f"v1group_cpuacct.{name}")
+                for name in ("usage", "usage_user", "usage_sys", "stat")
+            },
             "memory/xfrbench/g/memory.stat": fixture("memory.stat.v1"),
             "memory/xfrbench/g/memory.usage_in_bytes": "1234567\n",
             "memory/xfrbench/g/memory.max_usage_in_bytes": "2345678\n",
@@ -124,10 +174,13 @@ def _fake_tree(tmp_path: Path, kind: str) -> Cgroup:
 
 def test_read_v1_tree(tmp_path: Path) -> None:
     group = _fake_tree(tmp_path, "v1")
-    tick = os.sysconf("SC_CLK_TCK")
-    assert group.read() == CgroupUsage(
-        cpu_user_s=174966 / tick,
-        cpu_system_s=70949 / tick,
+    usage = group.read()
+    expected = cgroup.adjust_cputime(
+        _v1_ns("usage") / 1e9, _v1_ns("usage_user"), _v1_ns("usage_sys"), (0.0, 0.0)
+    )
+    assert usage == CgroupUsage(
+        cpu_user_s=expected[0],
+        cpu_system_s=expected[1],
         rss_bytes=990941184,
         peak_rss_bytes=2345678,
         memory_bytes=1234567,
@@ -137,6 +190,17 @@ def test_read_v1_tree(tmp_path: Path) -> None:
         str(tmp_path / "cpuacct/xfrbench/g/cgroup.procs"),
         str(tmp_path / "memory/xfrbench/g/cgroup.procs"),
     ]
+
+
+def test_read_v1_tree_without_usage_user_splits_by_cpuacct_stat(tmp_path: Path) -> None:
+    # Kernels before 4.7 have cpuacct.usage but no usage_user/usage_sys.
+    group = _fake_tree(tmp_path, "v1")
+    for name in ("usage_user", "usage_sys"):
+        (tmp_path / f"cpuacct/xfrbench/g/cpuacct.{name}").unlink()
+    usage = group.read()
+    ticks = cgroup.parse_flat_keyed(fixture("v1group_cpuacct.stat"))
+    assert usage.cpu_user_s + usage.cpu_system_s == pytest.approx(_v1_ns("usage") / 1e9)
+    assert usage.cpu_user_s / usage.cpu_system_s == pytest.approx(ticks["user"] / ticks["system"])
 
 
 def test_read_v2_tree_with_and_without_memory_peak(tmp_path: Path) -> None:

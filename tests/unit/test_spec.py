@@ -80,6 +80,28 @@ BAD_SCENARIOS = {
     "records on the tiny preset": ("[zones]\nrecords=5", "zones", "omit 'records'"),
     "zones on a non-hosting preset": ('[zones]\npreset="tld"\nzones=5', "zones", "hosting preset"),
     "bad origin": ('[zones]\norigin="a..b"', "zones.origin", "not a valid domain name"),
+    "origin with a space": (
+        '[zones]\norigin="bad name."',
+        "zones.origin",
+        "label 'bad name' holds ' '; use letters, digits, '-' and '_', e.g. 'example.'",
+    ),
+    "origin with an escaped dot": (
+        '[zones]\norigin="a\\\\.b."',
+        "zones.origin",
+        "label 'a.b' holds '.'",
+    ),
+    "bare loss that may be a fraction": (
+        "[link]\nloss = 0.015",
+        "link.loss.p",
+        "read as a percentage it is 0.015%, read as a fraction 1.5%; write '0.015%' or '1.5%'",
+    ),
+    "bare loss string": ('[link]\nloss = "2"', "link.loss.p", "write it like '2%'"),
+    "bare gemodel parameter": (
+        '[link.forward.loss]\nmodel="gemodel"\np="1%"\nr=0.25',
+        "link.forward.loss.r",
+        "read as a fraction 25%",
+    ),
+    "bare duplicate": ("[link.reverse]\nduplicate = 1", "link.reverse.duplicate", "no unit"),
     "IXFR on a cold start": (
         'trigger="cold-start"\nxfr=["axfr","ixfr"]',
         "(top level)",
@@ -102,6 +124,18 @@ def test_bad_scenario_is_rejected_with_file_key_and_fix(name: str, tmp_path: Pat
     assert message.startswith(str(path))
     assert f": {key}:" in message or key == ""
     assert words in message
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SCENARIOS))
+def test_bad_scenario_through_the_cli_is_exit_2(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, key, words = BAD_SCENARIOS[name]
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert main(["run", "--dry-run", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+    assert f"error: {path}: {key}" in err and words in err and "Traceback" not in err
 
 
 def test_cli_exit_status_2_and_no_traceback(
@@ -183,3 +217,99 @@ def test_dry_run_prints_cases_without_root(capsys: pytest.CaptureFixture[str]) -
     assert main(["run", "--dry-run", str(REPO / "scenarios" / "quick.toml")]) == 0
     out = capsys.readouterr().out
     assert "16 cases" in out and "xot-tsig" in out
+
+
+def _dry_run(tmp_path: Path, text: str, *flags: str) -> tuple[int, Path]:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    status = main(["run", "--dry-run", str(path), *flags])
+    return status, path
+
+
+def _err(capsys: pytest.CaptureFixture[str]) -> str:
+    return " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+
+
+@pytest.mark.parametrize(
+    ("binary", "words"),
+    [
+        ("/nonexistent/sbin/named", "/nonexistent/sbin/named does not exist"),
+        ("/tmp", "/tmp is not a program"),
+        # A program, but not the kind's server: its version flag says nothing of BIND.
+        ("/bin/true", "/bin/true is not a bind server that says its version"),
+    ],
+)
+def test_dry_run_checks_a_configured_binary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], binary: str, words: str
+) -> None:
+    text = f'[servers.secondary]\nkind = "bind"\nbinary = "{binary}"\n'
+    status, path = _dry_run(tmp_path, text)
+    err = _err(capsys)
+    assert status == 2, err
+    assert f"{path}: servers.secondary.binary: {words}" in err
+    assert "named" in err.split(words, 1)[1]  # the fix names the daemon to point at
+    assert "Traceback" not in err
+
+
+def test_a_binary_of_the_right_kind_passes_and_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.servers.binaries import check_host_binaries, find_binary
+
+    named = find_binary("bind")
+    if named is None:
+        pytest.skip("no BIND on this host")
+    text = f'[servers.primary]\nkind = "bind"\nbinary = "{named}"\n'
+    status, _ = _dry_run(tmp_path, text)
+    assert status == 0
+    found = check_host_binaries([("primary", "bind", named)], tmp_path / "s.toml")
+    assert found[("bind", str(named))].path == named
+    assert f"bind {found[('bind', str(named))].version} ({named})" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "key", "words"),
+    [
+        (["--sample-interval", "0"], "--sample-interval", "more than 0 s, got 0; e.g."),
+        (["--sample-interval", "nan"], "--sample-interval", "more than 0 s"),
+        (["--prometheus-port", "99999"], "--prometheus-port", "not a TCP port; pick"),
+        (["--prometheus-port", "-1"], "--prometheus-port", "not a TCP port"),
+        (["--prometheus-address", "localhost"], "--prometheus-address", "e.g. 127.0.0.1"),
+        (["--compose-project", "x"], "--compose-project", "add --backend compose"),
+        (
+            ["--backend", "compose", "--compose-project", "Bad Name"],
+            "--compose-project",
+            "use lowercase letters",
+        ),
+        (["--run-id", "a/b"], "--run-id", "not a plain folder name; use letters"),
+    ],
+)
+def test_dry_run_checks_the_flags_run_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], key: str, words: str
+) -> None:
+    status, _ = _dry_run(tmp_path, 'transports = ["tcp"]\n', *flags)
+    err = _err(capsys)
+    assert status == 2, err
+    assert f"error: {key}: " in err and words in err
+
+
+def test_dry_run_refuses_a_non_empty_out_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "old-run"
+    out.mkdir()
+    (out / "run.json").write_text("{}")
+    status, _ = _dry_run(tmp_path, "", "--out", str(out))
+    err = _err(capsys)
+    assert status == 2 and f"--out: result folder {out} already exists and is not empty" in err
+
+
+def test_dry_run_checks_suites_against_the_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = '[servers.primary]\nkind = "bind"\nsuite = "trixie"\n'
+    status, path = _dry_run(tmp_path, text)
+    err = _err(capsys)
+    assert status == 2
+    assert f"{path}: servers.primary.suite: suite 'trixie' needs server images" in err
+    assert "--backend compose" in err

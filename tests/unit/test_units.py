@@ -66,10 +66,29 @@ def test_sizes(text: str | int, size: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "percent"), [("0.5%", 0.5), ("100%", 100.0), (10, 10.0), ("0", 0.0)]
+    ("text", "percent"),
+    [("0.5%", 0.5), ("100%", 100.0), (" 1.5 % ", 1.5), ("0", 0.0), (0, 0.0), (0.0, 0.0)],
 )
-def test_percents(text: str | int, percent: float) -> None:
+def test_percents(text: str | int | float, percent: float) -> None:
     assert units.parse_percent(text) == percent
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        # Both readings of a number that could be a fraction, and the fix for each.
+        (0.015, "read as a percentage it is 0.015%, read as a fraction 1.5%; write '0.015%' or"),
+        ("0.5", "it is 0.5%, read as a fraction 50%; write '0.5%' or '50%'"),
+        (1, "read as a percentage it is 1%, read as a fraction 100%"),
+        # Above 1 it is no fraction; the unit is still required.
+        (10, "10 has no unit; write it like '10%'"),
+        ("2.5", "'2.5' has no unit; write it like '2.5%'"),
+    ],
+)
+def test_bare_percent_needs_its_unit(value: str | float, words: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        units.parse_percent(value)
+    assert words in str(caught.value)
 
 
 @pytest.mark.parametrize("text", ["120%", "-1%", 101, "ten%", "5 percent"])
