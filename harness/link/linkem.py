@@ -3,6 +3,16 @@
 linkem reads packets from NFQUEUE queues (one per direction), holds them for the configured
 delay and gives them back with a verdict, applying netem's loss, duplication and reordering
 models. Its probabilities are fractions (0..1); the scenario holds percent (0..100).
+
+Seeds. Every random decision of one linkem instance comes from its config's `seed`; each
+direction draws from its own stream, keyed in linkem by the direction's name (linkem/src/rng.rs),
+so "reverse" makes the same decisions whether or not "forward" is emulated too. The seed is
+`derive_seed(link.seed, case, instance)` (harness/seeds.py): the scenario's `link.seed`, the
+case's name and the emulated link's name (`DEFAULT_INSTANCE` today; a site's name in a fleet).
+So a case's drops are reproducible from the scenario alone, while two cases, or two sites of
+one case, are independent samples: with one seed for all, 0.1 % loss first dropped after
+~1,200-1,600 packets in every case, so small cases never lost a packet and large ones lost
+the same packet numbers. Without a case (a standalone link) the seed is `link.seed` itself.
 """
 
 from __future__ import annotations
@@ -15,12 +25,14 @@ from typing import Any
 
 from harness.errors import EnvironmentProblem
 from harness.link.netem import gemodel_params, queue_packets, state_params
+from harness.seeds import derive_seed
 from harness.spec import DirectionSpec, LinkSpec, LossSpec
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
 QUEUES = {"forward": 10, "reverse": 11}
 READY_LINE = "linkem ready"
+DEFAULT_INSTANCE = "link"  # the one primary-secondary link of a case; a fleet names its sites
 
 
 def find_binary() -> Path:
@@ -89,12 +101,26 @@ def link_rtt(link: LinkSpec) -> float:
     return link.forward.delay + link.forward.jitter + link.reverse.delay + link.reverse.jitter
 
 
+def instance_seed(link: LinkSpec, case: str | None, instance: str = DEFAULT_INSTANCE) -> int:
+    """The seed of one linkem instance: `derive_seed(link.seed, case, instance)`, or
+    `link.seed` unchanged when there is no case (a standalone link)."""
+    return link.seed if case is None else derive_seed(link.seed, case, instance)
+
+
 def config(
-    link: LinkSpec, *, stats_path: Path, stats_interval_ms: int = 200, every_direction: bool = False
+    link: LinkSpec,
+    *,
+    stats_path: Path,
+    case: str | None = None,
+    instance: str = DEFAULT_INSTANCE,
+    stats_interval_ms: int = 200,
+    every_direction: bool = False,
 ) -> dict[str, Any]:
     """linkem's config for the impaired directions of `link` (an unimpaired one gets no queue).
 
-    every_direction queues unimpaired directions too: to measure the emulator's own cost.
+    `case` (the case's name) and `instance` choose the random stream (see the module's
+    docstring); pass the case, or every case drops the same packets. every_direction queues
+    unimpaired directions too: to measure the emulator's own cost.
     """
     rtt = link_rtt(link)
     directions = [
@@ -103,7 +129,7 @@ def config(
         if spec.impaired or every_direction
     ]
     return {
-        "seed": link.seed,
+        "seed": instance_seed(link, case, instance),
         "stats_path": str(stats_path),
         "stats_interval_ms": stats_interval_ms,
         "directions": directions,
