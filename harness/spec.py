@@ -75,7 +75,16 @@ def _wrap(parser: Any) -> Any:
 Duration = Annotated[float, _wrap(units.parse_duration)]  # seconds
 Rate = Annotated[int, _wrap(units.parse_rate)]  # bits per second
 Size = Annotated[int, _wrap(units.parse_size)]  # bytes
-Percent = Annotated[float, _wrap(units.parse_percent)]  # 0..100
+def _percent(value: Any, info: ValidationInfo) -> Any:
+    """Bare numbers are refused where a person wrote them (a scenario file: its validation
+    carries the context `written`), and read as percent elsewhere (programmatic specs)."""
+    if value is None:
+        return None
+    written = bool(info.context and info.context.get("written"))
+    return units.parse_percent(value, written=written)
+
+
+Percent = Annotated[float, BeforeValidator(_percent)]  # 0..100
 
 
 class Strict(BaseModel):
@@ -453,7 +462,7 @@ def _as_written(loc: tuple[Any, ...], raw: dict[str, Any]) -> tuple[Any, ...]:
 
 def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
     try:
-        return Scenario.model_validate(raw)
+        return Scenario.model_validate(raw, context={"written": True})
     except ValidationError as exc:
         lines: list[str] = []
         for error in exc.errors():

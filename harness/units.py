@@ -114,9 +114,11 @@ def _bare_percent(value: object, number: float) -> str:
     return f"{value!r} has no unit; write it like '{written}%'"
 
 
-def parse_percent(value: str | int | float) -> float:
-    """'0.5%' -> 0.5 (percent, 0 to 100). The '%' is required: a bare 0.015 could mean
-    0.015 % or 1.5 %. Only 0, the same either way, may go without it."""
+def parse_percent(value: str | int | float, *, written: bool = True) -> float:
+    """'0.5%' -> 0.5 (percent, 0 to 100). In what a person wrote (`written`, a scenario
+    file, a flag) the '%' is required: a bare 0.015 could mean 0.015 % or 1.5 %, and only
+    0, the same either way, may go without it. Values the harness itself stored (a case's
+    resolved scenario, JSON) are numbers in percent and pass with `written=False`."""
     if isinstance(value, bool):
         raise ValueError("expected a percentage such as '1%', not a boolean")
     if isinstance(value, int | float):
@@ -130,7 +132,7 @@ def parse_percent(value: str | int | float) -> float:
             number = -number
     if not 0.0 <= number <= 100.0:
         raise ValueError(f"{value!r} is out of range; allowed: 0% to 100%")
-    if not unit and number != 0:
+    if written and not unit and number != 0:
         raise ValueError(_bare_percent(value, number))
     return number
 

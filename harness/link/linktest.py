@@ -137,7 +137,7 @@ def build_specs(
     if reverse:
         raw["reverse"] = reverse
     try:
-        link = LinkSpec.model_validate(raw)
+        link = LinkSpec.model_validate(raw, context={"written": True})  # flags: units needed
     except ValidationError as exc:
         _raise_validation(exc, set(reverse))
     hosts_raw: dict[str, dict[str, Any]] = {host: {} for host in ENDPOINTS}

@@ -8,15 +8,14 @@ operator, and a large shift on three transfers is luck. A significant slow-down 
 regression, and so is a case whose transfers all failed in B but not in A; either makes the
 exit status 1, so the command can gate a server upgrade in CI.
 
-Everything but ``load_and_compare`` is pure; the bootstrap uses a fixed seed per case so the
-same two runs always print the same intervals.
+Everything but ``load_and_compare`` is pure; the statistics live in harness/stats.py, and the
+bootstrap uses a fixed seed per case so the same two runs always print the same intervals.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,18 @@ from harness.report.data import SERVER_TO_SERVER, case_label, load_records
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
 from harness.results.store import RUN_JSON
+from harness.stats import (
+    bootstrap_intervals,
+    coefficient_of_variation,
+    mann_whitney_p,
+    min_two_sided_p,
+    repeats_for_alpha,
+)
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
 MIN_N = 5  # fewer transfers per case and run: a single outlier moves the median
 MAX_CV = 0.10
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 5
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -41,74 +45,6 @@ FAILED_IN_B = "failed-in-b"
 NEW_IN_B = "new-in-b"
 NO_DATA = "no-data"
 REGRESSIONS = (REGRESSION, FAILED_IN_B)
-
-
-# --- statistics (pure) ------------------------------------------------------------------
-
-
-def min_two_sided_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided p an exact Mann-Whitney test can give for these sample sizes
-    (every value of one sample below every value of the other): 2 / C(n_a + n_b, n_a)."""
-    if n_a == 0 or n_b == 0:
-        return 1.0
-    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
-
-
-def repeats_for_alpha(alpha: float) -> int:
-    """The fewest transfers per run (equal in both) for which p < alpha is possible at all."""
-    n = 1
-    while min_two_sided_p(n, n) >= alpha:
-        n += 1
-    return n
-
-
-def coefficient_of_variation(values: Sequence[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = statistics.fmean(values)
-    return statistics.stdev(values) / mean if mean else None
-
-
-def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Two-sided Mann-Whitney U p-value (exact for small samples without ties)."""
-    if not a or not b:
-        return None
-    from scipy.stats import mannwhitneyu
-
-    p = float(mannwhitneyu(a, b, alternative="two-sided", method="auto").pvalue)
-    return 1.0 if math.isnan(p) else p  # every value tied: no evidence of a shift
-
-
-def _resampled_medians(values: Sequence[float], rng: Any) -> Any:
-    import numpy as np
-
-    data = np.asarray(values, dtype=float)
-    picks = rng.integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
-    return np.median(data[picks], axis=1)
-
-
-def bootstrap_intervals(
-    a: Sequence[float], b: Sequence[float], confidence: float, seed: int = BOOTSTRAP_SEED
-) -> tuple[tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None]:
-    """Percentile-bootstrap intervals of median A, median B and median B / median A - 1.
-    None where a sample has fewer than 2 values (no spread to resample)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    tails = [50 * (1 - confidence), 100 - 50 * (1 - confidence)]
-
-    def interval(values: Any) -> tuple[float, float]:
-        low, high = np.percentile(values, tails)
-        return float(low), float(high)
-
-    meds_a = _resampled_medians(a, rng) if len(a) >= 2 else None
-    meds_b = _resampled_medians(b, rng) if len(b) >= 2 else None
-    ci_a = interval(meds_a) if meds_a is not None else None
-    ci_b = interval(meds_b) if meds_b is not None else None
-    ci_change = None
-    if meds_a is not None and meds_b is not None and np.all(meds_a > 0):
-        ci_change = interval(meds_b / meds_a - 1)
-    return ci_a, ci_b, ci_change
 
 
 # --- one case -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 from harness.errors import EnvironmentProblem
 from harness.link import linkem
 from harness.link.netem import classified_argv, netem_argv, parse_tc_stats, rate_argv
-from harness.spec import DirectionSpec
+from harness.spec import DirectionSpec, LinkSpec
 from harness.testbed.hosts import Host, Record
 from harness.testbed.topology import Endpoint, TopologyPlan
 
@@ -177,7 +177,7 @@ class LinkEmulation:
         config = linkem.config(
             [(d.name, d.spec, queue) for d, queue in queued],
             rtt=self.rtt,
-            seed=next(e.link.seed for e in self.endpoints if e.role == "secondary"),
+            seed=linkem.instance_seed(self._first_link(), self._label or None),
             stats_path=self.stats_path,
         )
         self.linkem_config = config
@@ -196,6 +196,9 @@ class LinkEmulation:
                 self.router, [str(binary), "--config", str(config_path)], stdout=out, stderr=err
             )
         _wait_ready(proc, out_path, err_path, config_path)
+
+    def _first_link(self) -> LinkSpec:
+        return next(e.link for e in self.endpoints if e.role == "secondary")
 
     # --- observations ----------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 //! Per-packet decisions for one direction, in netem_enqueue()'s order. Pure: no I/O, no clock.
 //!
 //! For each packet, in this order (each step draws from the direction's one random stream,
-//! so the sequence of decisions depends only on the seed and the number of packets):
+//! `Rng::new(seed, stream_of(name))`, so the sequence of decisions depends only on the seed,
+//! the direction's name and the number of packets):
 //! 1. duplication: `duplicate >= crandom(dup_cor)` adds a copy;
 //! 2. loss: the loss model removes one of the (one or two) copies; none left = dropped;
 //! 3. reordering: if `reorder_gap > 0` and at least `gap - 1` packets were delayed since the
@@ -13,7 +14,7 @@
 use crate::config::DirectionConfig;
 use crate::delay::DelayModel;
 use crate::loss::Loss;
-use crate::rng::{prob_to_u32, Correlated, Rng};
+use crate::rng::{prob_to_u32, stream_of, Correlated, Rng};
 
 /// What to do with one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,15 +45,15 @@ pub struct Impairment {
 }
 
 impl Impairment {
-    /// `stream` separates the random streams of the directions (use the direction index).
-    pub fn new(cfg: &DirectionConfig, seed: u64, stream: u64) -> Self {
+    /// The direction's random stream comes from `seed` and the direction's name.
+    pub fn new(cfg: &DirectionConfig, seed: u64) -> Self {
         let gap = if cfg.reorder > 0.0 && cfg.reorder_gap == 0 {
             1
         } else {
             cfg.reorder_gap
         };
         Impairment {
-            rng: Rng::new(seed, stream),
+            rng: Rng::new(seed, stream_of(&cfg.name)),
             loss: Loss::new(&cfg.loss),
             delay: DelayModel::new(
                 cfg.delay_us,
@@ -122,7 +123,7 @@ mod tests {
 
     #[test]
     fn plain_delay_passes_everything() {
-        let mut imp = Impairment::new(&dir(r#","delay_us":1000"#), 1, 0);
+        let mut imp = Impairment::new(&dir(r#","delay_us":1000"#), 1);
         assert!(imp.is_fifo());
         for _ in 0..1000 {
             assert_eq!(
@@ -138,7 +139,7 @@ mod tests {
 
     #[test]
     fn duplicate_rate() {
-        let mut imp = Impairment::new(&dir(r#","duplicate":0.2"#), 1, 0);
+        let mut imp = Impairment::new(&dir(r#","duplicate":0.2"#), 1);
         let n = 100_000;
         let d = (0..n)
             .filter(|_| {
@@ -160,7 +161,6 @@ mod tests {
         let mut imp = Impairment::new(
             &dir(r#","duplicate":1.0,"loss":{"model":"random","p":1.0}"#),
             1,
-            0,
         );
         for _ in 0..100 {
             assert_eq!(
@@ -180,7 +180,6 @@ mod tests {
         let mut imp = Impairment::new(
             &dir(r#","delay_us":10000,"reorder":1.0,"reorder_gap":5"#),
             1,
-            0,
         );
         let v: Vec<bool> = (0..20)
             .map(|_| {
@@ -196,7 +195,7 @@ mod tests {
         let expect: Vec<bool> = (0..20).map(|i| i % 5 == 4).collect();
         assert_eq!(v, expect);
         // gap 0 means 1 (tc): every packet is a candidate.
-        let mut imp = Impairment::new(&dir(r#","delay_us":10000,"reorder":0.25"#), 1, 0);
+        let mut imp = Impairment::new(&dir(r#","delay_us":10000,"reorder":0.25"#), 1);
         assert!(!imp.is_fifo());
         let n = 100_000;
         let r = (0..n)

@@ -57,8 +57,8 @@ fn real_main() -> i32 {
 
     // Bind every queue before reporting ready.
     let mut workers = Vec::new();
-    for (i, d) in cfg.directions.iter().enumerate() {
-        match Worker::new(d, cfg.seed, i, RCVBUF) {
+    for d in &cfg.directions {
+        match Worker::new(d, cfg.seed, RCVBUF) {
             Ok(w) => workers.push(w),
             Err(e) => {
                 eprintln!("linkem: direction {:?}: {e}", d.name);

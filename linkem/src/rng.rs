@@ -3,8 +3,9 @@
 //! linkem uses xoshiro256** (Blackman & Vigna, 2018), seeded through splitmix64, written out
 //! here so that the stream can never change under us with a dependency upgrade: a run with the
 //! same seed and the same packet arrival sequence makes the same decisions on any build.
-//! Each direction gets its own stream (`seed`, `stream` = direction index), so the two
-//! directions, which run on separate threads, never interfere with each other's draws.
+//! Each direction gets its own stream (`seed`, `stream` = [`stream_of`] its name), so the two
+//! directions, which run on separate threads, never interfere with each other's draws, and a
+//! direction's stream does not depend on which other directions the config lists.
 
 /// splitmix64 step: used only to expand a 64-bit seed into xoshiro's 256-bit state.
 fn splitmix64(x: &mut u64) -> u64 {
@@ -22,11 +23,16 @@ pub struct Rng {
 }
 
 impl Rng {
-    /// A generator for `seed` and an independent `stream` (e.g. the direction index).
+    /// A generator for `seed` and an independent `stream` (see [`stream_of`]).
     pub fn new(seed: u64, stream: u64) -> Self {
-        // Mix the stream number in before expansion so that (seed, stream) pairs that differ
-        // in either component give unrelated states.
-        let mut x = seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        // Hash the seed, then the stream on top of it, before expansion: a plain
+        // `seed ^ f(stream)` makes (s, 1) and (s ^ f(1), 0) the same generator, so two
+        // directions of different seeds could share a stream. splitmix64's finaliser is a
+        // bijection, so for one stream distinct seeds still give distinct states.
+        let mut x = seed;
+        let hashed = splitmix64(&mut x);
+        let mut x = hashed ^ stream;
+        x = splitmix64(&mut x);
         let mut s = [0u64; 4];
         for w in &mut s {
             *w = splitmix64(&mut x);
@@ -64,6 +70,15 @@ impl Rng {
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
+}
+
+/// The stream number of a named direction: FNV-1a (64-bit) of its name. Keyed by name, not by
+/// position in the config, so "reverse" draws the same packets' fates whether or not
+/// "forward" is emulated too.
+pub fn stream_of(name: &str) -> u64 {
+    name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3)
+    })
 }
 
 /// A probability in 0..=1 as netem's 32-bit fixed point (tc: `rint(p * UINT32_MAX)`).
@@ -130,6 +145,37 @@ mod tests {
         let vc: Vec<u64> = (0..16).map(|_| c.next_u64()).collect();
         assert_ne!(va, vb);
         assert_ne!(va, vc);
+    }
+
+    fn first(seed: u64, stream: u64) -> Vec<u64> {
+        let mut r = Rng::new(seed, stream);
+        (0..16).map(|_| r.next_u64()).collect()
+    }
+
+    #[test]
+    fn streams_are_not_a_shifted_seed() {
+        // The old mixing (seed ^ stream * K) made these two the same generator.
+        let k = 0xD1B5_4A32_D192_ED03u64;
+        assert_ne!(first(42, 0), first(42 ^ k, 1));
+        assert_ne!(first(42, 1), first(42 ^ k, 0));
+        // Neighbouring seeds and streams give unrelated first words (no shared prefix).
+        let words: Vec<u64> = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+            .iter()
+            .map(|&(s, t)| first(s, t)[0])
+            .collect();
+        for (i, a) in words.iter().enumerate() {
+            for b in &words[i + 1..] {
+                assert!((a ^ b).count_ones() > 8, "{a:x} {b:x}");
+            }
+        }
+    }
+
+    #[test]
+    fn stream_of_names() {
+        assert_eq!(stream_of(""), 0xCBF2_9CE4_8422_2325); // FNV-1a offset basis
+        assert_eq!(stream_of("a"), 0xAF63_DC4C_8601_EC8C); // FNV-1a test vector
+        assert_ne!(stream_of("forward"), stream_of("reverse"));
+        assert_eq!(stream_of("forward"), stream_of("forward"));
     }
 
     #[test]

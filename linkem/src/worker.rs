@@ -75,7 +75,7 @@ pub struct Worker {
 
 impl Worker {
     /// Bind the direction's queue; errors here happen before linkem reports ready.
-    pub fn new(cfg: &DirectionConfig, seed: u64, index: usize, rcvbuf: usize) -> io::Result<Self> {
+    pub fn new(cfg: &DirectionConfig, seed: u64, rcvbuf: usize) -> io::Result<Self> {
         let copy = cfg.needs_payload();
         let q = NfQueue::open(cfg.queue, copy, cfg.queue_max_len, rcvbuf)?;
         let raw =
@@ -98,7 +98,7 @@ impl Worker {
             rx: Receiver::new(RECV_BATCH, if copy { PACKET_SLOT } else { META_SLOT }),
             q,
             raw,
-            imp: Impairment::new(cfg, seed, index as u64),
+            imp: Impairment::new(cfg, seed),
             sched: Scheduler::new(),
             copies: CopyPool::default(),
             counters,

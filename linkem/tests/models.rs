@@ -229,7 +229,7 @@ fn simulate(imp: &mut Impairment, n: usize, gap_ns: u64) -> (Vec<usize>, Vec<u64
 
 #[test]
 fn no_jitter_releases_fifo() {
-    let mut imp = Impairment::new(&dir(r#","delay_us":150000"#), 1, 0);
+    let mut imp = Impairment::new(&dir(r#","delay_us":150000"#), 1);
     let (order, times) = simulate(&mut imp, 10_000, 100_000);
     assert_eq!(order, (0..10_000).collect::<Vec<_>>());
     assert_eq!(times[0], 150_000_000);
@@ -240,7 +240,6 @@ fn jitter_releases_in_time_order_and_reorders() {
     let mut imp = Impairment::new(
         &dir(r#","delay_us":20000,"jitter_us":5000,"jitter_distribution":"normal""#),
         1,
-        0,
     );
     let (order, times) = simulate(&mut imp, 10_000, 100_000);
     assert!(
@@ -321,7 +320,7 @@ fn decisions(seed: u64) -> Vec<Decision> {
            "delay_correlation":0.3,"loss":{"model":"gemodel","p":0.05,"r":0.4},
            "duplicate":0.05,"reorder":0.1,"reorder_gap":3"#,
     );
-    let mut imp = Impairment::new(&d, seed, 0);
+    let mut imp = Impairment::new(&d, seed);
     (0..50_000).map(|_| imp.decide()).collect()
 }
 
@@ -330,11 +329,30 @@ fn same_seed_same_decisions_different_seed_differs() {
     let a = decisions(42);
     assert_eq!(a, decisions(42));
     assert_ne!(a, decisions(43));
-    // and the directions' streams differ for the same seed
-    let d = dir(r#","loss":{"model":"random","p":0.5}"#);
-    let mut i0 = Impairment::new(&d, 42, 0);
-    let mut i1 = Impairment::new(&d, 42, 1);
-    let v0: Vec<_> = (0..64).map(|_| i0.decide()).collect();
-    let v1: Vec<_> = (0..64).map(|_| i1.decide()).collect();
-    assert_ne!(v0, v1);
+}
+
+fn config_directions(directions: &str) -> Vec<DirectionConfig> {
+    Config::from_json(&format!(r#"{{"seed":42,"directions":[{directions}]}}"#))
+        .unwrap()
+        .directions
+}
+
+fn fates(d: &DirectionConfig, seed: u64) -> Vec<Decision> {
+    let mut imp = Impairment::new(d, seed);
+    (0..256).map(|_| imp.decide()).collect()
+}
+
+#[test]
+fn directions_have_their_own_streams_keyed_by_name() {
+    let loss = r#""loss":{"model":"random","p":0.5}"#;
+    let both = config_directions(&format!(
+        r#"{{"name":"forward","queue":10,{loss}}},{{"name":"reverse","queue":11,{loss}}}"#
+    ));
+    let reverse_only = config_directions(&format!(r#"{{"name":"reverse","queue":11,{loss}}}"#));
+    // Same seed, same model: the two directions still drop different packets.
+    assert_ne!(fates(&both[0], 42), fates(&both[1], 42));
+    // A direction's fates do not depend on whether the other direction is configured (the
+    // stream used to be the position in the list, so "reverse" alone took forward's stream).
+    assert_eq!(fates(&both[1], 42), fates(&reverse_only[0], 42));
+    assert_ne!(fates(&reverse_only[0], 42), fates(&both[0], 42));
 }

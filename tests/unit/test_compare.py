@@ -17,12 +17,10 @@ from harness.report.compare import (
     IMPROVEMENT,
     NO_CHANGE,
     REGRESSION,
-    bootstrap_intervals,
     load_and_compare,
-    min_two_sided_p,
-    repeats_for_alpha,
 )
 from harness.results import RunStore, TransferRecord
+from harness.stats import bootstrap_intervals, min_two_sided_p, repeats_for_alpha
 
 CASE = "bind-bind/tcp/axfr"
 BASE = [1.00, 1.01, 0.99, 1.02, 0.98, 1.03]  # no ties: the exact Mann-Whitney test applies
