@@ -1,0 +1,225 @@
+"""Failure lines counted per server, from logs of real BIND, Knot and NSD secondaries.
+
+The fixtures are excerpts of real captures (tests/fixtures/failures/README.md says how each
+was made); every expected count below was checked against the fixture with grep.
+"""
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from harness.servers import failures
+from harness.servers.catalog import SERVER_KINDS, ServerKind
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CAPTURES = FIXTURES / "failures"
+# capture_refused.py ran with TZ=Asia/Kolkata: BIND and NSD wrote +05:30 local time.
+IST = timezone(timedelta(hours=5, minutes=30))
+
+# Unix times the secondaries were started: printed by capture_refused.py, or the
+# transfer record's started_at (lossy.toml).
+STARTED = {
+    "bind-refused.log": 1795430706.240,
+    "knot-refused.log": 1795430786.781,
+    "nsd-refused.log": 1795430892.213,
+    "bind-lossy.log": 1795430672.1210685,
+    "knot-lossy.log": 1795430706.7948196,
+}
+
+
+def read(name: str) -> str:
+    return (CAPTURES / name).read_text()
+
+
+def kind_of(name: str) -> ServerKind:
+    """The server kind a capture's file name starts with."""
+    by_name: dict[str, ServerKind] = {kind: kind for kind in SERVER_KINDS}
+    return by_name[name.split("-", 1)[0]]
+
+
+# file: (address_not_available, refused, timed_out, retry, other_failure, failing_lines)
+EXPECTED = {
+    # BIND: "failed to connect: ..." + "Transfer status: ..." + empty "Transfer completed".
+    "bind-address-not-available.log": (8, 0, 0, 0, 0, 24),
+    # The SOA query gets an ICMP port unreachable: one "failure trying primary" line each.
+    "bind-refused.log": (0, 14, 0, 0, 0, 14),
+    # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
+    "bind-timed-out.log": (0, 0, 19, 0, 3, 28),
+    "bind-lossy.log": (0, 0, 2, 0, 0, 2),
+    # Knot: the address line, "not usable", "next retry at", "zone event failed".
+    "knot-address-not-available.log": (5, 0, 0, 5, 0, 20),
+    "knot-refused.log": (0, 7, 0, 7, 0, 28),
+    "knot-timed-out.log": (0, 0, 5, 5, 0, 20),
+    "knot-lossy.log": (0, 0, 1, 1, 0, 4),
+    # NSD: one line per failed connect, nothing else.
+    "nsd-address-not-available.log": (15, 0, 0, 0, 0, 15),
+    "nsd-refused.log": (0, 18, 0, 0, 0, 18),
+    # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
+    "nsd-timed-out.log": (0, 0, 0, 0, 0, 0),
+}
+
+
+def test_every_capture_has_expected_counts() -> None:
+    assert sorted(p.name for p in CAPTURES.glob("*.log")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_counts_per_capture(name: str) -> None:
+    counts = failures.count_failures(kind_of(name), read(name), None)
+    got = (
+        counts.address_not_available,
+        counts.refused,
+        counts.timed_out,
+        counts.retry,
+        counts.other_failure,
+        counts.failing_lines,
+    )
+    assert got == EXPECTED[name]
+    assert counts.first_failure_s is None  # no start time given
+    assert (counts.first_failure_line is None) == (counts.failing_lines == 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "tz", "first_stamp", "wording"),
+    [
+        # Local time stamps written in Kolkata.
+        ("bind-refused.log", IST, datetime(2026, 11, 23, 16, 15, 6, 462000, IST), "refused"),
+        ("nsd-refused.log", IST, datetime(2026, 11, 23, 16, 18, 12, 313000, IST), "refused"),
+        ("bind-lossy.log", UTC, datetime(2026, 11, 23, 10, 45, 3, 274000, UTC), "retry limit"),
+        # Knot writes whole seconds with the offset: the zone passed in does not matter.
+        ("knot-lossy.log", IST, datetime(2026, 11, 23, 10, 45, 13, 0, UTC), "timeout"),
+    ],
+)
+def test_first_failure_since_start(
+    name: str, tz: timezone, first_stamp: datetime, wording: str
+) -> None:
+    counts = failures.count_failures(kind_of(name), read(name), STARTED[name], tz=tz)
+    assert counts.first_failure_s == pytest.approx(first_stamp.timestamp() - STARTED[name])
+    assert counts.first_failure_line is not None and wording in counts.first_failure_line
+    # Every line of these captures comes after the start: nothing is left out.
+    assert counts.failing_lines == EXPECTED[name][-1]
+
+
+def test_knot_failure_in_the_second_of_the_start_is_zero_not_negative() -> None:
+    # Started at 16:16:26.781 +05:30; Knot stamps its first failure "16:16:26+0530".
+    counts = failures.count_failures("knot", read("knot-refused.log"), STARTED["knot-refused.log"])
+    assert counts.first_failure_s == 0.0
+    assert counts.first_failure_line is not None
+    assert counts.first_failure_line.startswith("2026-11-23T16:16:26+0530 ")
+    assert counts.refused == EXPECTED["knot-refused.log"][1]
+
+
+@pytest.mark.parametrize("name", ["bind-refused.log", "nsd-refused.log"])
+def test_local_stamps_read_in_the_wrong_zone_are_hours_off(name: str) -> None:
+    right = failures.count_failures(kind_of(name), read(name), STARTED[name], tz=IST)
+    wrong = failures.count_failures(kind_of(name), read(name), STARTED[name], tz=UTC)
+    assert right.first_failure_s is not None and wrong.first_failure_s is not None
+    assert wrong.first_failure_s - right.first_failure_s == pytest.approx(5.5 * 3600)
+
+
+def test_knot_stamps_carry_their_offset() -> None:
+    text = read("knot-refused.log")
+    for tz in (UTC, IST, None):
+        counts = failures.count_failures("knot", text, STARTED["knot-refused.log"], tz=tz)
+        assert counts.first_failure_s == 0.0
+
+
+def test_timestamp_functions_read_each_servers_own_form() -> None:
+    bind_line = read("bind-refused.log").splitlines()[0]
+    knot_line = read("knot-refused.log").splitlines()[0]
+    nsd_line = read("nsd-refused.log").splitlines()[0]
+    assert failures.bind_timestamp(bind_line, IST) == pytest.approx(
+        datetime(2026, 11, 23, 10, 45, 6, 462000, UTC).timestamp()
+    )
+    assert (
+        failures.knot_timestamp(knot_line)
+        == datetime(2026, 11, 23, 10, 46, 26, tzinfo=UTC).timestamp()
+    )
+    assert failures.nsd_timestamp(nsd_line, IST) == pytest.approx(
+        datetime(2026, 11, 23, 10, 48, 12, 236000, UTC).timestamp()
+    )
+    # Each reads only its own form.
+    for read_stamp, others in (
+        (failures.bind_timestamp, (knot_line, nsd_line)),
+        (failures.knot_timestamp, (bind_line, nsd_line)),
+        (failures.nsd_timestamp, (bind_line, knot_line)),
+    ):
+        assert all(read_stamp(line, UTC) is None for line in others)
+
+
+def test_lines_of_an_earlier_run_in_the_same_file_are_left_out() -> None:
+    # Knot appends to its log: the timed-out run (10:37) and then the lossy one (10:45).
+    earlier, later = read("knot-timed-out.log"), read("knot-lossy.log")
+    start = STARTED["knot-lossy.log"]
+    both = failures.count_failures("knot", earlier + later, start)
+    alone = failures.count_failures("knot", later, start)
+    assert both == alone
+    assert both.timed_out == EXPECTED["knot-lossy.log"][2]
+    # Without a start time every line counts.
+    everything = failures.count_failures("knot", earlier + later, None)
+    assert everything.timed_out == EXPECTED["knot-timed-out.log"][2] + both.timed_out
+
+
+# Lines each server writes for a transfer that worked (and the harness's own pulls).
+SUCCESS = {
+    "bind": ("Transfer status: success", "transferred serial", "AXFR ended"),
+    "knot": (", finished, ", "zone updated"),
+    "nsd": (' committed "received update', " is updated to "),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_successful_transfer_lines_are_not_counted(name: str) -> None:
+    kind = kind_of(name)
+    lines = read(name).splitlines()
+    ok_lines = [line for line in lines if any(p in line for p in SUCCESS[kind])]
+    for line in ok_lines:
+        assert failures.classify(kind, line) is None, line
+    if not name.endswith("-timed-out.log"):  # 100% loss there: none got through
+        assert ok_lines, f"{name} has no successful transfer around its failures"
+
+
+def test_knot_zone_file_lines_are_no_failure() -> None:
+    # "failed to parse zone file ... (not exists)": every cold start, no transfer failing.
+    lines = [line for line in read("knot-timed-out.log").splitlines() if "failed to parse" in line]
+    assert lines
+    assert all(failures.classify("knot", line) is None for line in lines)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_one_servers_wording_is_not_anothers_failure(name: str) -> None:
+    text = read(name)
+    for other in SERVER_KINDS:
+        if other != kind_of(name):
+            assert failures.count_failures(other, text, None).failing_lines == 0
+
+
+def test_transfer_logs_without_failures_and_a_refused_transfer() -> None:
+    # The older fixtures of tests/fixtures: BIND and NSD transferring without a failure...
+    for kind, name in (("bind", "bind_xfer.log"), ("nsd", "nsd_xfer.log")):
+        assert failures.count_failures(kind, (FIXTURES / name).read_text(), None).failing_lines == 0
+    # ...and Knot, whose primary first refused it ("not allowed"): a reason no table names.
+    counts = failures.count_failures("knot", (FIXTURES / "knot_xfer.log").read_text(), None)
+    assert (counts.other_failure, counts.retry, counts.attempts) == (1, 1, 1)
+    assert counts.first_failure_line is not None
+    assert counts.first_failure_line.endswith("failed (not allowed)")
+
+
+def test_to_json_for_the_transfer_record() -> None:
+    name = "bind-lossy.log"
+    counts = failures.count_failures("bind", read(name), STARTED[name], tz=UTC)
+    record = json.loads(json.dumps(counts.to_json()))
+    assert record == {
+        "server": "bind",
+        "address_not_available": 0,
+        "refused": 0,
+        "timed_out": 2,
+        "retry": 0,
+        "other_failure": 0,
+        "failing_lines": 2,
+        "first_failure_s": pytest.approx(31.153, abs=1e-3),
+        "first_failure_line": counts.first_failure_line,
+        "resolution_s": 0.001,
+    }
