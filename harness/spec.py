@@ -75,6 +75,8 @@ def _wrap(parser: Any) -> Any:
 Duration = Annotated[float, _wrap(units.parse_duration)]  # seconds
 Rate = Annotated[int, _wrap(units.parse_rate)]  # bits per second
 Size = Annotated[int, _wrap(units.parse_size)]  # bytes
+
+
 def _percent(value: Any, info: ValidationInfo) -> Any:
     """Bare numbers are refused where a person wrote them (a scenario file: its validation
     carries the context `written`), and read as percent elsewhere (programmatic specs)."""

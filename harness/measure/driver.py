@@ -30,7 +30,8 @@ from harness.metrics.procfs import parse_port_range
 from harness.metrics.sampler import Sampler, Target
 from harness.plan import CasePlan
 from harness.secrets import TlsFiles
-from harness.servers.base import count_failures, last_incoming, last_outgoing
+from harness.servers import count_failures
+from harness.servers.base import last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import PullResult, TsigKey, XfrTimeout, compare_zones
@@ -310,18 +311,23 @@ class LiveCase:
         problem = compare_zones(reference, copy)
         return Verification(problem is None, problem, copy.records)
 
-    def logged(self, host: str, zone: str, serial: int) -> Logged:
-        """The secondary's logged incoming transfer, and the primary's logged outgoing one."""
+    def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
+        """The secondary's logged incoming transfer and failures since `since`, and the
+        primary's logged outgoing transfer."""
         assert self.primary is not None
         running = self.secondaries[host]
         dialect = type(running.server)
-        incoming = last_incoming(dialect, srv.read_text(running.server.log_path), zone, serial)
+        text = srv.read_text(running.server.log_path)
+        incoming = last_incoming(dialect, text, zone, serial)
         primary = type(self.primary.server)
         outgoing = last_outgoing(
             primary, srv.read_text(self.primary.server.log_path), zone, serial, running.host.address
         )
+        failures = count_failures(dialect.kind, text, since)
         return Logged(
-            incoming.to_json() if incoming else {}, outgoing.to_json() if outgoing else {}
+            incoming.to_json() if incoming else {},
+            outgoing.to_json() if outgoing else {},
+            failures.to_json() if failures.failing_lines else {},
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:
@@ -333,7 +339,7 @@ class LiveCase:
             transfers=len(incoming),
             bytes=sum(e.bytes or 0 for e in incoming),
             messages=sum(e.messages or 0 for e in incoming),
-            failures=count_failures(dialect, text),
+            failures=count_failures(dialect.kind, text, running.started_at).to_json(),
         )
 
     def pull(self, method: str, host: str) -> Pulled:

@@ -60,6 +60,7 @@ class Logged:
 
     secondary: dict[str, Any] = field(default_factory=dict)
     primary: dict[str, Any] = field(default_factory=dict)
+    failures: dict[str, Any] = field(default_factory=dict)  # the secondary's, this repeat
 
     def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
         """Bytes, messages and records, from whichever server logged them; None where neither
@@ -83,6 +84,8 @@ class ColdStartLog:
     transfers: int  # incoming transfers the secondary logged
     bytes: int
     messages: int
+    # Failed attempts by category in its own wording, and the first one's time since it
+    # started (harness.servers.failures.FailureCounts.to_json()).
     failures: dict[str, Any]
 
 
@@ -142,7 +145,9 @@ class Bench(Protocol):
 
     def verify(self, host: str, zone: str, serial: int) -> Verification: ...
 
-    def logged(self, host: str, zone: str, serial: int) -> Logged: ...
+    def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
+        """The transfer as the servers logged it, and the secondary's failure lines since
+        `since` (unix time)."""
 
     def cold_start_log(self, host: str) -> ColdStartLog: ...
 
@@ -203,7 +208,7 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                 continue
             duration = done[host] - t0[host]
             check = bench.verify(host, zone, serial)
-            logged = bench.logged(host, zone, serial)
+            logged = bench.logged(host, zone, serial, started_at)
             size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
             observed = Observed(
                 serial=serial,
@@ -216,7 +221,11 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                 bytes=size,
                 messages=messages,
                 phases=phases[host] | {"served": duration},
-                server_logged={"secondary": logged.secondary, "primary": logged.primary},
+                server_logged={
+                    "secondary": logged.secondary,
+                    "primary": logged.primary,
+                    "secondary_failures": logged.failures,
+                },
                 extra={"zone_records": check.records, "link_counters": bench.link_counters()},
             )
             emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
@@ -310,8 +319,11 @@ def cold_start_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                 bytes=log.bytes,
                 messages=log.messages,
                 phases={"served": duration},
-                server_logged={"secondary_transfers": log.transfers},
-                extra={"zones": len(origins), "errors_in_log": log.failures},
+                server_logged={
+                    "secondary_transfers": log.transfers,
+                    "secondary_failures": log.failures,
+                },
+                extra={"zones": len(origins)},
             )
             emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
         bench.stop_secondaries()

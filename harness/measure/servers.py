@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ class RunningServer:
     host: Host
     server: Server
     proc: subprocess.Popen[Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None  # unix time it was spawned (its log's "since")
 
     @property
     def name(self) -> str:
@@ -121,6 +121,7 @@ def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> N
     if render:
         server.render()
     workdir = server.setup.workdir
+    running.started_at = time.time()
     with (workdir / "stdout.log").open("ab") as out, (workdir / "stderr.log").open("ab") as err:
         running.proc = testbed.spawn(
             running.host,

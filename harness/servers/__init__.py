@@ -8,7 +8,9 @@ A new kind is one module (a `Server` subclass, see base.py) and one line in DIAL
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from pathlib import Path
+from typing import Literal
 
 from harness.servers.base import (
     Capabilities,
@@ -19,6 +21,9 @@ from harness.servers.base import (
     ZoneEntry,
 )
 from harness.servers.bind import Bind
+from harness.servers.failures import FailureCategory, FailureCounts
+from harness.servers.failures import classify as _classify
+from harness.servers.failures import count_failures as _count_failures
 from harness.servers.knot import Knot
 from harness.servers.nsd import Nsd
 from harness.terms import ServerKind
@@ -27,12 +32,18 @@ DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": N
 
 __all__ = [
     "DIALECTS",
+    "Bind",
     "Capabilities",
+    "FailureCounts",
+    "Knot",
     "LoggedTransfer",
+    "Nsd",
     "Server",
     "ServerSetup",
     "Support",
     "ZoneEntry",
+    "classify",
+    "count_failures",
     "make_server",
     "server_class",
 ]
@@ -46,3 +57,14 @@ def make_server(
     kind: ServerKind, setup: ServerSetup, binary: Path, *, in_container: bool = False
 ) -> Server:
     return DIALECTS[kind](setup, binary, in_container=in_container)
+
+
+def count_failures(
+    kind: ServerKind, log_text: str, started_at: float | None, *, tz: tzinfo | None = None
+) -> FailureCounts:
+    """Failed attempts by category in a `kind` server's log since `started_at` (unix)."""
+    return _count_failures(kind, DIALECTS[kind].failures, log_text, started_at, tz=tz)
+
+
+def classify(kind: ServerKind, line: str) -> FailureCategory | Literal["follow-up"] | None:
+    return _classify(DIALECTS[kind].failures, line)

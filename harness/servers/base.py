@@ -23,6 +23,7 @@ from typing import ClassVar
 import jinja2
 
 from harness.secrets import TlsFiles, write_private
+from harness.servers.failures import FailureWording
 from harness.terms import Role, ServerKind
 from harness.xfr import TsigKey
 
@@ -118,14 +119,6 @@ class LoggedTransfer:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class FailurePattern:
-    """A failure line in a server's own wording, and what it counts as."""
-
-    category: str  # address_not_available | refused | timed_out | retry | other_failure
-    pattern: re.Pattern[str]
-
-
 def parse_semver(text: str) -> tuple[int, int, int]:
     match = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
     if not match:
@@ -164,7 +157,7 @@ class Server(ABC):
     version_patterns: ClassVar[tuple[str, ...]]  # the first that matches gives X.Y.Z
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
-    failure_patterns: ClassVar[tuple[FailurePattern, ...]] = ()
+    failures: ClassVar[FailureWording]  # its failure lines, in its own words
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -292,14 +285,3 @@ def last_outgoing(
         and server.peer_is(entry.peer, to)
     ]
     return matches[-1] if matches else None
-
-
-def count_failures(server: type[Server], text: str) -> dict[str, int]:
-    """Failure lines per category, in the server's own wording (one line, one count)."""
-    counts = {pattern.category: 0 for pattern in server.failure_patterns}
-    for line in text.splitlines():
-        for pattern in server.failure_patterns:
-            if pattern.pattern.search(line):
-                counts[pattern.category] += 1
-                break
-    return counts

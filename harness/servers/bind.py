@@ -3,23 +3,32 @@
 Facts that shape transfers (DESIGN.md): transfers-in 10, transfers-per-ns 2, transfers-out 10,
 serial-query-rate 20/s (paces a cold start), each inbound transfer on its own TCP
 connection; XoT both ways since 9.18 with the "dot" ALPN.
+
+Failures (FAILURES): the attempt is "transfer of '<zone>' from <addr>: failed to connect:
+<reason>" (its "Transfer status: <reason>" and "Transfer completed: 0 messages" lines follow),
+and for the SOA query before it "refresh: failure trying primary ...: <reason>" or "refresh:
+retry limit for primary ... exceeded" (a query that timed out). BIND tries the transfer over
+TCP even after the SOA query of a zone with no data failed, so one refresh can count two
+failed attempts: a UDP query and a TCP connect. 9.18 logs its retries only at debug level,
+so its `retry` count is 0 because the log is silent, not because nothing was retried.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
     Capabilities,
-    FailurePattern,
     LoggedTransfer,
     Server,
     Support,
     parse_semver,
     zone_name,
 )
+from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 
 _IN = re.compile(
     r"^(?P<at>\S+) xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
@@ -30,6 +39,53 @@ _OUT = re.compile(
     r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
     r"records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
+)
+
+
+# --- failures, in this server's own wording (harness/servers/failures.py) ---
+
+# print-time iso8601 (servers/bind/named.conf.j2): local time, milliseconds, no offset.
+_BIND_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
+
+
+def bind_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+    match = _BIND_STAMP.match(line)
+    return local_epoch(match[1], "%Y-%m-%dT%H:%M:%S.%f", tz) if match else None
+
+
+BIND_ATTEMPTS = (
+    # xfrin.c xfrin_fail(): "<what>: <isc_result_totext>" at error severity, once per failed
+    # transfer; <what> is "failed to connect" in every capture, but any stage may fail.
+    re.compile(r"xfer-in: error: transfer of '[^']+' from \S+: [^:]+: (?P<reason>.+)$"),
+    # The SOA query before a transfer (UDP; an ICMP port unreachable reads "refused").
+    re.compile(r"refresh: failure trying primary \S+ \(source \S+\): (?P<reason>.+)$"),
+)
+BIND_REASONS: dict[str, FailureCategory] = {
+    "address not available": "address_not_available",
+    "connection refused": "refused",
+    "timed out": "timed_out",
+}
+BIND_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
+    # The SOA query went unanswered through all its UDP retries: a timeout.
+    (re.compile(r"refresh: retry limit for primary \S+ exceeded \(source \S+\)$"), "timed_out"),
+    # No connect at all: an earlier timeout put the primary in the unreachable cache.
+    (
+        re.compile(
+            r"got_transfer_quota: skipping zone transfer as primary \S+ \(source \S+\) "
+            r"is unreachable \(cached\)$"
+        ),
+        "other_failure",
+    ),
+)
+BIND_FOLLOW_UPS = (
+    # "Transfer status: success" is the only status that is not a failure.
+    re.compile(r"transfer of '[^']+' from \S+: Transfer status: (?!success$).+$"),
+    # A failed transfer still ends with "Transfer completed", empty.
+    re.compile(r"transfer of '[^']+' from \S+: Transfer completed: 0 messages, "),
+)
+
+FAILURES = FailureWording(
+    BIND_ATTEMPTS, BIND_REASONS, BIND_FIXED, BIND_FOLLOW_UPS, bind_timestamp, 0.001
 )
 
 
@@ -52,11 +108,7 @@ class Bind(Server):
         "min-refresh-time": int,
         "min-retry-time": int,
     }
-    failure_patterns = (
-        FailurePattern("address_not_available", re.compile(r"address not available")),
-        FailurePattern("refused", re.compile(r"connection refused")),
-        FailurePattern("timed_out", re.compile(r"timed out")),
-    )
+    failures = FAILURES
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -72,6 +124,8 @@ class Bind(Server):
         for line in text.splitlines():
             match = _IN.match(line)
             direction, xfr = "in", None
+            if match and match["msgs"] == "0":
+                continue  # a failed transfer ends with an empty "Transfer completed" too
             if not match:
                 match = _OUT.match(line)
                 direction = "out"

@@ -4,23 +4,29 @@ Facts that shape transfers (DESIGN.md): tcp-io-timeout 500 ms also covers outgoi
 refresh events run on the background workers; remote-pool-limit 0 (no pooling of outgoing
 connections); XoT from 3.4. Knot 3.2 logs seconds and bytes of a transfer but no record count,
 and names the serial only on the 'started' line of an outgoing transfer.
+
+Failures (FAILURES): the attempt is "refresh, remote <id>, address <addr>, failed
+(<reason>)", one per address tried; "remote <id> not usable" and "zone event 'refresh'
+failed" follow it, and "refresh, failed (...), next retry at <time>" closes the refresh
+event: that one counts as a retry. Its stamps have whole seconds only.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
     Capabilities,
-    FailurePattern,
     LoggedTransfer,
     Server,
     Support,
     parse_semver,
     zone_name,
 )
+from harness.servers.failures import FailureCategory, FailureWording
 
 _FINISHED = re.compile(
     r"^(?P<at>\S+) \w+: \[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>incoming|outgoing), "
@@ -31,6 +37,49 @@ _STARTED = re.compile(
     r"\[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>\w+), remote (?P<peer>\S+?),"
 )
 _SERIAL = re.compile(r"serial (?:\d+ -> )?(?P<serial>\d+)")
+
+
+# --- failures, in this server's own wording (harness/servers/failures.py) ---
+
+# KNOT_LOG_TIME_FORMAT "%Y-%m-%dT%H:%M:%S%z": local time, whole seconds, with its offset.
+_KNOT_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) ")
+
+
+def knot_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+    """`tz` is unused: Knot writes its offset."""
+    match = _KNOT_STAMP.match(line)
+    if not match:
+        return None
+    return datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+
+
+KNOT_ATTEMPTS = (
+    # zone.c log_try_addr_error(): one line per primary address tried ("remote <id>, " is
+    # left out for the zone's preferred primary).
+    re.compile(r"\] refresh, (?:remote \S+, )?address \S+, failed \((?P<reason>.+)\)$"),
+)
+KNOT_REASONS: dict[str, FailureCategory] = {
+    "address is not available": "address_not_available",
+    # KNOT_ECONN: Knot 3.2 reports every connect or I/O error but a timeout with this text;
+    # with nothing listening on the primary it is a refused connect (the capture's case).
+    "connection reset": "refused",
+    "connection timeout": "timed_out",
+}
+KNOT_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
+    # event_refresh(): the refresh event failed and its next try is scheduled.
+    (re.compile(r"\] refresh, failed \([^)]+\), next retry at \S+$"), "retry"),
+)
+KNOT_FOLLOW_UPS = (
+    # The primary's answer to a transfer, before the address line that fails on it.
+    re.compile(r"\] [AI]XFR, incoming, remote \S+, server responded with error '[^']+'$"),
+    re.compile(r"\] refresh, remote \S+ not usable$"),
+    re.compile(r"\] refresh, address \S+ not usable$"),
+    re.compile(r"\] zone event 'refresh' failed \([^)]+\)$"),
+)
+
+FAILURES = FailureWording(
+    KNOT_ATTEMPTS, KNOT_REASONS, KNOT_FIXED, KNOT_FOLLOW_UPS, knot_timestamp, 1.0
+)
 
 
 class Knot(Server):
@@ -51,11 +100,7 @@ class Knot(Server):
         "tcp-remote-io-timeout": int,
         "tcp-max-clients": int,
     }
-    failure_patterns = (
-        FailurePattern("address_not_available", re.compile(r"address not available")),
-        FailurePattern("refused", re.compile(r"connection refused")),
-        FailurePattern("timed_out", re.compile(r"timed out")),
-    )
+    failures = FAILURES
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:

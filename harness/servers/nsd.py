@@ -5,27 +5,65 @@ are busy; xfrd-reload-timeout 1 s (a secondary serves about 1 s after the transf
 secondary from 4.3.7, as primary with the "dot" ALPN from 4.11.1; IXFR out from zone-file
 differences (create-ixfr) from 4.6. NSD 4.6 logs the commit of an incoming transfer only,
 with no duration or size.
+
+Failures (FAILURES): one line per attempt, "xfrd: connect <addr> failed: <strerror>"
+(connect() failed at once, as it does when no port is free; names no zone) or "<zone>: Could
+not tcp connect to <addr>: <strerror>" (the non-blocking connect failed later, as a refused
+one does). 4.6.1 logs neither its timeouts nor its retries (only in debug builds): those
+counts are 0 because the log is silent, not because nothing failed.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
     Capabilities,
-    FailurePattern,
     LoggedTransfer,
     Server,
     Support,
     parse_semver,
     zone_name,
 )
+from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 
 _COMMIT = re.compile(
     r"^\[(?P<at>[^\]]+)\] nsd\[\d+\]: \w+: xfrd: zone (?P<zone>\S+) committed \"received update "
     r"to serial (?P<serial>\d+) at \S+ from (?P<peer>\S+?)\"?(?:\s|$)"
+)
+
+
+# --- failures, in this server's own wording (harness/servers/failures.py) ---
+
+# log-time-ascii: "[YYYY-MM-DD HH:MM:SS.mmm]" in local time, no offset.
+_NSD_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] ")
+
+
+def nsd_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+    match = _NSD_STAMP.match(line)
+    if not match:
+        return None
+    return local_epoch(match[1], "%Y-%m-%d %H:%M:%S.%f", tz)
+
+
+NSD_ATTEMPTS = (
+    # xfrd-tcp.c: connect() failed at once (no zone named).
+    re.compile(r"\]: error: xfrd: connect \S+ failed: (?P<reason>.+)$"),
+    # xfrd-tcp.c: the non-blocking connect failed (SO_ERROR), for this zone.
+    re.compile(r"\]: error: \S+: Could not tcp connect to \S+: (?P<reason>.+)$"),
+)
+NSD_REASONS: dict[str, FailureCategory] = {  # strerror() texts
+    "Cannot assign requested address": "address_not_available",
+    "Connection refused": "refused",
+}
+NSD_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = ()
+NSD_FOLLOW_UPS: tuple[re.Pattern[str], ...] = ()
+
+FAILURES = FailureWording(
+    NSD_ATTEMPTS, NSD_REASONS, NSD_FIXED, NSD_FOLLOW_UPS, nsd_timestamp, 0.001
 )
 
 
@@ -44,11 +82,7 @@ class Nsd(Server):
         "xfrd-reload-timeout": int,
         "tcp-timeout": int,
     }
-    failure_patterns = (
-        FailurePattern("address_not_available", re.compile(r"address not available")),
-        FailurePattern("refused", re.compile(r"connection refused")),
-        FailurePattern("timed_out", re.compile(r"timed out")),
-    )
+    failures = FAILURES
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:

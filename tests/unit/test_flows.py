@@ -115,8 +115,8 @@ class FakeBench:
         ok = self.verified.get(host, True)
         return Verification(ok, None if ok else "digest differs: primary 1234…", 42)
 
-    def logged(self, host: str, zone: str, serial: int) -> Logged:
-        return Logged({"bytes": 4000, "messages": 2}, {"records": 43})
+    def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
+        return Logged({"bytes": 4000, "messages": 2}, {"records": 43}, {"timed_out": 1})
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0})
@@ -168,6 +168,7 @@ def test_notify_measures_from_each_notify_after_an_unrecorded_warm_up(tmp_path: 
     assert first.ok and first.verified and first.trigger == "notify"
     assert (first.bytes, first.messages, first.records) == (4000, 2, 43)
     assert first.extra["link_counters"] == {"forward": {"passed": 7}}
+    assert first.server_logged["secondary_failures"] == {"timed_out": 1}
     # Sampled around each transfer, the end before verification.
     marks = [c for c in bench.calls if c[0] == "mark"]
     assert marks == [
@@ -267,8 +268,10 @@ def test_cold_start_is_timed_to_the_last_zone_and_reports_the_log(tmp_path: Path
     records = _run(bench)
     assert [r.duration_s for r in records] == pytest.approx([2.5, 2.5])
     assert records[0].zone == "3 zones" and records[0].records == 3 * 42
-    assert records[0].server_logged == {"secondary_transfers": 3}
-    assert records[0].extra["errors_in_log"] == {"address_not_available": 0}
+    assert records[0].server_logged == {
+        "secondary_transfers": 3,
+        "secondary_failures": {"address_not_available": 0},
+    }
     # Prepared (rendered, old copy removed) before t0, started after it, stopped at the end.
     kinds = [c[0] for c in bench.calls if c[0] in ("prepare", "start", "stop", "mark")]
     assert kinds == ["prepare", "start", "mark", "mark", "stop"] * 2

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import failures
-from harness.servers.catalog import SERVER_KINDS, ServerKind
+from harness import servers
+from harness.servers.bind import bind_timestamp
+from harness.servers.knot import knot_timestamp
+from harness.servers.nsd import nsd_timestamp
+from harness.terms import SERVER_KINDS, ServerKind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURES = FIXTURES / "failures"
@@ -67,7 +70,7 @@ def test_every_capture_has_expected_counts() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_counts_per_capture(name: str) -> None:
-    counts = failures.count_failures(kind_of(name), read(name), None)
+    counts = servers.count_failures(kind_of(name), read(name), None)
     got = (
         counts.address_not_available,
         counts.refused,
@@ -95,7 +98,7 @@ def test_counts_per_capture(name: str) -> None:
 def test_first_failure_since_start(
     name: str, tz: timezone, first_stamp: datetime, wording: str
 ) -> None:
-    counts = failures.count_failures(kind_of(name), read(name), STARTED[name], tz=tz)
+    counts = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=tz)
     assert counts.first_failure_s == pytest.approx(first_stamp.timestamp() - STARTED[name])
     assert counts.first_failure_line is not None and wording in counts.first_failure_line
     # Every line of these captures comes after the start: nothing is left out.
@@ -104,7 +107,7 @@ def test_first_failure_since_start(
 
 def test_knot_failure_in_the_second_of_the_start_is_zero_not_negative() -> None:
     # Started at 16:16:26.781 +05:30; Knot stamps its first failure "16:16:26+0530".
-    counts = failures.count_failures("knot", read("knot-refused.log"), STARTED["knot-refused.log"])
+    counts = servers.count_failures("knot", read("knot-refused.log"), STARTED["knot-refused.log"])
     assert counts.first_failure_s == 0.0
     assert counts.first_failure_line is not None
     assert counts.first_failure_line.startswith("2026-11-23T16:16:26+0530 ")
@@ -113,8 +116,8 @@ def test_knot_failure_in_the_second_of_the_start_is_zero_not_negative() -> None:
 
 @pytest.mark.parametrize("name", ["bind-refused.log", "nsd-refused.log"])
 def test_local_stamps_read_in_the_wrong_zone_are_hours_off(name: str) -> None:
-    right = failures.count_failures(kind_of(name), read(name), STARTED[name], tz=IST)
-    wrong = failures.count_failures(kind_of(name), read(name), STARTED[name], tz=UTC)
+    right = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=IST)
+    wrong = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=UTC)
     assert right.first_failure_s is not None and wrong.first_failure_s is not None
     assert wrong.first_failure_s - right.first_failure_s == pytest.approx(5.5 * 3600)
 
@@ -122,7 +125,7 @@ def test_local_stamps_read_in_the_wrong_zone_are_hours_off(name: str) -> None:
 def test_knot_stamps_carry_their_offset() -> None:
     text = read("knot-refused.log")
     for tz in (UTC, IST, None):
-        counts = failures.count_failures("knot", text, STARTED["knot-refused.log"], tz=tz)
+        counts = servers.count_failures("knot", text, STARTED["knot-refused.log"], tz=tz)
         assert counts.first_failure_s == 0.0
 
 
@@ -130,21 +133,18 @@ def test_timestamp_functions_read_each_servers_own_form() -> None:
     bind_line = read("bind-refused.log").splitlines()[0]
     knot_line = read("knot-refused.log").splitlines()[0]
     nsd_line = read("nsd-refused.log").splitlines()[0]
-    assert failures.bind_timestamp(bind_line, IST) == pytest.approx(
+    assert bind_timestamp(bind_line, IST) == pytest.approx(
         datetime(2026, 11, 23, 10, 45, 6, 462000, UTC).timestamp()
     )
-    assert (
-        failures.knot_timestamp(knot_line)
-        == datetime(2026, 11, 23, 10, 46, 26, tzinfo=UTC).timestamp()
-    )
-    assert failures.nsd_timestamp(nsd_line, IST) == pytest.approx(
+    assert knot_timestamp(knot_line) == datetime(2026, 11, 23, 10, 46, 26, tzinfo=UTC).timestamp()
+    assert nsd_timestamp(nsd_line, IST) == pytest.approx(
         datetime(2026, 11, 23, 10, 48, 12, 236000, UTC).timestamp()
     )
     # Each reads only its own form.
     for read_stamp, others in (
-        (failures.bind_timestamp, (knot_line, nsd_line)),
-        (failures.knot_timestamp, (bind_line, nsd_line)),
-        (failures.nsd_timestamp, (bind_line, knot_line)),
+        (bind_timestamp, (knot_line, nsd_line)),
+        (knot_timestamp, (bind_line, nsd_line)),
+        (nsd_timestamp, (bind_line, knot_line)),
     ):
         assert all(read_stamp(line, UTC) is None for line in others)
 
@@ -153,12 +153,12 @@ def test_lines_of_an_earlier_run_in_the_same_file_are_left_out() -> None:
     # Knot appends to its log: the timed-out run (10:37) and then the lossy one (10:45).
     earlier, later = read("knot-timed-out.log"), read("knot-lossy.log")
     start = STARTED["knot-lossy.log"]
-    both = failures.count_failures("knot", earlier + later, start)
-    alone = failures.count_failures("knot", later, start)
+    both = servers.count_failures("knot", earlier + later, start)
+    alone = servers.count_failures("knot", later, start)
     assert both == alone
     assert both.timed_out == EXPECTED["knot-lossy.log"][2]
     # Without a start time every line counts.
-    everything = failures.count_failures("knot", earlier + later, None)
+    everything = servers.count_failures("knot", earlier + later, None)
     assert everything.timed_out == EXPECTED["knot-timed-out.log"][2] + both.timed_out
 
 
@@ -176,7 +176,7 @@ def test_successful_transfer_lines_are_not_counted(name: str) -> None:
     lines = read(name).splitlines()
     ok_lines = [line for line in lines if any(p in line for p in SUCCESS[kind])]
     for line in ok_lines:
-        assert failures.classify(kind, line) is None, line
+        assert servers.classify(kind, line) is None, line
     if not name.endswith("-timed-out.log"):  # 100% loss there: none got through
         assert ok_lines, f"{name} has no successful transfer around its failures"
 
@@ -185,7 +185,7 @@ def test_knot_zone_file_lines_are_no_failure() -> None:
     # "failed to parse zone file ... (not exists)": every cold start, no transfer failing.
     lines = [line for line in read("knot-timed-out.log").splitlines() if "failed to parse" in line]
     assert lines
-    assert all(failures.classify("knot", line) is None for line in lines)
+    assert all(servers.classify("knot", line) is None for line in lines)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -193,15 +193,15 @@ def test_one_servers_wording_is_not_anothers_failure(name: str) -> None:
     text = read(name)
     for other in SERVER_KINDS:
         if other != kind_of(name):
-            assert failures.count_failures(other, text, None).failing_lines == 0
+            assert servers.count_failures(other, text, None).failing_lines == 0
 
 
 def test_transfer_logs_without_failures_and_a_refused_transfer() -> None:
     # The older fixtures of tests/fixtures: BIND and NSD transferring without a failure...
     for kind, name in (("bind", "bind_xfer.log"), ("nsd", "nsd_xfer.log")):
-        assert failures.count_failures(kind, (FIXTURES / name).read_text(), None).failing_lines == 0
+        assert servers.count_failures(kind, (FIXTURES / name).read_text(), None).failing_lines == 0
     # ...and Knot, whose primary first refused it ("not allowed"): a reason no table names.
-    counts = failures.count_failures("knot", (FIXTURES / "knot_xfer.log").read_text(), None)
+    counts = servers.count_failures("knot", (FIXTURES / "knot_xfer.log").read_text(), None)
     assert (counts.other_failure, counts.retry, counts.attempts) == (1, 1, 1)
     assert counts.first_failure_line is not None
     assert counts.first_failure_line.endswith("failed (not allowed)")
@@ -209,7 +209,7 @@ def test_transfer_logs_without_failures_and_a_refused_transfer() -> None:
 
 def test_to_json_for_the_transfer_record() -> None:
     name = "bind-lossy.log"
-    counts = failures.count_failures("bind", read(name), STARTED[name], tz=UTC)
+    counts = servers.count_failures("bind", read(name), STARTED[name], tz=UTC)
     record = json.loads(json.dumps(counts.to_json()))
     assert record == {
         "server": "bind",

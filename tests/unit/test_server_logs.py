@@ -45,3 +45,14 @@ def test_last_incoming_picks_the_serial_asked_for() -> None:
     assert entry is not None and entry.records == 204
     assert last_incoming(Bind, text, "example.", 7) is None
     assert last_incoming(Bind, "", "example.", 1) is None
+
+
+def test_bind_failed_transfers_are_not_counted_as_transfers() -> None:
+    # BIND ends a failed transfer with "Transfer completed: 0 messages ... (serial 0)" too.
+    text = (FIXTURES / "failures" / "bind-address-not-available.log").read_text()
+    completed = [line for line in text.splitlines() if "Transfer completed:" in line]
+    empty = [line for line in completed if "Transfer completed: 0 messages" in line]
+    assert empty and len(completed) > len(empty)
+    incoming = [e for e in Bind.parse_log(text) if e.direction == "in"]
+    assert len(incoming) == len(completed) - len(empty)
+    assert all(e.messages and e.serial for e in incoming)
