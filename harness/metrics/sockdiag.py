@@ -26,6 +26,8 @@ import errno
 import os
 import socket
 import struct
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -597,3 +599,166 @@ def tcp_connections(
     finally:
         sock.close()
     return connections_to(found, peer)
+
+
+# --- watching one transfer's connection ------------------------------------------------------
+
+
+class Peaks:
+    """Running reduction of a transfer's connection samples (see ``connection_peaks``):
+    constant memory however long the transfer."""
+
+    _MAXIMA = (
+        ("rcv_wnd_max", "rcv_wnd"),
+        ("rcv_space_max", "rcv_space"),
+        ("snd_wnd_max", "snd_wnd"),
+        ("snd_cwnd_max", "snd_cwnd"),
+    )
+    _LAST = ("bytes_received", "bytes_acked", "total_retrans", "rcv_mss", "snd_mss")
+    _LAST_SECONDS = ("rwnd_limited", "sndbuf_limited", "busy_time")  # microseconds
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.connections: set[tuple[str, int, str, int]] = set()
+        self.out: dict[str, Any] = {}
+        self.congestion: set[str] = set()
+        self.last: dict[str, int] = {}
+
+    def add(self, sample: TcpConnection) -> None:
+        info, out = sample.info, self.out
+        self.samples += 1
+        self.connections.add((sample.src, sample.sport, sample.dst, sample.dport))
+        for name, field_ in self._MAXIMA:
+            if field_ in info:
+                out[name] = max(out.get(name, 0), info[field_])
+        if "snd_mss" in info and "snd_cwnd" in info:
+            cwnd_bytes = info["snd_cwnd"] * info["snd_mss"]
+            out["cwnd_bytes_max"] = max(out.get("cwnd_bytes_max", 0), cwnd_bytes)
+        if info.get("rtt"):
+            rtt = info["rtt"] / 1000
+            out["rtt_ms_min"] = min(out.get("rtt_ms_min", rtt), rtt)
+            out["rtt_ms_max"] = max(out.get("rtt_ms_max", rtt), rtt)
+        if "rcvbuf" in sample.memory:
+            out["rcvbuf_max"] = max(out.get("rcvbuf_max", 0), sample.memory["rcvbuf"])
+        if sample.congestion:
+            self.congestion.add(sample.congestion)
+        self.last = info
+
+    def result(self) -> dict[str, Any]:
+        if not self.samples:
+            return {}
+        out: dict[str, Any] = {"samples": self.samples, "connections": len(self.connections)}
+        out.update(self.out)
+        out.update({name: self.last[name] for name in self._LAST if name in self.last})
+        for name in self._LAST_SECONDS:
+            if name in self.last:
+                out[f"{name}_s"] = self.last[name] / 1e6
+        if len(self.congestion) == 1:
+            out["congestion"] = next(iter(self.congestion))
+        return out
+
+
+def connection_peaks(samples: Iterable[TcpConnection]) -> dict[str, Any]:
+    """What a transfer's connection samples say, reduced for a transfer record: the largest
+    window this side advertised (``rcv_wnd_max``, bytes), the largest window the peer
+    advertised (``snd_wnd_max``), the congestion window peak in segments and bytes, RTT
+    extremes (ms, the kernel's smoothed RTT), the largest receive buffer, and the last
+    sample's cumulative counters (bytes, retransmissions, seconds limited by the receive
+    window or the send buffer). Fields this kernel's tcp_info lacks are left out; no
+    samples give {}."""
+    peaks = Peaks()
+    for sample in samples:
+        peaks.add(sample)
+    return peaks.result()
+
+
+def advertised_window_bound_bps(peaks: dict[str, Any], rtt_s: float) -> float | None:
+    """The window bound of a transfer from what the receiver really advertised:
+    ``rcv_wnd_max`` / RTT (bits per second), None without a sampled window."""
+    window = peaks.get("rcv_wnd_max")
+    if not window or rtt_s <= 0:
+        return None
+    return 8 * window / rtt_s
+
+
+class ConnectionWatch:
+    """Samples tcp_info of the connections to ``peer`` (address, port or None) in a
+    namespace every ``interval`` seconds, in a thread, while the ``with`` body runs.
+
+    Known connections are looked up by key (a hash lookup in the kernel); a dump of the
+    namespace's connected sockets finds new ones every ``discover`` seconds (a dump walks
+    the kernel's whole TCP hash table, some milliseconds). ``local_port`` narrows the
+    match (the primary's side of a transfer: local port 53, peer the secondary's address).
+    While no connection is known it dumps every ``interval``, so that a transfer's first
+    moments are seen. ``peaks()`` is the reduction for a transfer record (constant memory);
+    ``error`` says why sampling stopped, if it did.
+    """
+
+    def __init__(
+        self,
+        peer: tuple[str, int | None],
+        *,
+        netns: str | None = None,
+        pid: int | None = None,
+        local_port: int | None = None,
+        interval: float = 0.02,
+        discover: float = 0.2,
+    ) -> None:
+        if interval <= 0 or discover < interval:
+            raise ValueError(f"need 0 < interval <= discover (got {interval}, {discover})")
+        self.peer = peer
+        self.local_port = local_port
+        self.interval = interval
+        self.discover = discover
+        self.tracker = Peaks()
+        self.error: str | None = None
+        self._sock = socket_for(netns, pid)  # here, so a refusal raises in the caller
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="xfrbench-tcpinfo", daemon=True)
+
+    def __enter__(self) -> ConnectionWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sock.close()
+
+    def peaks(self) -> dict[str, Any]:
+        return self.tracker.result()
+
+    def _matches(self, conn: TcpConnection) -> bool:
+        address, port = self.peer
+        if port is not None and conn.dport != port:
+            return False
+        if self.local_port is not None and conn.sport != self.local_port:
+            return False
+        return _same_address(conn.dst, address)
+
+    def _run(self) -> None:
+        known: dict[SocketKey, None] = {}
+        next_dump = 0.0
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if now >= next_dump or not known:
+                    found = connections_to(
+                        parse_sockets(dump(self._sock, None, CONNECTED_STATES, INFO_EXT)), None
+                    )
+                    fresh = [c for c in found if self._matches(c)]
+                    known = {c.key: None for c in fresh if c.key is not None}
+                    for conn in fresh:
+                        self.tracker.add(conn)
+                    next_dump = now + self.discover
+                else:
+                    for key in list(known):
+                        sock = lookup(self._sock, key)
+                        if sock is None or sock.state == TCP_TIME_WAIT:
+                            del known[key]
+                            continue
+                        for conn in connections_to([sock], None):
+                            self.tracker.add(conn)
+                self._stop.wait(self.interval)
+        except SockDiagRefused as exc:  # reported, never raised into a run
+            self.error = str(exc)

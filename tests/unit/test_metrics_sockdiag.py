@@ -210,3 +210,33 @@ def test_exact_request_names_one_socket() -> None:
     assert (high << 32) | low == receiver.key.cookie != 0
     v1 = sockdiag.request(None, sockdiag.CONNECTED_STATES, sockdiag.INFO_EXT)
     assert sockdiag.NLMSGHDR.unpack_from(v1, 0)[:2] == (16 + 60, sockdiag.TCPDIAG_GETSOCK)
+
+
+def test_connection_peaks_and_the_window_bound() -> None:
+    conns = [c for c in _info_connections() if c.dport == 5300]  # both receivers
+    peaks = sockdiag.connection_peaks(conns)
+    assert peaks["samples"] == 2 and peaks["connections"] == 2
+    assert peaks["rcv_wnd_max"] == max(c.info["rcv_wnd"] for c in conns)
+    assert peaks["rcvbuf_max"] == 2 * 16384 and peaks["congestion"] == "reno"
+    assert peaks["bytes_received"] == 300_000
+    assert peaks["cwnd_bytes_max"] == max(c.info["snd_cwnd"] * c.info["snd_mss"] for c in conns)
+    bound = sockdiag.advertised_window_bound_bps(peaks, 0.5)
+    assert bound == 8 * peaks["rcv_wnd_max"] / 0.5
+    assert sockdiag.advertised_window_bound_bps({}, 0.5) is None
+    assert sockdiag.connection_peaks([]) == {}
+    # A kernel without tcpi_rcv_wnd: the figure is left out, not made up.
+    old = [
+        sockdiag.TcpConnection(
+            c.src,
+            c.sport,
+            c.dst,
+            c.dport,
+            c.state,
+            {k: v for k, v in c.info.items() if k != "rcv_wnd"},
+            {},
+            None,
+        )
+        for c in conns
+    ]
+    assert "rcv_wnd_max" not in sockdiag.connection_peaks(old)
+    assert sockdiag.advertised_window_bound_bps(sockdiag.connection_peaks(old), 0.5) is None
