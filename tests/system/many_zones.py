@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -151,12 +150,3 @@ def prepare_knot(
         "zone:\n" + zones
     )
     return knot
-
-
-def wait_until(predicate: object, timeout: float, what: str) -> None:
-    """Poll ``predicate()`` every 50 ms until true; AssertionError naming ``what`` after."""
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.05)
