@@ -6,16 +6,35 @@ recent queries count, so a path slower than the interval still works. The time i
 the ``time.monotonic()`` at which the first answer with a serial >= the wanted one arrived:
 an upper bound of the moment the secondary started serving it, late by at most one
 interval plus one round trip.
+
+``wait_for_zones`` does the same for many zones at once (a cold start of 100 k zones): every
+pending zone is queried once per round, all queries in flight on a few UDP sockets; an
+answer's socket and message id name its zone, and its question must be that zone's. A round
+over N pending zones lasts ``max(interval, N / max_rate)``: the server receives
+``min(N / interval, max_rate)`` queries per second (defaults: 5 per zone and second, at most
+100 k/s, so a round over 100 k zones takes 1 s), and only zones not yet served are asked. At
+most ``window`` queries are in flight: a server (or a poller) short of CPU stretches the
+round instead of dropping queries. A zone's time is late by at most one round (the rounds'
+lengths are in the result) plus one round trip.
+
+Answers are read without dnspython: ``fast_serial`` for the common clean answer,
+``parse_soa_reply`` for everything else (both pure functions over the wire bytes; at 100 k
+answers a second the parse is a large part of the poller's cost).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import select
 import socket
+import struct
 import time
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from harness.netns import socket_in
 from harness.xfr import XfrTimeout
@@ -25,47 +44,243 @@ from harness.xfr.serial import serial_ge
 MAX_INTERVAL = 0.010  # seconds; finer polling is the point of this module
 _OUTSTANDING = 4096  # query ids remembered while waiting
 
+CLASS_IN = 1
+RCODE_NAMES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
+RCODE_NAMES.update({6: "YXDOMAIN", 7: "YXRRSET", 8: "NXRRSET", 9: "NOTAUTH", 10: "NOTZONE"})
+_QUESTION_FIXED = struct.Struct("!HH")
+_OWNER_IS_QNAME = b"\xc0\x0c"  # a pointer to the question name at offset 12
+_SOA_RDATA_MIN = 22  # two root names and five 32-bit fields
+
 
 def _family(address: str) -> int:
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
+# --- pure wire logic --------------------------------------------------------------------
+
+
+def name_wire(zone: str) -> bytes:
+    """Uncompressed wire form of a zone name, case kept ("example.com." or "example.com")."""
+    if "\\" in zone:  # escapes (\. \DDD): leave them to dnspython
+        import dns.name
+
+        return bytes(dns.name.from_text(zone).to_wire())
+    stripped = zone.rstrip(".")
+    labels = [label.encode("ascii") for label in stripped.split(".")] if stripped else []
+    out = bytearray()
+    for label in labels:
+        if not 0 < len(label) < 64:
+            raise ValueError(f"zone name {zone!r} has an empty or over-long label")
+        out.append(len(label))
+        out += label
+    out.append(0)
+    if len(out) > 255:
+        raise ValueError(f"zone name {zone!r} is longer than 255 octets")
+    return bytes(out)
+
+
+def soa_query_tail(zone: str) -> bytes:
+    """An SOA query for ``zone`` without its 2-byte id: flags (no RD: we ask the
+    authoritative server itself), one question, no EDNS."""
+    return b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00" + name_wire(zone) + b"\x00\x06\x00\x01"
+
+
 def soa_query(zone: str, qid: int) -> bytes:
     """Wire form of a plain SOA query for ``zone`` with message id ``qid``."""
-    import dns.message
-    import dns.rdatatype
+    return w.U16.pack(qid) + soa_query_tail(zone)
 
-    query = dns.message.make_query(zone, dns.rdatatype.SOA)
-    query.id = qid
-    query.flags &= ~0x0100  # no RD: we ask the authoritative server itself
-    return query.to_wire()
+
+class SoaReply(NamedTuple):
+    """What an answer to an SOA query says (see ``parse_soa_reply``)."""
+
+    id: int
+    qname: bytes  # question name, lower-cased uncompressed wire; b"" without a question
+    qtype: int
+    rcode: int
+    authoritative: bool
+    truncated: bool
+    serial: int | None  # serial of the SOA owned by qname in the answer section, if any
+
+    @property
+    def serving(self) -> int | None:
+        """The serial the server says it serves: only from an authoritative NOERROR answer
+        carrying the zone's SOA (not SERVFAIL while loading, REFUSED, NOTAUTH, a referral,
+        a non-authoritative cache, nor a truncated answer)."""
+        if self.rcode or not self.authoritative or self.truncated or self.qtype != w.SOA:
+            return None
+        return self.serial
+
+    def state(self) -> str:
+        """A short description for error messages ("SERVFAIL", "serial 7", ...)."""
+        if self.truncated:
+            return "truncated"
+        if self.rcode:
+            return RCODE_NAMES.get(self.rcode, f"rcode {self.rcode}")
+        if not self.authoritative:
+            return "not authoritative"
+        if self.serial is None:
+            return "no SOA in the answer"
+        return f"serial {self.serial}"
+
+
+def _question_name_end(msg: bytes) -> int:
+    # The first name of a message cannot be compressed: a pointer would aim into the header.
+    pos = 12
+    size = len(msg)
+    while pos < size:
+        length = msg[pos]
+        if length == 0:
+            if pos + 1 - 12 > 255:
+                raise w.WireError("question name is longer than 255 octets")
+            return pos + 1
+        if length > 63:
+            raise w.WireError(f"label length {length} at offset {pos} in the question name")
+        pos += 1 + length
+    raise w.WireError("question name runs past the end of the message")
+
+
+def parse_soa_reply(msg: bytes) -> SoaReply:
+    """Parse an answer to an SOA query; raises ``WireError`` for anything malformed or a
+    message that is not a response.
+
+    Only the header, the question and the answer records up to the zone's SOA are read:
+    OPT, authority and additional records after it are never touched. The answer's SOA is
+    usually owned by a pointer to the question name (checked by bytes); any other owner is
+    decompressed and compared.
+    """
+    if len(msg) < 12:
+        raise w.WireError(f"message of {len(msg)} bytes is shorter than a DNS header")
+    qid, flags, qdcount, ancount, _, _ = w.HEADER.unpack_from(msg, 0)
+    if not flags & w.FLAG_QR:
+        raise w.WireError(f"message {qid} is a query, not a response")
+    rcode = flags & 0x000F
+    aa = bool(flags & w.FLAG_AA)
+    tc = bool(flags & w.FLAG_TC)
+    if qdcount != 1:  # FORMERR and some NOTIMP answers carry no question
+        return SoaReply(qid, b"", 0, rcode, aa, tc, None)
+    end = _question_name_end(msg)
+    if end + 4 > len(msg):
+        raise w.WireError("question section runs past the end of the message")
+    qname = msg[12:end].lower()
+    qtype, qclass = _QUESTION_FIXED.unpack_from(msg, end)
+    serial = None
+    if qclass == CLASS_IN and ancount and not tc:
+        off = end + 4
+        size = len(msg)
+        for _ in range(ancount):
+            if msg[off : off + 2] == _OWNER_IS_QNAME:
+                pos, same = off + 2, True
+            else:
+                owner, _, pos = w.read_name(msg, off, {})
+                same = owner == qname
+            if pos + 10 > size:
+                raise w.WireError(f"record at offset {off} runs past the end of the message")
+            rdtype, rdclass, _, rdlen = w.RR_FIXED.unpack_from(msg, pos)
+            rdata = pos + 10
+            off = rdata + rdlen
+            if off > size:
+                raise w.WireError(f"rdata at offset {rdata} runs past the end of the message")
+            if same and rdtype == w.SOA and rdclass == CLASS_IN:
+                # The serial opens the five 32-bit fields that end the rdata: no need to
+                # walk the two names before it.
+                if rdlen < _SOA_RDATA_MIN:
+                    raise w.WireError(f"SOA rdata at offset {rdata} is too short ({rdlen})")
+                serial = w.U32.unpack_from(msg, off - 20)[0]
+                break
+    return SoaReply(qid, qname, qtype, rcode, aa, tc, serial)
 
 
 def parse_soa_answer(data: bytes, zone: str) -> tuple[int, int | None, bool]:
-    """(message id, serial or None, truncated) of an answer to an SOA query.
+    """(message id, serial or None, truncated) of an answer to an SOA query for ``zone``.
 
-    None when the answer is not an authoritative NOERROR answer carrying the zone's SOA
-    (SERVFAIL while loading, REFUSED, NOTAUTH, a referral, a non-authoritative cache).
+    None when the answer is for another name or is not an authoritative NOERROR answer
+    carrying the zone's SOA (see ``SoaReply.serving``).
     """
-    import dns.exception
-    import dns.message
-    import dns.name
-    import dns.rdatatype
+    reply = parse_soa_reply(data)
+    if reply.truncated:
+        return reply.id, None, True
+    if reply.qname != name_wire(zone).lower():
+        return reply.id, None, False
+    return reply.id, reply.serving, False
 
-    header = w.parse_header(data)
-    if header.truncated:
-        return header.id, None, True
-    if not header.is_response or header.rcode != 0 or not header.authoritative:
-        return header.id, None, False
-    try:
-        msg = dns.message.from_wire(data, keyring=False, ignore_trailing=True)
-    except dns.exception.DNSException:
-        return header.id, None, False
-    origin = dns.name.from_text(zone)
-    for rrset in msg.answer:
-        if rrset.rdtype == dns.rdatatype.SOA and rrset.name == origin and len(rrset):
-            return header.id, int(rrset[0].serial), False
-    return header.id, None, False
+
+def zone_slot(zone: int, sockets: int) -> tuple[int, int]:
+    """(socket, message id) of every query for zone number ``zone``: the id names the zone
+    on its socket, so an answer costs no lookup and a late answer still finds its zone."""
+    return zone % sockets, zone // sockets
+
+
+def slot_zone(sock: int, qid: int, sockets: int) -> int:
+    """The zone number an answer on socket ``sock`` with id ``qid`` belongs to (the inverse
+    of ``zone_slot``); the caller checks that the question is that zone's."""
+    return qid * sockets + sock
+
+
+def sockets_needed(zones: int, wanted: int) -> int:
+    """At least ``wanted`` sockets, and enough that no socket has more than 65536 zones."""
+    return max(wanted, -(-zones // 0x10000))
+
+
+def fast_serial(msg: bytes, question: bytes) -> int | None:
+    """The serial in ``msg`` when it is the common clean answer to ``question`` (the
+    question section exactly as sent: name, type SOA, class IN): authoritative NOERROR, not
+    truncated, its first answer record the SOA with the owner compressed to the question.
+    None means "not that shape": read it with ``parse_soa_reply`` (an error rcode, a name
+    in other case, another record first...). Raises nothing on short input."""
+    end = 12 + len(question)
+    if len(msg) < end + 12 or msg[12:end] != question:
+        return None
+    # QR and AA set, TC clear, rcode NOERROR; one question; at least one answer record.
+    if ((msg[2] << 8) | msg[3]) & 0x860F != 0x8400 or msg[4:6] != b"\x00\x01":
+        return None
+    if msg[6:8] == b"\x00\x00" or msg[end : end + 2] != _OWNER_IS_QNAME:
+        return None
+    rdtype, rdclass, _, rdlen = w.RR_FIXED.unpack_from(msg, end + 2)
+    stop = end + 12 + rdlen
+    if rdtype != w.SOA or rdclass != CLASS_IN or rdlen < _SOA_RDATA_MIN or stop > len(msg):
+        return None
+    return int(w.U32.unpack_from(msg, stop - 20)[0])
+
+
+def _nearest_rank(ordered: Sequence[float], fraction: float) -> float:
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def served_distribution(times: Iterable[float], since: float) -> dict[str, float]:
+    """first, p50, p95, last of the times zones were first served, in seconds after
+    ``since`` (nearest-rank percentiles: each is one zone's real time). Empty: {}."""
+    ordered = sorted(t - since for t in times)
+    if not ordered:
+        return {}
+    return {
+        "first": ordered[0],
+        "p50": _nearest_rank(ordered, 0.50),
+        "p95": _nearest_rank(ordered, 0.95),
+        "last": ordered[-1],
+    }
+
+
+def served_curve(times: Iterable[float], since: float, points: int = 50) -> list[list[float]]:
+    """The curve of zones served over time: ``points`` pairs [seconds after since, zones
+    served by then], evenly spaced up to the last zone's time (which ends the curve)."""
+    if points < 1:
+        raise ValueError(f"a curve needs at least one point, not {points}")
+    ordered = sorted(t - since for t in times)
+    if not ordered:
+        return []
+    last = ordered[-1]
+    out: list[list[float]] = []
+    count = 0
+    for k in range(1, points + 1):
+        at = last * k / points
+        while count < len(ordered) and ordered[count] <= at:
+            count += 1
+        out.append([round(at, 6), count])
+    out[-1][1] = len(ordered)  # the last zone counts despite rounding
+    return out
+
+
+# --- I/O --------------------------------------------------------------------------------
 
 
 def _tcp_soa(address: str, zone: str, port: int, netns: str | None, timeout: float) -> int | None:
@@ -210,3 +425,266 @@ def _same_address(a: str, b: str) -> bool:
         return socket.inet_pton(family, a) == socket.inet_pton(family, b)
     except OSError:
         return False
+
+
+# --- many zones at once -------------------------------------------------------------------
+
+DEFAULT_ZONES_INTERVAL = 0.2  # seconds: the shortest round, hence the finest resolution
+DEFAULT_MAX_RATE = 100_000.0  # queries per second: a round over 100 k zones takes 1 s
+DEFAULT_WINDOW = 256  # queries in flight: about what a server's UDP socket buffer holds
+_SEND_SLICE = 0.001  # seconds of the round's queries sent per burst
+_SOCKET_BUFFER = 4 << 20  # bytes; a burst of answers must not overflow the receive queue
+
+
+class ZonesTimeout(XfrTimeout):
+    """``wait_for_zones`` reached its deadline; ``result`` holds the zones served so far."""
+
+    def __init__(self, message: str, result: ZonesServed) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class ZonesServed:
+    """What ``wait_for_zones`` saw. ``served`` maps each zone (as given) to the
+    ``time.monotonic()`` of the first answer with a serial >= the wanted one."""
+
+    served: dict[str, float]
+    since: float
+    rounds: int = 0
+    queries: int = 0
+    answers: int = 0  # answers matched to a query of ours (any rcode)
+    round_s: list[float] = field(default_factory=list)  # send span of each finished round
+
+    def distribution(self) -> dict[str, float]:
+        return served_distribution(self.served.values(), self.since)
+
+    def curve(self, points: int = 50) -> list[list[float]]:
+        return served_curve(self.served.values(), self.since, points)
+
+
+def wait_for_zones(
+    address: str,
+    zones: Sequence[str],
+    serial: int | Mapping[str, int],
+    *,
+    port: int = 53,
+    netns: str | None = None,
+    timeout: float,
+    since: float,
+    interval: float = DEFAULT_ZONES_INTERVAL,
+    max_rate: float = DEFAULT_MAX_RATE,
+    sockets: int = 2,
+    window: int = DEFAULT_WINDOW,
+    between_rounds: Callable[[int, int], None] | None = None,
+) -> ZonesServed:
+    """Poll every zone until ``address`` answers each with a serial >= ``serial`` (one for
+    all, or one per zone; RFC 1982); return when each was first seen served.
+
+    Each round queries every zone still pending, spread evenly over
+    ``max(interval, pending / max_rate)`` seconds; a query that got no answer is asked
+    again next round, and a late answer to an earlier round still counts (it shows what the
+    server served when it answered). At most ``window`` queries are in flight (sent, not
+    answered, younger than one round): a server slower than the pace stretches the round
+    instead of overflowing its socket buffer, and one that stalls receives at most
+    ``window`` queries a round. The zones are shared by ``sockets`` UDP sockets (more when
+    a socket would hold over 65536 zones: the message id names the zone on its socket, see
+    ``zone_slot``; the question is checked too). ``between_rounds(served, total)`` is called
+    before each round; what it raises ends the wait (the runner checks that the server
+    still runs). The deadline is ``since + timeout``; then ``ZonesTimeout`` (an
+    ``XfrTimeout``) says how many zones are pending and the first of them with its last
+    answer, and its ``result`` holds the zones served by then.
+    """
+    if interval <= 0 or max_rate <= 0 or sockets < 1 or window < 1:
+        raise ValueError(
+            "need interval > 0, max_rate > 0, sockets >= 1, window >= 1 "
+            f"(got {interval}, {max_rate}, {sockets}, {window})"
+        )
+    total = len(zones)
+    result = ZonesServed(served={}, since=since)
+    if not total:
+        return result
+    qnames = [name_wire(zone).lower() for zone in zones]
+    if len(set(qnames)) != total:
+        raise ValueError("wait_for_zones got the same zone twice")
+    wanted = [serial] * total if isinstance(serial, int) else _per_zone(serial, zones)
+    nsock = sockets_needed(total, sockets)
+    tails = [soa_query_tail(zone) for zone in zones]
+    queries = [w.U16.pack(zone_slot(i, nsock)[1]) + tail for i, tail in enumerate(tails)]
+    questions = [tail[10:] for tail in tails]  # name, type, class as sent
+    served_at: list[float | None] = [None] * total
+    last_state: list[str] = ["no answer"] * total  # for the timeout message
+    deadline = since + timeout
+    where = f"{address}#{port}" if port != 53 else address
+    target = (address, port)
+    socks = [socket_in(netns, _family(address), socket.SOCK_DGRAM) for _ in range(nsock)]
+    slot_of_fd = {sock.fileno(): k for k, sock in enumerate(socks)}
+    poller = select.poll()
+    pending = list(range(total))
+    served_count = 0
+    monotonic = time.monotonic
+    sends = [sock.send for sock in socks]
+    in_flight = bytearray(total)  # 1: a query of this zone awaits its answer
+    flying: deque[tuple[float, int]] = deque()  # (sent at, zone), oldest first
+    outstanding = 0
+
+    def drain(k: int) -> None:
+        nonlocal served_count, outstanding
+        recv = socks[k].recv
+        while True:
+            try:
+                data = recv(4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                continue  # "connection refused": an ICMP error while the server is not up
+            arrived = monotonic()
+            if len(data) < 12:
+                continue
+            i = slot_zone(k, (data[0] << 8) | data[1], nsock)
+            if i >= total:
+                continue
+            if in_flight[i]:
+                in_flight[i] = 0
+                outstanding -= 1
+            got = fast_serial(data, questions[i])
+            if got is None:  # not the common shape: read it in full
+                try:
+                    reply = parse_soa_reply(data)
+                except w.WireError:
+                    continue
+                if reply.qname != qnames[i] or reply.qtype != w.SOA:
+                    continue  # the id of zone i, but not its question: not ours
+                got = reply.serving
+                if reply.truncated:
+                    got = _tcp_soa(address, zones[i], port, netns, 0.5)
+                    arrived = monotonic()
+                if got is None:
+                    result.answers += 1
+                    last_state[i] = reply.state()
+                    continue
+            result.answers += 1
+            if served_at[i] is not None:
+                continue
+            if serial_ge(got, wanted[i]):
+                served_at[i] = arrived
+                served_count += 1
+            else:
+                last_state[i] = f"serial {got}"
+
+    try:
+        for sock in socks:
+            sock.setblocking(False)
+            # Connected: the kernel drops datagrams from anyone else, and send()/recv() skip
+            # the address handling of sendto()/recvfrom() (a third of the per-query cost).
+            sock.connect(target)
+            for option, force in (
+                (socket.SO_RCVBUF, getattr(socket, "SO_RCVBUFFORCE", 33)),
+                (socket.SO_SNDBUF, getattr(socket, "SO_SNDBUFFORCE", 32)),
+            ):
+                try:  # root may exceed net.core.rmem_max (a global sysctl)
+                    sock.setsockopt(socket.SOL_SOCKET, force, _SOCKET_BUFFER)
+                except OSError:
+                    sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
+            poller.register(sock, select.POLLIN)
+        while True:
+            if between_rounds is not None:
+                between_rounds(served_count, total)
+            batch = pending
+            count = len(batch)
+            span = max(interval, count / max_rate)
+            burst = max(1, math.ceil(count * _SEND_SLICE / span))
+            began = monotonic()
+            sent = 0
+            while True:
+                now = monotonic()
+                if now >= deadline:
+                    result.served = _served(zones, served_at)
+                    raise ZonesTimeout(
+                        _zones_timeout(result, zones, served_at, now, where, wanted, last_state),
+                        result,
+                    )
+                lost = now - span
+                while flying and flying[0][0] < lost:
+                    i = flying.popleft()[1]
+                    if in_flight[i]:  # no answer in time: it no longer holds the window
+                        in_flight[i] = 0
+                        outstanding -= 1
+                due = min(count, math.floor((now - began) / span * count) + burst)
+                while sent < due and outstanding < window:
+                    i = batch[sent]
+                    sent += 1
+                    if served_at[i] is not None:
+                        continue
+                    try:
+                        sends[i % nsock](queries[i])
+                    except ConnectionRefusedError:
+                        # The ICMP error of an earlier query (no server yet), reported by
+                        # this send and cleared: this query was not sent. Once more.
+                        try:
+                            sends[i % nsock](queries[i])
+                        except OSError:
+                            continue
+                    except OSError:  # a full buffer: asked again next round
+                        continue
+                    result.queries += 1
+                    if not in_flight[i]:
+                        in_flight[i] = 1
+                        outstanding += 1
+                    flying.append((now, i))
+                for fd, _ in poller.poll(0):
+                    drain(slot_of_fd[fd])
+                if served_count == total:
+                    break
+                end = began + span
+                if sent >= count and now >= end:
+                    break
+                if sent >= count:
+                    wake = end
+                elif outstanding >= window:  # an answer, or the oldest query's loss
+                    wake = flying[0][0] + span
+                else:
+                    wake = began + span * (sent / count)
+                wait = max(0.0, min(wake, deadline) - monotonic())
+                for fd, _ in poller.poll(wait * 1000):
+                    drain(slot_of_fd[fd])
+            result.rounds += 1
+            result.round_s.append(monotonic() - began)
+            if served_count == total:
+                break
+            pending = [i for i in pending if served_at[i] is None]
+    finally:
+        for sock in socks:
+            sock.close()
+    result.served = _served(zones, served_at)
+    return result
+
+
+def _served(zones: Sequence[str], served_at: list[float | None]) -> dict[str, float]:
+    return {zone: t for zone, t in zip(zones, served_at, strict=True) if t is not None}
+
+
+def _per_zone(serials: Mapping[str, int], zones: Sequence[str]) -> list[int]:
+    missing = [zone for zone in zones if zone not in serials]
+    if missing:
+        raise ValueError(f"no wanted serial for {len(missing)} zones (first: {missing[0]})")
+    return [serials[zone] for zone in zones]
+
+
+def _zones_timeout(
+    result: ZonesServed,
+    zones: Sequence[str],
+    served_at: list[float | None],
+    now: float,
+    where: str,
+    wanted: list[int],
+    last_state: list[str],
+) -> str:
+    pending = [i for i, t in enumerate(served_at) if t is None]
+    first = pending[0]
+    return (
+        f"timeout after {now - result.since:.1f} s: {len(pending)} of {len(zones)} zones "
+        f"not serving their serial at {where} (first: {zones[first]} wants serial "
+        f"{wanted[first]}, last answer: {last_state[first]}); see the secondary's log for "
+        "failed transfers, or raise the scenario's timeout"
+    )

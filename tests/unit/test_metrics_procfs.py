@@ -7,7 +7,9 @@ family, and ip_local_port_range 40000-40999.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -131,6 +133,7 @@ def test_net_snapshot_from_fixtures() -> None:
         "tcp_timeouts": 3,
         "active_opens": 693,
         "passive_opens": 544,
+        "tcp_sockets_source": "proc",
     }
 
 
@@ -152,10 +155,37 @@ def test_readers_on_this_process() -> None:
     assert procfs.start_time(pid) == own.starttime
 
 
+def test_sock_diag_and_proc_text_agree_on_this_process() -> None:
+    # Both paths over the live namespace of the test process (no setns: no root needed),
+    # with a listener, an established pair and three client ports of ours in TIME_WAIT.
+    # Sockets of others may come and go between the readings: retried until two agree.
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
+        for _ in range(3):
+            socket.create_connection(server.getsockname()).close()  # client closes first
+            server.accept()[0].close()
+        stack.enter_context(socket.create_connection(server.getsockname()))
+        stack.enter_context(server.accept()[0])
+        for _ in range(20):
+            diag = procfs.read_net(os.getpid(), (1, 65535))
+            text = procfs.read_net(os.getpid(), (1, 65535), sock_diag=False)
+            if (diag.tcp_states, diag.ephemeral_ports_in_use) == (
+                text.tcp_states,
+                text.ephemeral_ports_in_use,
+            ):
+                break
+    assert diag.tcp_sockets_source == "sock_diag" and text.tcp_sockets_source == "proc"
+    assert diag.tcp_states["time_wait"] >= 3 and diag.tcp_states["established"] >= 2
+    assert diag.tcp_states == text.tcp_states
+    assert diag.ephemeral_ports_in_use == text.ephemeral_ports_in_use
+
+
 def test_gone_process_raises_process_gone() -> None:
     pid = _dead_pid()
     with pytest.raises(procfs.ProcessGone):
         procfs.read_net(pid, (1, 65535))
+    with pytest.raises(procfs.ProcessGone):
+        procfs.read_net(pid, (1, 65535), sock_diag=False)
     with pytest.raises(procfs.ProcessGone):
         procfs.read_proc_tree(pid)
     assert procfs.start_time(pid) is None

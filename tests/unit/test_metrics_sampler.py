@@ -36,6 +36,7 @@ SERVER_KEYS = {
     "tcp_timeouts",
     "active_opens",
     "passive_opens",
+    "tcp_sockets_source",
 }
 LINKEM = {
     "forward": {
@@ -96,6 +97,7 @@ def test_samples_own_process_periodically_and_at_marks(tmp_path: Path) -> None:
         assert set(line) == SERVER_KEYS
         assert line["case"] == "case-a" and line["pid"] == os.getpid()
         assert line["source"] == "proc" and line["memory_bytes"] is None
+        assert line["tcp_sockets_source"] == "sock_diag"  # its own namespace: no setns needed
         assert line["rss_bytes"] > 0 and line["peak_rss_bytes"] >= line["rss_bytes"]
         assert set(line["tcp"]) == {"inuse", "orphan", "time_wait", "alloc"}
         assert all(n > 0 for n in line["tcp_states"].values())
