@@ -33,7 +33,7 @@ class HostPlan:
     server: ServerSpec
     settings: HostSpec
     link: LinkSpec  # a secondary's path from the primary; the primary's own access link
-    site: str = ""
+    site: str = ""  # the site a secondary belongs to ("secondary" without declared sites)
 
     def endpoint(self) -> Endpoint:
         return Endpoint(self.name, self.role, self.settings, self.link, self.site)
@@ -64,6 +64,11 @@ class CasePlan:
     @property
     def secondaries(self) -> tuple[HostPlan, ...]:
         return self.hosts[1:]
+
+    @property
+    def is_fleet(self) -> bool:
+        """Declared sites, or more than one secondary: records name their secondary."""
+        return self.case.scenario.secondaries is not None or len(self.secondaries) > 1
 
     @property
     def tls(self) -> bool:
@@ -110,19 +115,24 @@ def zone_spec(case: Case) -> zonegen.ZoneSpec:
 
 
 def plan_case(case: Case) -> CasePlan:
-    """The plan of one case of a scenario: one primary and its secondary."""
+    """The plan of one case of a scenario: its primary (behind its uplink) and every
+    secondary of every site (a scenario without sites has one, named "secondary")."""
     scenario = case.scenario
-    servers, hosts = scenario.servers, scenario.hosts
     changes = scenario.zones.ixfr_changes
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)
+    primary = HostPlan(
+        "primary", "primary", scenario.servers.primary, scenario.hosts.primary, scenario.uplink
+    )
+    secondaries = tuple(
+        HostPlan(name, "secondary", site.server, site.host, site.link, site.name)
+        for site in scenario.fleet
+        for name in site.host_names()
+    )
     return CasePlan(
         case=case,
         zone_spec=zone_spec(case),
-        hosts=(
-            HostPlan("primary", "primary", servers.primary, hosts.primary, LinkSpec()),
-            HostPlan("secondary", "secondary", servers.secondary, hosts.secondary, scenario.link),
-        ),
+        hosts=(primary, *secondaries),
         transport=case.transport,
         xfr=case.xfr,
         trigger=scenario.trigger,

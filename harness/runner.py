@@ -17,7 +17,7 @@ from pathlib import Path
 from harness import ui, zonegen
 from harness.compose.backend import Backend, prepare
 from harness.errors import UserInputError
-from harness.link.linktest import compute_bound
+from harness.link.linktest import compute_bound, configured_rtt, through
 from harness.link.probe import probe_kernel
 from harness.measure.driver import TLS_HOSTNAME, LiveCase
 from harness.measure.protocol import run_flows
@@ -131,9 +131,11 @@ def run_case(
     with Testbed.of(endpoints, case_dir / "testbed", label=plan.name, provider=provider) as bed:
         tls = new_tls(case_dir / "tls", TLS_HOSTNAME, bed.primary.address) if plan.tls else None
         described = bed.describe()
-        ctx.bound.update(
-            {h.name: compute_bound(h.link, described, h.name).named_bps() for h in plan.secondaries}
-        )
+        uplink = plan.primary.link
+        for h in plan.secondaries:
+            path = through(h.link, uplink)
+            ctx.bound[h.name] = compute_bound(path, described, h.name).named_bps()
+            ctx.rtt[h.name] = configured_rtt(path)
         live = LiveCase(plan, case_dir, bed, binaries, zones, tsig, tls, sampler)
         try:
             live.start_primary()

@@ -18,7 +18,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -303,6 +303,86 @@ class HostsSpec(Strict):
     secondary: HostSpec = HostSpec()
 
 
+SITE_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
+RESERVED_NAMES = {"primary", "router", "link", "secondary"}
+# The address block (198.18.0.0/15) holds this many point-to-point segments of /30; the
+# primary takes one. Memory is checked against the host at run time (plan.check_capacity).
+MAX_SECONDARIES = 2 ** (32 - 15 - 2) - 1
+
+
+class SiteSpec(Strict):
+    """One site of a fleet: `count` identical secondaries behind one link of its own.
+
+    Unset keys come from the scenario's defaults for every secondary: `kind`, `binary`,
+    `suite` and `options` from [servers.secondary], `link` merged over [link], `host`
+    merged over [hosts.secondary].
+    """
+
+    name: str
+    kind: ServerKind
+    binary: Path | None = None
+    suite: ServerSuite = DEFAULT_SUITE
+    options: dict[str, int | str | bool] = Field(default_factory=dict)
+    count: int = Field(default=1, ge=1, le=MAX_SECONDARIES)
+    link: LinkSpec = LinkSpec()
+    host: HostSpec = HostSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not SITE_NAME.match(value) or value in RESERVED_NAMES:
+            raise ValueError(
+                f"{value!r} is not a site name: use 1-20 lowercase letters and digits, "
+                f"starting with a letter, other than {', '.join(sorted(RESERVED_NAMES))}"
+            )
+        return value
+
+    @property
+    def server(self) -> ServerSpec:
+        return ServerSpec(
+            kind=self.kind, binary=self.binary, suite=self.suite, options=dict(self.options)
+        )
+
+    def host_names(self) -> list[str]:
+        """Its secondaries' names: the site's own, or <site>-1 .. <site>-<count>."""
+        if self.count == 1:
+            return [self.name]
+        return [f"{self.name}-{index}" for index in range(1, self.count + 1)]
+
+
+def _deep_merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {k: _deep_merge(base.get(k), v) if k in base else v for k, v in over.items()} | {
+            k: v for k, v in base.items() if k not in over
+        }
+    return over
+
+
+def _site_defaults(data: Any) -> Any:
+    """Fill each [[secondaries]] table from the defaults for every secondary (raw tables)."""
+    if not isinstance(data, dict) or not isinstance(data.get("secondaries"), list):
+        return data
+    servers = data.get("servers") if isinstance(data.get("servers"), dict) else {}
+    server = servers.get("secondary") if isinstance(servers.get("secondary"), dict) else {}
+    hosts = data.get("hosts") if isinstance(data.get("hosts"), dict) else {}
+    host = hosts.get("secondary") if isinstance(hosts.get("secondary"), dict) else {}
+    link = data.get("link") if isinstance(data.get("link"), dict) else {}
+    sites = []
+    for site in data["secondaries"]:
+        if not isinstance(site, dict):
+            sites.append(site)
+            continue
+        filled = dict(site)
+        for key in ("kind", "binary", "suite", "options"):
+            if key not in filled and key in server:
+                filled[key] = copy.deepcopy(server[key])
+        filled.setdefault("kind", "bind")
+        filled["link"] = _deep_merge(link, site.get("link", {}))
+        filled["host"] = _deep_merge(host, site.get("host", {}))
+        sites.append(filled)
+    return {**data, "secondaries": sites}
+
+
 class Scenario(Strict):
     name: str = ""
     description: str = ""
@@ -318,7 +398,57 @@ class Scenario(Strict):
     servers: ServersSpec = ServersSpec()
     link: LinkSpec = LinkSpec()
     hosts: HostsSpec = HostsSpec()
+    # A fleet: sites of secondaries, each with its own link; absent, the one secondary of
+    # [servers.secondary], [link] and [hosts.secondary].
+    secondaries: list[SiteSpec] | None = Field(default=None, min_length=1)
+    # The primary's access link, crossed by every transfer (forward: leaving the primary).
+    uplink: LinkSpec = LinkSpec()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+    _fill_sites = model_validator(mode="before")(_site_defaults)
+
+    @property
+    def fleet(self) -> tuple[SiteSpec, ...]:
+        """The sites of secondaries (one site "secondary" when none is declared)."""
+        if self.secondaries:
+            return tuple(self.secondaries)
+        secondary = self.servers.secondary
+        return (
+            SiteSpec.model_construct(
+                name="secondary",
+                kind=secondary.kind,
+                binary=secondary.binary,
+                suite=secondary.suite,
+                options=dict(secondary.options),
+                count=1,
+                link=self.link,
+                host=self.hosts.secondary,
+            ),
+        )
+
+    @property
+    def fleet_kinds(self) -> str:
+        """The secondaries' kinds, as a case name shows them: "knot", or "bind+nsd"."""
+        return "+".join(dict.fromkeys(site.kind for site in self.fleet))
+
+    @field_validator("secondaries")
+    @classmethod
+    def _fleet_fits(cls, sites: list[SiteSpec] | None) -> list[SiteSpec] | None:
+        seen: dict[str, int] = {}
+        for index, site in enumerate(sites or []):
+            if site.name in seen:
+                raise ValueError(
+                    f"site {site.name!r} is declared twice (secondaries[{seen[site.name]}] "
+                    f"and [{index}]); give each site its own name"
+                )
+            seen[site.name] = index
+        total = sum(site.count for site in sites or [])
+        if total > MAX_SECONDARIES:
+            raise ValueError(
+                f"{total} secondaries do not fit the address block (198.18.0.0/15 holds "
+                f"{MAX_SECONDARIES} besides the primary); lower a count"
+            )
+        return sites
 
     @field_validator("matrix", mode="before")
     @classmethod
@@ -361,8 +491,7 @@ class Case:
 
     @property
     def pair(self) -> str:
-        servers = self.scenario.servers
-        return f"{servers.primary.kind}->{servers.secondary.kind}"
+        return f"{self.scenario.servers.primary.kind}->{self.scenario.fleet_kinds}"
 
 
 @dataclass(frozen=True)
@@ -389,14 +518,21 @@ def _flatten_matrix(table: dict[str, Any], prefix: str = "") -> Iterator[tuple[s
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set a dotted key; a table value is merged into the table there, not replacing it."""
+    """Set a dotted key; a table value is merged into the table there, not replacing it.
+    In a list of named tables (the sites of [[secondaries]]) a part picks one by name:
+    "secondaries.seoul.count"."""
     parts = dotted.split(".")
-    node = data
+    node: Any = data
     for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
+        if isinstance(node, list):
+            child = next((t for t in node if isinstance(t, dict) and t.get("name") == part), None)
+        else:
+            child = node.setdefault(part, {})
+        if not isinstance(child, dict | list):
             raise KeyError(part)
         node = child
+    if not isinstance(node, dict):
+        raise KeyError(parts[-1])
     existing = node.get(parts[-1])
     if isinstance(value, dict) and isinstance(existing, dict):
         node[parts[-1]] = {**existing, **copy.deepcopy(value)}
@@ -414,18 +550,31 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "(top level)"
 
 
+def _model_of(annotation: Any) -> Any:
+    """The model inside Annotated[...], X | None and list[X]."""
+    if hasattr(annotation, "__metadata__"):  # Annotated[...]
+        annotation = annotation.__origin__
+    for inner in get_args(annotation):
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            return inner
+        found = _model_of(inner) if get_args(inner) else None
+        if found is not None:
+            return found
+    return annotation
+
+
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The keys allowed in the table that holds `loc`, for 'unknown key' messages."""
     node: Any = model
     for part in loc[:-1]:
+        if isinstance(part, int):  # an index into a list of tables: the same model
+            continue
         if not (isinstance(node, type) and issubclass(node, BaseModel)):
             return []
         field = node.model_fields.get(part)
         if field is None:
             return []
-        node = field.annotation
-        if hasattr(node, "__metadata__"):  # Annotated[...]
-            node = node.__origin__
+        node = _model_of(field.annotation)
     if isinstance(node, type) and issubclass(node, BaseModel):
         keys = list(node.model_fields)
         if node is LinkSpec:
@@ -453,12 +602,19 @@ def _explain(error: dict[str, Any]) -> str:
 
 
 def _as_written(loc: tuple[Any, ...], raw: dict[str, Any]) -> tuple[Any, ...]:
-    """Report link.forward.delay as link.delay when the user wrote it for both directions."""
-    if len(loc) >= 3 and loc[0] == "link" and loc[1] in ("forward", "reverse"):
-        link = raw.get("link", {})
-        own = link.get(loc[1], {}) if isinstance(link, dict) else {}
-        if isinstance(link, dict) and loc[2] in link and loc[2] not in own:
-            return ("link", *loc[2:])
+    """Report link.forward.delay as link.delay when the user wrote it for both directions
+    (in [link], [uplink] or a site's link)."""
+    for at, part in enumerate(loc[:-2]):
+        if part not in ("link", "uplink") or loc[at + 1] not in ("forward", "reverse"):
+            continue
+        written: Any = raw
+        for step in loc[:at]:
+            written = written[step] if isinstance(written, dict | list) else None
+        link = written.get(part) if isinstance(written, dict) else None
+        if isinstance(link, dict):
+            own = link.get(loc[at + 1], {})
+            if loc[at + 2] in link and not (isinstance(own, dict) and loc[at + 2] in own):
+                return (*loc[: at + 1], *loc[at + 2 :])
     return loc
 
 
@@ -521,7 +677,7 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
         for transport in base.transports:
             for xfr in base.xfr:
                 name = "/".join(
-                    [f"{scenario.servers.primary.kind}-{scenario.servers.secondary.kind}"]
+                    [f"{scenario.servers.primary.kind}-{scenario.fleet_kinds}"]
                     + [
                         _case_label(v)
                         if isinstance(v, dict)
@@ -559,6 +715,11 @@ def spec_hash(scenario: Scenario) -> str:
         # The default suite is left out: scenarios written before it existed keep their hash.
         if server.get("suite") == DEFAULT_SUITE:
             del server["suite"]
+    # So are keys at their defaults that came later (fleets, the uplink), for the same reason.
+    if dumped.get("secondaries") is None:
+        dumped.pop("secondaries", None)
+    if dumped.get("uplink") == LinkSpec().model_dump(mode="json"):
+        dumped.pop("uplink", None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -176,3 +176,22 @@ def link_bounds(
         model_bps=candidates[limited_by] if limited_by else None,
         limited_by=limited_by,
     )
+
+
+def with_advertised_window(
+    bound: dict[str, float], window_bytes: int, rtt_s: float
+) -> dict[str, float]:
+    """A transfer's named bounds (LinkBounds.named_bps) with the window the receiver really
+    advertised: tcp_rmem is a buffer, not a window (the kernel keeps part of it for
+    overhead), so rmem max / RTT overstates what the receiver lets through. The buffer
+    figure stays as `receive_buffer`; `receive_window` becomes window / RTT, and the model
+    bound the lower of the two."""
+    if window_bytes <= 0 or rtt_s <= 0:
+        return dict(bound)
+    out = dict(bound)
+    if "receive_window" in out:
+        out["receive_buffer"] = out.pop("receive_window")
+    advertised = window_limit_bps(window_bytes, rtt_s)
+    out["receive_window"] = advertised
+    out["model"] = min(out.get("model", advertised), advertised)
+    return out

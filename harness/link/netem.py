@@ -190,36 +190,46 @@ def rate_argv(direction: DirectionSpec, dev: str, *, rtt: float) -> list[list[st
 
 
 def classified_argv(
-    dev: str, members: list[tuple[str, DirectionSpec]], *, rtt: float, netem: bool
+    dev: str,
+    members: list[tuple[str, DirectionSpec]],
+    *,
+    rtt: float,
+    netem: bool,
+    ceiling_bps: int | None = None,
 ) -> list[list[str]]:
     """One egress shared by several directions (the reverse paths of a fleet's secondaries,
-    all towards the primary): a root htb whose default class passes traffic unshaped, and
-    per member a class at its rate (or the ceiling) matched by its source subnet, holding
-    its netem (when `netem` and the direction is impaired) or a tail-drop fifo."""
-    mtu = min(spec.mtu for _, spec in members)
+    all towards the primary): a root htb whose class 1:1 caps everything at `ceiling_bps`
+    (the primary's uplink, when it has a rate), a default class 1:2 for other traffic, and
+    per member a class at its rate matched by its source subnet, holding its netem (when
+    `netem` and the direction is impaired) or a tail-drop fifo."""
+    mtu = min((spec.mtu for _, spec in members), default=1500)
     frame = mtu + ETHERNET_HEADER
+    top = ceiling_bps or CEILING_BPS
+    # Children are guaranteed an equal share and borrow up to their own ceiling: the sum of
+    # their guarantees stays within the parent, so the parent's cap holds.
+    share = max(8_000, top // (len(members) + 1))
     commands = [
-        ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
-        _htb_class(dev, "1:1", CEILING_BPS, frame),
-    ]
+        ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "2"],
+        _htb_class(dev, "1:1", top, frame),
+        _htb_class(dev, "1:2", share, frame, parent="1:1", ceil_bps=top),
+        ["tc", "qdisc", "add", "dev", dev, "parent", "1:2", "handle", "2:", "pfifo", "limit",
+         str(bottleneck_packets(top, rtt, mtu))],
+    ]  # fmt: skip
     for index, (subnet, spec) in enumerate(members):
         classid = f"1:{10 + index}"
-        handle = f"{10 + index}:"
-        commands.append(
-            _htb_class(dev, classid, spec.rate or CEILING_BPS, spec.mtu + ETHERNET_HEADER)
+        rate = min(spec.rate or top, top)
+        child = _htb_class(
+            dev, classid, min(share, rate), spec.mtu + ETHERNET_HEADER, "1:1", ceil_bps=rate
         )
+        commands.append(child)
         if netem and spec.impaired:
-            size = queue_packets(spec.rate, rtt, spec.mtu)
-            leaf = netem_args(spec, limit=size)
+            leaf = netem_args(spec, limit=queue_packets(spec.rate, rtt, spec.mtu))
         else:
-            leaf = [
-                "pfifo",
-                "limit",
-                str(bottleneck_packets(spec.rate or CEILING_BPS, rtt, spec.mtu)),
-            ]
+            leaf = ["pfifo", "limit", str(bottleneck_packets(rate, rtt, spec.mtu))]
         commands.append(
-            ["tc", "qdisc", "add", "dev", dev, "parent", classid, "handle", handle, *leaf]
-        )
+            ["tc", "qdisc", "add", "dev", dev, "parent", classid, "handle", f"{10 + index}:",
+             *leaf]
+        )  # fmt: skip
         commands.append(
             ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
              "u32", "match", "ip", "src", subnet, "flowid", classid]
@@ -227,10 +237,20 @@ def classified_argv(
     return commands
 
 
-def _htb_class(dev: str, classid: str, rate_bps: int, frame: int) -> list[str]:
-    burst = max(4 * frame, math.ceil(rate_bps / 8 / 1000))
-    return ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", classid, "htb",
-            "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit", "burst", str(burst),
+def _htb_class(
+    dev: str,
+    classid: str,
+    rate_bps: int,
+    frame: int,
+    parent: str = "1:",
+    ceil_bps: int | None = None,
+) -> list[str]:
+    """An htb class guaranteed `rate_bps` that may borrow from its parent up to `ceil_bps`
+    (default: the rate, no borrowing)."""
+    ceil = ceil_bps or rate_bps
+    burst = max(4 * frame, math.ceil(ceil / 8 / 1000))
+    return ["tc", "class", "add", "dev", dev, "parent", parent, "classid", classid, "htb",
+            "rate", f"{rate_bps}bit", "ceil", f"{ceil}bit", "burst", str(burst),
             "cburst", str(burst), "quantum", str(frame)]  # fmt: skip
 
 

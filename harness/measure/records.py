@@ -17,6 +17,7 @@ class RecordContext:
     run_id: str
     plan: CasePlan
     bound: dict[str, dict[str, float]] = field(default_factory=dict)  # host -> bit/s bounds
+    rtt: dict[str, float] = field(default_factory=dict)  # host -> configured path RTT, s
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Observed:
     server_logged: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     unsupported: bool = False
+    bound: dict[str, float] | None = None  # this transfer's own (the advertised window)
 
 
 def transfer_record(
@@ -51,7 +53,7 @@ def transfer_record(
     plan = ctx.plan
     secondary = next((h for h in plan.secondaries if h.name == host), plan.secondaries[0])
     extra = dict(observed.extra)
-    if len(plan.secondaries) > 1:
+    if plan.is_fleet:
         extra |= {"host": secondary.name, "site": secondary.site}
     return TransferRecord(
         run_id=ctx.run_id,
@@ -75,7 +77,9 @@ def transfer_record(
         method=method,
         phases=observed.phases,
         server_logged=observed.server_logged,
-        bound=ctx.bound.get(secondary.name, {}) if not observed.unsupported else {},
+        bound=observed.bound
+        if observed.bound is not None
+        else ({} if observed.unsupported else ctx.bound.get(secondary.name, {})),
         unsupported=observed.unsupported,
         extra=extra,
     )

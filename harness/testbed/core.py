@@ -239,7 +239,7 @@ class Testbed:
         if self.backend != "none" or emulation.rated(self.endpoints):
             self._offloads()
         self.emulation = emulation.LinkEmulation(
-            self.router,
+            self.hosts,
             self.plan,
             self.endpoints,
             backend=self.backend,

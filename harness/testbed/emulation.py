@@ -27,7 +27,7 @@ from harness.link import linkem
 from harness.link.netem import classified_argv, netem_argv, parse_tc_stats, rate_argv
 from harness.spec import DirectionSpec, LinkSpec
 from harness.testbed.hosts import Host, Record
-from harness.testbed.topology import Endpoint, TopologyPlan
+from harness.testbed.topology import ROUTER, Endpoint, TopologyPlan
 
 READY_TIMEOUT = 15.0
 Spawn = Callable[..., subprocess.Popen[Any]]
@@ -35,20 +35,29 @@ Spawn = Callable[..., subprocess.Popen[Any]]
 
 @dataclass(frozen=True)
 class Direction:
-    """One way of one secondary's link, as the router sees it."""
+    """One way of one link: a secondary's, or the primary's uplink."""
 
     name: str  # "forward" / "reverse" with one secondary, else "<endpoint> forward"
-    endpoint: str  # the secondary whose link this is
+    endpoint: str  # the host whose link this is
     spec: DirectionSpec
-    ingress: str  # router interface the packets arrive on
-    egress: str  # router interface they leave by
+    ingress: str  # router interface the packets arrive on ("" for any)
+    egress: str  # interface they leave by (on `place`)
     source: str  # the subnet they come from (to classify at a shared egress)
+    place: str = "router"  # where `egress` is: the router, or the primary's own host
+    hook: str = "FORWARD"  # where linkem takes them: FORWARD, PREROUTING or POSTROUTING
+    aggregate: bool = False  # every packet leaving by `egress` (the uplink towards the primary)
 
 
 def directions(
     plan: TopologyPlan, endpoints: list[Endpoint] | tuple[Endpoint, ...]
 ) -> list[Direction]:
-    """Both directions of every secondary's link (pure)."""
+    """Both directions of every secondary's link, then of the primary's uplink (pure).
+
+    The uplink is shared by every transfer: its forward direction is shaped where packets
+    leave the primary (its own interface: one queue for every site) and delayed where they
+    enter the router; its reverse direction is shaped and delayed on the router's egress
+    towards the primary, above the per-site classes there.
+    """
     primary = next(e for e in endpoints if e.role == "primary")
     secondaries = [e for e in endpoints if e.role == "secondary"]
     p_seg = plan.segments[primary.name]
@@ -64,32 +73,55 @@ def directions(
             Direction(f"{prefix}reverse", e.name, e.link.reverse, seg.router_if,
                       p_seg.router_if, seg.subnet)
         )  # fmt: skip
+    uplink = primary.link
+    if uplink.forward.impaired or uplink.forward.rate:
+        out.append(
+            Direction("uplink forward", primary.name, uplink.forward, p_seg.router_if,
+                      p_seg.host_if, p_seg.subnet, place="primary", hook="PREROUTING")
+        )  # fmt: skip
+    if uplink.reverse.impaired or uplink.reverse.rate:
+        out.append(
+            Direction("uplink reverse", primary.name, uplink.reverse, "", p_seg.router_if,
+                      "", hook="POSTROUTING", aggregate=True)
+        )  # fmt: skip
     return out
 
 
 def link_rtt(endpoints: list[Endpoint] | tuple[Endpoint, ...]) -> float:
-    """The longest round trip any secondary's queues must cover."""
-    return max((linkem.link_rtt(e.link) for e in endpoints if e.role == "secondary"), default=0.0)
+    """The longest round trip any secondary's queues must cover (its link and the uplink)."""
+    uplink = sum(linkem.link_rtt(e.link) for e in endpoints if e.role == "primary")
+    sites = (linkem.link_rtt(e.link) for e in endpoints if e.role == "secondary")
+    return max(sites, default=0.0) + uplink
 
 
-def tc_commands(found: list[Direction], backend: str, rtt: float) -> list[list[str]]:
-    """The tc argv for every egress (pure): netem and/or htb for the directions leaving
-    by it, one class per source where several directions share it."""
-    by_egress: dict[str, list[Direction]] = {}
+def tc_commands(found: list[Direction], backend: str, rtt: float) -> list[tuple[str, list[str]]]:
+    """(place, tc argv) for every egress (pure): netem and/or htb for the directions leaving
+    by it; where several share it, one class per source under the shared (uplink) one."""
+    by_egress: dict[tuple[str, str], list[Direction]] = {}
     for direction in found:
-        by_egress.setdefault(direction.egress, []).append(direction)
-    commands: list[list[str]] = []
-    for dev, group in by_egress.items():
-        netem = backend == "netem"
+        by_egress.setdefault((direction.place, direction.egress), []).append(direction)
+    netem = backend == "netem"
+    commands: list[tuple[str, list[str]]] = []
+    for (place, dev), group in by_egress.items():
+        shared = next((d for d in group if d.aggregate), None)
+        members = [d for d in group if not d.aggregate]
+        if shared is not None and netem and shared.spec.impaired:
+            raise EnvironmentProblem(
+                "the uplink's reverse direction (towards the primary) can be delayed or lossy "
+                "with linkem only: netem there would hide the per-site classes; set "
+                "link.backend = 'linkem', or impair only uplink.forward"
+            )
         wanted = [d for d in group if d.spec.rate or (netem and d.spec.impaired)]
         if not wanted:
             continue
-        if len(group) == 1:
-            spec = group[0].spec
-            commands += netem_argv(spec, dev, rtt=rtt) if netem else rate_argv(spec, dev, rtt=rtt)
+        if len(members) == 1 and shared is None:
+            spec = members[0].spec
+            argvs = netem_argv(spec, dev, rtt=rtt) if netem else rate_argv(spec, dev, rtt=rtt)
         else:
-            members = [(d.source, d.spec) for d in group]
-            commands += classified_argv(dev, members, rtt=rtt, netem=netem)
+            parts = [(d.source, d.spec) for d in members]
+            ceiling = shared.spec.rate if shared is not None else None
+            argvs = classified_argv(dev, parts, rtt=rtt, netem=netem, ceiling_bps=ceiling)
+        commands += [(place, argv) for argv in argvs]
     return commands
 
 
@@ -97,6 +129,17 @@ def queue_numbers(found: list[Direction], every_direction: bool) -> list[tuple[D
     """The directions linkem queues (the impaired ones, or all), each with its NFQUEUE."""
     chosen = [d for d in found if d.spec.impaired or every_direction]
     return [(d, linkem.FIRST_QUEUE + index) for index, d in enumerate(chosen)]
+
+
+def nfqueue_rule(direction: Direction, queue: int) -> tuple[str, str, list[str]]:
+    """(table, chain, rule) that hands `direction`'s packets to linkem's queue `queue`."""
+    match = []
+    if direction.ingress:
+        match += ["-i", direction.ingress]
+    if direction.hook in ("FORWARD", "POSTROUTING"):
+        match += ["-o", direction.egress]
+    table = "filter" if direction.hook == "FORWARD" else "mangle"
+    return table, direction.hook, [*match, "-j", "NFQUEUE", "--queue-num", str(queue)]
 
 
 def impaired(endpoints: list[Endpoint] | tuple[Endpoint, ...]) -> bool:
@@ -112,7 +155,7 @@ class LinkEmulation:
 
     def __init__(
         self,
-        router: Host,
+        hosts: dict[str, Host],
         plan: TopologyPlan,
         endpoints: list[Endpoint] | tuple[Endpoint, ...],
         *,
@@ -127,7 +170,8 @@ class LinkEmulation:
         """`persistent`: the router outlives the testbed, so its root qdiscs are recorded for
         removal. `every_direction`: queue unimpaired directions too (the emulator's own
         cost). `label`: the case, which seeds linkem's random streams."""
-        self.router = router
+        self.hosts = hosts
+        self.router = hosts[ROUTER]
         self.plan = plan
         self.endpoints = list(endpoints)
         self.backend = backend
@@ -143,11 +187,15 @@ class LinkEmulation:
         self.iptables: list[list[str]] = []
         self.linkem_config: dict[str, Any] | None = None
         self.stats_path: Path | None = None
-        self._qdisc_devs: set[str] = set()
+        self._qdisc_devs: set[tuple[str, str]] = set()
+        self._primary = next(e.name for e in self.endpoints if e.role == "primary")
+
+    def _place(self, place: str) -> Host:
+        return self.router if place == "router" else self.hosts[self._primary]
 
     def apply(self, binary: Path | None) -> None:
-        for argv in tc_commands(self.directions, self.backend, self.rtt):
-            self._tc(argv)
+        for place, argv in tc_commands(self.directions, self.backend, self.rtt):
+            self._tc(self._place(place), argv)
         if any(e.link.mss_clamp for e in self.endpoints):
             clamp = ["-p", "tcp", "--tcp-flags", "SYN,RST", "SYN", "-j", "TCPMSS",
                      "--clamp-mss-to-pmtu"]  # fmt: skip
@@ -156,14 +204,14 @@ class LinkEmulation:
             assert binary is not None
             self._start_linkem(binary)
 
-    def _tc(self, argv: list[str]) -> None:
+    def _tc(self, host: Host, argv: list[str]) -> None:
         if self._persistent and "root" in argv:
             dev = argv[argv.index("dev") + 1]
-            if dev not in self._qdisc_devs:
-                self._qdisc_devs.add(dev)
-                self._record("qdisc", netns=self.router.netns, dev=dev)
-        self.router.run(argv)
-        self.tc_applied.append(argv)
+            if (host.netns, dev) not in self._qdisc_devs:
+                self._qdisc_devs.add((host.netns, dev))
+                self._record("qdisc", netns=host.netns, dev=dev)
+        host.run(argv)
+        self.tc_applied.append([f"@{host.name}", *argv])
 
     def _iptables_rule(self, table: str, chain: str, rule: list[str]) -> None:
         # Recorded first: a driver killed right after the rule went in still has it listed.
@@ -184,9 +232,7 @@ class LinkEmulation:
         config_path = self.run_dir / "linkem.json"
         config_path.write_text(json.dumps(config, indent=2) + "\n")
         for direction, queue in queued:
-            rule = ["-i", direction.ingress, "-o", direction.egress, "-j", "NFQUEUE",
-                    "--queue-num", str(queue)]  # fmt: skip
-            self._iptables_rule("filter", "FORWARD", rule)
+            self._iptables_rule(*nfqueue_rule(direction, queue))
         out_path = self.run_dir / "linkem.stdout"
         err_path = self.run_dir / "linkem.stderr"
         for path in (config_path, out_path, err_path, self.stats_path):
@@ -216,7 +262,7 @@ class LinkEmulation:
                     counters[name]["updated_at_unix"] = stats["updated_at_unix"]
         tc = self._tc_counters()
         for direction in self.directions:
-            entries = tc.get(direction.egress, {})
+            entries = tc.get((direction.place, direction.egress), {})
             handle = entries.get("handles", {}).get(direction.source, "1:1")
             if self.backend == "netem":
                 by_parent = entries.get("netem", {})
@@ -229,24 +275,29 @@ class LinkEmulation:
             return {name: value for name, value in counters.items() if value}
         return counters
 
-    def _tc_counters(self) -> dict[str, dict[str, Any]]:
-        """Per egress device with a qdisc of ours: htb classes and netem qdiscs by the class
-        they hang from (1:1 for a single direction), and source subnet -> class."""
-        out: dict[str, dict[str, Any]] = {}
-        for dev in {argv[argv.index("dev") + 1] for argv in self.tc_applied}:
-            classes = parse_tc_stats(
-                self.router.run(["tc", "-s", "class", "show", "dev", dev]).stdout
-            )
-            qdiscs = parse_tc_stats(
-                self.router.run(["tc", "-s", "qdisc", "show", "dev", dev]).stdout
-            )
-            htb = {c["handle"]: c for c in classes if c["kind"] == "htb"}
-            netem = {q.get("parent", "root"): q for q in qdiscs if q["kind"] == "netem"}
-            handles = {}
-            for argv in self.tc_applied:
-                if argv[:3] == ["tc", "filter", "add"] and dev in argv and "src" in argv:
-                    handles[argv[argv.index("src") + 1]] = argv[argv.index("flowid") + 1]
-            out[dev] = {"htb": htb, "netem": netem, "handles": handles}
+    def _tc_counters(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Per (place, egress device) with a qdisc of ours: htb classes and netem qdiscs by
+        the class they hang from (1:1 for a single direction), and source -> class."""
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        applied: dict[tuple[str, str], list[list[str]]] = {}
+        for tagged in self.tc_applied:
+            host, argv = tagged[0][1:], tagged[1:]
+            place = "router" if host == ROUTER else "primary"
+            applied.setdefault((place, argv[argv.index("dev") + 1]), []).append(argv)
+        for (place, dev), argvs in applied.items():
+            host = self._place(place)
+            classes = parse_tc_stats(host.run(["tc", "-s", "class", "show", "dev", dev]).stdout)
+            qdiscs = parse_tc_stats(host.run(["tc", "-s", "qdisc", "show", "dev", dev]).stdout)
+            handles = {
+                argv[argv.index("src") + 1]: argv[argv.index("flowid") + 1]
+                for argv in argvs
+                if argv[:3] == ["tc", "filter", "add"] and "src" in argv
+            }
+            out[(place, dev)] = {
+                "htb": {c["handle"]: c for c in classes if c["kind"] == "htb"},
+                "netem": {q.get("parent", "root"): q for q in qdiscs if q["kind"] == "netem"},
+                "handles": handles,
+            }
         return out
 
     def describe(self) -> dict[str, Any]:

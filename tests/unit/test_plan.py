@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import spec
+from harness.errors import EnvironmentProblem
 from harness.plan import CasePlan, plan_case, support_problem
 from harness.servers import DIALECTS
 from harness.testbed import emulation, topology
@@ -96,7 +97,9 @@ def test_one_primary_and_three_secondaries_build_and_tear_down(tmp_path: Path) -
     reverse = [d for d in found if d.name.endswith("reverse")]
     assert {d.egress for d in reverse} == {"veth-p"}
     assert [d.source for d in reverse] == subnets[1:]
-    tc = emulation.tc_commands(found, "linkem", emulation.link_rtt(endpoints))
+    placed = emulation.tc_commands(found, "linkem", emulation.link_rtt(endpoints))
+    assert {place for place, _ in placed} == {"router"}
+    tc = [argv for _, argv in placed]
     filters = [argv for argv in tc if argv[:3] == ["tc", "filter", "add"]]
     assert [argv[argv.index("src") + 1] for argv in filters] == subnets[1:]
     assert sum(1 for argv in tc if "root" in argv) == 4  # one per egress: 3 sites + primary
@@ -142,3 +145,50 @@ def test_endpoint_names_are_checked() -> None:
     twice = [topology.Endpoint("p", "primary"), topology.Endpoint("p", "secondary")]
     with pytest.raises(ValueError, match="unique"):
         topology.netns_suffixes(twice)
+
+
+def test_the_primary_uplink_is_shaped_once_for_every_site(tmp_path: Path) -> None:
+    text = (
+        '[link]\ndelay = "20ms"\n[[secondaries]]\nname = "near"\ncount = 2\n'
+        '[[secondaries]]\nname = "far"\nlink = { delay = "150ms", loss = "1%" }\n'
+        '[uplink]\nrate = "50mbit"\ndelay = "1ms"\n'
+    )
+    plan = _plan(tmp_path, text)
+    assert [(h.name, h.site) for h in plan.secondaries] == [
+        ("near-1", "near"),
+        ("near-2", "near"),
+        ("far", "far"),
+    ]
+    endpoints = plan.endpoints()
+    topo = topology.plan_topology("0a1b2c", "198.18.0.0/15", "198.18.7.0/24", endpoints)
+    found = emulation.directions(topo, endpoints)
+    up, down = found[-2:]
+    assert (up.name, up.place, up.egress, up.hook) == (
+        "uplink forward",
+        "primary",
+        "veth-r",
+        "PREROUTING",
+    )
+    assert down.aggregate and down.egress == "veth-p" and down.hook == "POSTROUTING"
+    # Longest site round trip (2 x 150 ms) plus the uplink's (2 x 1 ms).
+    assert emulation.link_rtt(endpoints) == pytest.approx(0.302)
+    placed = emulation.tc_commands(found, "linkem", emulation.link_rtt(endpoints))
+    on_primary = [argv for place, argv in placed if place == "primary"]
+    assert any("50000000bit" in argv for argv in on_primary)  # the uplink's rate, once
+    towards_primary = [argv for place, argv in placed if place == "router" and "veth-p" in argv]
+    top = next(a for a in towards_primary if "classid" in a and a[a.index("classid") + 1] == "1:1")
+    assert top[top.index("ceil") + 1] == "50000000bit"  # caps every site's reverse class
+    rules = {d.name: emulation.nfqueue_rule(d, q) for d, q in emulation.queue_numbers(found, False)}
+    assert rules["uplink forward"][:2] == ("mangle", "PREROUTING")
+    assert rules["uplink reverse"] == (
+        "mangle", "POSTROUTING", ["-o", "veth-p", "-j", "NFQUEUE", "--queue-num", "17"]
+    )  # fmt: skip
+    assert rules["far forward"] == (
+        "filter", "FORWARD",
+        ["-i", "veth-p", "-o", "veth-s3", "-j", "NFQUEUE", "--queue-num", "14"],
+    )  # fmt: skip
+    with pytest.raises(EnvironmentProblem, match="linkem only"):
+        lossy = dataclasses.replace(
+            found[-1], spec=spec.DirectionSpec.model_validate({"delay": "5ms"})
+        )
+        emulation.tc_commands([*found[:-1], lossy], "netem", 0.3)
