@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
 FIRST_QUEUE = 10  # NFQUEUE numbers from here on, one per emulated direction
 READY_LINE = "linkem ready"
+# How often linkem rewrites its stats file: a transfer's counters are at most this late.
+STATS_INTERVAL_MS = 50
 DEFAULT_INSTANCE = "link"  # the one primary-secondary link of a case; a fleet names its sites
 
 
@@ -115,7 +117,7 @@ def config(
     rtt: float,
     seed: int,
     stats_path: Path,
-    stats_interval_ms: int = 200,
+    stats_interval_ms: int = STATS_INTERVAL_MS,
 ) -> dict[str, Any]:
     """linkem's config: (name, spec, NFQUEUE number) per emulated direction. `rtt` sizes
     the delay lines (the longest round trip they must cover); `seed` is the instance's

@@ -8,7 +8,6 @@ what is measured: that is protocol.py.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from harness import zonegen
 from harness.measure import servers as srv
+from harness.measure.observe import TransferObserver
 from harness.measure.protocol import (
     START_TIMEOUT,
     ColdStartLog,
@@ -36,12 +36,26 @@ from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import PullResult, TsigKey, XfrTimeout, compare_zones
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.notify_watch import NotifyWatch
-from harness.xfr.poll import query_soa_serial, wait_for_serial
+from harness.xfr.poll import (
+    ZonesServed,
+    ZonesTimeout,
+    wait_for_serial,
+    wait_for_serials,
+    wait_for_zones,
+)
 from harness.xfr.pull import digest_of_wire, pull, pull_verified_copy, xot_context
+from harness.xfr.wire_watch import WireWatch
 from harness.zonegen.cache import link_or_copy
 
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
+FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
+
+
+def poll_interval(secondaries: int) -> float:
+    """5 ms for up to 16 secondaries, 10 ms beyond (one select loop polls them all)."""
+    return POLL_INTERVAL if secondaries <= 16 else FLEET_POLL_INTERVAL
+
+
 TLS_HOSTNAME = "primary.xfrbench.test"
 KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
 
@@ -73,6 +87,10 @@ class LiveCase:
         self.base_serial = zones.files[0].serial
         self.primary: RunningServer | None = None
         self.secondaries: dict[str, RunningServer] = {}
+        self.wire: WireWatch | None = None  # the primary's wire, while it runs
+        self.observer: TransferObserver | None = None
+        self.poll_gaps: dict[str, float] = {}  # host -> longest wait between two SOA polls
+        self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
 
     # --- Bench: clocks -------------------------------------------------------------------
 
@@ -103,6 +121,8 @@ class LiveCase:
         name = self.plan.primary.name
         workdir = self.case_dir / name
         self.primary = self._server(name, srv.primary_zones(self.generated.files, workdir), workdir)
+        peers = [self.testbed.hosts[h.name].address for h in self.plan.secondaries]
+        self.wire = WireWatch(self.primary.host.netns, peers).__enter__()
         srv.spawn(self.testbed, self.primary)
         self._watch()
         # Ready = it serves the first and the last zone (it loads them in order).
@@ -138,6 +158,9 @@ class LiveCase:
 
     def close(self) -> None:
         self.stop_secondaries()
+        if self.wire is not None:
+            self.wire.__exit__(None, None, None)
+            self.wire = None
         if self.primary is not None:
             self._watch(without_secondaries=True, without_primary=True)
             srv.stop(self.testbed, self.primary)
@@ -182,21 +205,53 @@ class LiveCase:
     def wait_served(
         self, hosts: list[str], zone: str, serial: int, deadline: float
     ) -> dict[str, float]:
-        if len(hosts) == 1:
-            got = self._poll(self.secondaries[hosts[0]], zone, serial, deadline)
-            return {} if got is None else {hosts[0]: got}
-        found: dict[str, float] = {}
+        targets = {
+            name: (self.secondaries[name].host.address, self.secondaries[name].host.netns)
+            for name in hosts
+        }
+        seen = wait_for_serials(
+            targets,
+            zone,
+            serial,
+            deadline=deadline,
+            interval=poll_interval(len(hosts)),
+            between=self._alive,
+        )
+        self.poll_gaps = seen.max_gap_s
+        return seen.served
+
+    def wait_all_zones(
+        self, hosts: list[str], zones: list[str], serial: int, deadline: float
+    ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+        """Every secondary's zones polled concurrently (each host by a poller of its own,
+        many queries in flight; see xfr/poll.py wait_for_zones)."""
+        served: dict[str, dict[str, float]] = {}
+        errors: dict[str, str] = {}
         failure: list[BaseException] = []
+        since = self.clock()
 
         def watch(name: str) -> None:
+            running = self.secondaries[name]
             try:
-                got = self._poll(self.secondaries[name], zone, serial, deadline)
+                seen = wait_for_zones(
+                    running.host.address,
+                    zones,
+                    serial,
+                    netns=running.host.netns,
+                    timeout=max(0.0, deadline - since),
+                    since=since,
+                    between_rounds=lambda done, total: running.alive(),
+                )
+            except ZonesTimeout as exc:
+                errors[name] = str(exc)
+                self.zones_seen[name] = exc.result
             except BaseException as exc:  # re-raised in the caller's thread
                 failure.append(exc)
-                return
-            if got is not None:
-                found[name] = got
+            else:
+                served[name] = seen.served
+                self.zones_seen[name] = seen
 
+        self.zones_seen = {}
         threads = [threading.Thread(target=watch, args=(name,), daemon=True) for name in hosts]
         for thread in threads:
             thread.start()
@@ -204,78 +259,48 @@ class LiveCase:
             thread.join()
         if failure:
             raise failure[0]
-        return found
-
-    def wait_all_zones(
-        self, hosts: list[str], zones: list[str], serial: int, deadline: float
-    ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
-        served: dict[str, dict[str, float]] = {}
-        errors: dict[str, str] = {}
-        for name in hosts:
-            try:
-                served[name] = self._wait_zones(self.secondaries[name], zones, serial, deadline)
-            except XfrTimeout as exc:
-                errors[name] = str(exc)
         return served, errors
 
-    def _wait_zones(
-        self, running: RunningServer, zones: list[str], serial: int, deadline: float
-    ) -> dict[str, float]:
-        """Poll every pending zone in turn until all serve `serial`."""
-        pending = list(zones)
-        first: dict[str, float] = {}
-        address, netns = running.host.address, running.host.netns
-        while pending:
-            running.alive()
-            if self.clock() > deadline:
-                raise XfrTimeout(
-                    f"timeout after {self.plan.timeout:g} s: {len(pending)} of {len(zones)}"
-                    f" zones not served (first: {pending[0]})"
-                )
-            still = []
-            for origin in pending:
-                got = query_soa_serial(address, origin, netns=netns, timeout=0.2)
-                if got is not None and got >= serial:
-                    first[origin] = self.clock()
-                else:
-                    still.append(origin)
-            if len(still) == len(pending):
-                time.sleep(POLL_INTERVAL)
-            pending = still
-        return first
+    def cold_start_polling(self, host: str) -> dict[str, Any]:
+        """How a host's cold start was polled: rounds, queries, the slowest round."""
+        seen = self.zones_seen.get(host)
+        if seen is None:
+            return {}
+        return {
+            "rounds": seen.rounds,
+            "queries": seen.queries,
+            "round_max_s": max(seen.round_s, default=None),
+        }
 
     # --- Bench: new serials and triggers -----------------------------------------------------
 
     def publish(self, serial: int) -> Publication:
         """Put version `serial` of the first zone on the primary and reload it."""
         primary = self.primary
-        assert primary is not None
+        assert primary is not None and self.wire is not None
         change = zonegen.change_set(
             self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
         )
         link_or_copy(change.zone_path, primary.server.setup.zones[0].file)
-        watch: Any = contextlib.nullcontext()
-        if self.plan.notify:
-            targets = [self.testbed.hosts[h.name].address for h in self.plan.secondaries]
-            watch = NotifyWatch(primary.host.netns, targets)
-        with watch as notifies:
-            issued = self.clock()
-            primary.host.run_tool(
-                primary.server.reload_argv(self.first_zone), timeout=self.plan.timeout
+        issued = self.clock()
+        self.wire.forget_before(issued - 1.0)  # older events are no repeat's any more
+        primary.host.run_tool(
+            primary.server.reload_argv(self.first_zone), timeout=self.plan.timeout
+        )
+        served = self._poll(primary, self.first_zone, serial, issued + self.plan.timeout)
+        if served is None:
+            raise XfrTimeout(
+                f"timeout after {self.plan.timeout:g} s: the primary never served "
+                f"{self.first_zone} serial {serial}"
             )
-            served = self._poll(primary, self.first_zone, serial, issued + self.plan.timeout)
-            if served is None:
-                raise XfrTimeout(
-                    f"timeout after {self.plan.timeout:g} s: the primary never served "
-                    f"{self.first_zone} serial {serial}"
-                )
-            notified: dict[str, float] = {}
-            if notifies is not None:
-                for host in self.plan.secondaries:
-                    address = self.testbed.hosts[host.name].address
-                    sent = notifies.wait(serial, self.plan.timeout, address)
-                    if sent is not None:
-                        notified[host.name] = sent
+        notified: dict[str, float] = {}
+        if self.plan.notify:
+            deadline = issued + self.plan.timeout
+            for host in self.plan.secondaries:
+                address = self.testbed.hosts[host.name].address
+                sent = self.wire.wait_notify(serial, max(0.0, deadline - self.clock()), address)
+                if sent is not None and sent >= issued:
+                    notified[host.name] = sent
         return Publication(issued, served, notified)
 
     def control(self, host: str, action: Control, zone: str) -> None:
@@ -396,6 +421,20 @@ class LiveCase:
 
     def between_repeats(self) -> None:
         self.testbed.flush_route_metrics()
+
+    def begin_observation(self) -> None:
+        self.observer = TransferObserver(self.testbed, self.plan, self.wire, self.tls is not None)
+        self.observer.begin()
+
+    def finish_observation(self) -> None:
+        if self.observer is not None:
+            self.observer.finish()
+
+    def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
+        facts = self.observer.end(host, t0, served) if self.observer is not None else {}
+        if host in self.poll_gaps:
+            facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)
+        return facts
 
     def link_counters(self) -> dict[str, Any]:
         return self.testbed.link_counters()

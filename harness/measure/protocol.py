@@ -26,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.link.bounds import with_advertised_window
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
 from harness.plan import CasePlan
 from harness.results.model import TransferRecord
 from harness.terms import Method
 from harness.xfr import XfrTimeout
+from harness.xfr.poll import served_curve, served_distribution
 
 START_TIMEOUT = 120.0  # a server that does not serve its zones by then has failed to start
 Emit = Callable[[TransferRecord], None]
@@ -157,6 +159,18 @@ class Bench(Protocol):
     def between_repeats(self) -> None:
         """Make repeats start alike (forget cached route metrics)."""
 
+    def begin_observation(self) -> None:
+        """Start watching the wire for one repeat's transfers (counters, TCP, packets)."""
+
+    def finish_observation(self) -> None:
+        """Every transfer of the repeat ended (or failed): stop watching."""
+
+    def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
+        """What the transfer to `host` did on the wire (measure/observe.py)."""
+
+    def cold_start_polling(self, host: str) -> dict[str, Any]:
+        """How a cold start's zones were polled on `host` (rounds, slowest round)."""
+
     def link_counters(self) -> dict[str, Any]: ...
 
     def pull(self, method: str, host: str) -> Pulled: ...
@@ -192,14 +206,17 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
         bench.between_repeats()
         started_at = bench.wall()
         bench.mark("transfer-start", repeat)
+        bench.begin_observation()
         try:
             t0, phases = _trigger(bench, serial, zone)
         except _Timeout as exc:
+            bench.finish_observation()
             bench.mark("transfer-end", repeat)
             for host in hosts:
                 emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at))
             continue
         done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+        bench.finish_observation()
         bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
         for host in hosts:
             if host not in done:
@@ -207,9 +224,16 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                 emit(_failed(ctx, host, repeat, zone, serial, text, started_at))
                 continue
             duration = done[host] - t0[host]
+            facts = bench.observation(host, t0[host], done[host])
             check = bench.verify(host, zone, serial)
             logged = bench.logged(host, zone, serial, started_at)
             size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
+            wire = facts.get("wire", {})
+            seen = {k: wire[f"{k}_s"] for k in ("soa_query", "connect") if f"{k}_s" in wire}
+            window = facts.get("tcp", {}).get("rcv_wnd_max")
+            bound = None
+            if window and host in ctx.rtt and host in ctx.bound:
+                bound = with_advertised_window(ctx.bound[host], window, ctx.rtt[host])
             observed = Observed(
                 serial=serial,
                 duration_s=duration,
@@ -220,13 +244,15 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                 records=records,
                 bytes=size,
                 messages=messages,
-                phases=phases[host] | {"served": duration},
+                phases=phases[host] | seen | {"served": duration},
                 server_logged={
                     "secondary": logged.secondary,
                     "primary": logged.primary,
                     "secondary_failures": logged.failures,
                 },
-                extra={"zone_records": check.records, "link_counters": bench.link_counters()},
+                extra={"zone_records": check.records, "link_counters": bench.link_counters()}
+                | facts,
+                bound=bound,
             )
             emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
 
@@ -300,7 +326,8 @@ def cold_start_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
             if host not in served:
                 emit(_failed(ctx, host, repeat, label, serial, errors[host], started_at))
                 continue
-            duration = max(served[host].values()) - t0
+            times = sorted(served[host].values())
+            duration = times[-1] - t0
             problems, records = [], 0
             for origin in origins:
                 check = bench.verify(host, origin, serial)
@@ -318,15 +345,26 @@ def cold_start_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                 records=records,
                 bytes=log.bytes,
                 messages=log.messages,
-                phases={"served": duration},
+                phases=zones_served_phases(times, t0) | {"served": duration},
                 server_logged={
                     "secondary_transfers": log.transfers,
                     "secondary_failures": log.failures,
                 },
-                extra={"zones": len(origins)},
+                extra={
+                    "zones": len(origins),
+                    "served_curve": served_curve(times, t0),
+                    "polling": bench.cold_start_polling(host),
+                },
             )
             emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
         bench.stop_secondaries()
+
+
+def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:
+    """When the first zone, the median zone and the 95th-percentile zone were served,
+    seconds since the start (nearest rank: each is the time a real zone was served)."""
+    dist = served_distribution(times, t0)
+    return {f"zones_{key}": value for key, value in dist.items() if key != "last"}
 
 
 def client_pulls(bench: Bench, ctx: RecordContext, emit: Emit) -> None:

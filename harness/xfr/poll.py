@@ -688,3 +688,101 @@ def _zones_timeout(
         f"{wanted[first]}, last answer: {last_state[first]}); see the secondary's log for "
         "failed transfers, or raise the scenario's timeout"
     )
+
+
+# --- many servers at once ----------------------------------------------------------------
+
+
+@dataclass
+class SerialsSeen:
+    """When each server first answered the wanted serial, and how finely it was polled."""
+
+    served: dict[str, float]  # name -> time.monotonic() of that answer
+    max_gap_s: dict[str, float]  # name -> the longest wait between two of its queries
+
+
+def wait_for_serials(
+    targets: Mapping[str, tuple[str, str | None]],
+    zone: str,
+    serial: int,
+    *,
+    deadline: float,
+    port: int = 53,
+    interval: float = 0.005,
+    between: Callable[[], None] | None = None,
+    between_every: float = 1.0,
+) -> SerialsSeen:
+    """Poll every target (name -> (address, netns)) every `interval` until each answers a
+    serial >= `serial` (RFC 1982) or `deadline` (monotonic) passes: one UDP socket per
+    target, created in its own namespace, all in one select loop, so that a fleet of 100
+    secondaries is polled as finely as one. Targets that did not serve by the deadline are
+    missing from `served`. `between` runs about every `between_every` seconds (the caller
+    checks that the servers are alive; it may raise)."""
+    if not 0 < interval <= MAX_INTERVAL:
+        raise ValueError(f"interval must be in (0, {MAX_INTERVAL}] s, got {interval}")
+    socks: dict[int, tuple[str, socket.socket]] = {}
+    question = soa_query_tail(zone)[10:]  # name, type, class as sent
+    qname = name_wire(zone).lower()
+    try:
+        for name, (address, netns) in targets.items():
+            sock = socket_in(netns, _family(address), socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            socks[sock.fileno()] = (name, sock)
+        addresses = {name: (address, port) for name, (address, _) in targets.items()}
+        outstanding: dict[str, set[int]] = {name: set() for name in targets}
+        served: dict[str, float] = {}
+        last_send: dict[str, float] = {}
+        gaps: dict[str, float] = dict.fromkeys(targets, 0.0)
+        next_send = next_check = time.monotonic()
+        while len(served) < len(targets):
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if between is not None and now >= next_check:
+                between()
+                next_check = now + between_every
+            if now >= next_send:
+                for name, sock in socks.values():
+                    if name in served:
+                        continue
+                    qid = random.getrandbits(16)
+                    ids = outstanding[name]
+                    if len(ids) > _OUTSTANDING:
+                        ids.clear()
+                    ids.add(qid)
+                    with contextlib.suppress(BlockingIOError, OSError):
+                        sock.sendto(soa_query(zone, qid), addresses[name])
+                    if name in last_send:
+                        gaps[name] = max(gaps[name], now - last_send[name])
+                    last_send[name] = now
+                next_send = now + interval
+            pending = [sock for name, sock in socks.values() if name not in served]
+            wait = max(0.0, min(next_send, deadline) - time.monotonic())
+            ready, _, _ = select.select(pending, [], [], wait)
+            for sock in ready:
+                name = socks[sock.fileno()][0]
+                while name not in served:
+                    try:
+                        data, peer = sock.recvfrom(65535)
+                    except (BlockingIOError, InterruptedError, OSError):
+                        break  # drained, or an ICMP error while the server (re)starts
+                    arrived = time.monotonic()
+                    if peer[0] != addresses[name][0]:
+                        continue
+                    got = fast_serial(data, question)
+                    if got is None:  # not the common shape: read it in full
+                        try:
+                            reply = parse_soa_reply(data)
+                        except w.WireError:
+                            continue
+                        if reply.qname != qname or reply.qtype != w.SOA:
+                            continue
+                        got = reply.serving
+                    if got is None or w.U16.unpack_from(data, 0)[0] not in outstanding[name]:
+                        continue
+                    if serial_ge(got, serial):
+                        served[name] = arrived
+        return SerialsSeen(served, gaps)
+    finally:
+        for _, sock in socks.values():
+            sock.close()

@@ -130,6 +130,20 @@ class FakeBench:
     def link_counters(self) -> dict[str, Any]:
         return {"forward": {"passed": 7}}
 
+    def begin_observation(self) -> None:
+        self.calls.append(("observe",))
+
+    def finish_observation(self) -> None:
+        self.calls.append(("observed",))
+
+    def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
+        # What the wire showed: the SOA query 0.02 s and the connect 0.05 s after t0.
+        wire = {"soa_queries": 1, "connects": 1, "soa_query_s": 0.02, "connect_s": 0.05}
+        return {"wire": wire, "tcp": {"rcv_wnd_max": 65_535}}
+
+    def cold_start_polling(self, host: str) -> dict[str, Any]:
+        return {"rounds": 3}
+
     def pull(self, method: str, host: str) -> Pulled:
         return Pulled(True, None, 12, 43, 4000, 2, 0.5, self.wall(), {"connect": 0.01},
                       digest_matches=method == "own")  # fmt: skip
@@ -164,7 +178,12 @@ def test_notify_measures_from_each_notify_after_an_unrecorded_warm_up(tmp_path: 
     first = records[0]
     # t0 = the NOTIFY leaving (0.3 s after the reload command); served 1.0 s after it.
     assert first.duration_s == pytest.approx(1.0)
-    assert first.phases == pytest.approx({"primary_reload": 0.2, "notify_sent": 0.3, "served": 1.0})
+    assert first.phases == pytest.approx(
+        {"primary_reload": 0.2, "notify_sent": 0.3, "soa_query": 0.02, "connect": 0.05,
+         "served": 1.0}
+    )  # fmt: skip
+    # The advertised window tightens the window bound only where a bound is known.
+    assert first.extra["tcp"] == {"rcv_wnd_max": 65_535} and first.bound == {}
     assert first.ok and first.verified and first.trigger == "notify"
     assert (first.bytes, first.messages, first.records) == (4000, 2, 43)
     assert first.extra["link_counters"] == {"forward": {"passed": 7}}

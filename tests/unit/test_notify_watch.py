@@ -1,4 +1,5 @@
-"""The NOTIFY sniffer's packet parser (pure): which secondary a NOTIFY goes to, which serial."""
+"""The primary's wire watch, its packet parser (pure): NOTIFYs to the secondaries and the
+serial they announce, the secondaries' SOA queries and connects."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import dns.opcode
 import dns.rdatatype
 import dns.rrset
 
-from harness.xfr.notify_watch import notify_serial
+from harness.xfr.wire_watch import parse_packet
 
 
 def _notify(serial: int | None, *, response: bool = False) -> bytes:
@@ -37,6 +38,11 @@ def _ip(payload: bytes, dst: str, proto: int = socket.IPPROTO_UDP, port: int = 5
     return ip + transport
 
 
+def notify_serial(packet: bytes, watched: set[str]) -> tuple[str, int | None] | None:
+    found = parse_packet(packet, True, watched)  # leaving the primary
+    return None if found is None or found[0] != "notify" else (found[1], found[2])
+
+
 def test_notify_to_a_watched_secondary_over_udp_and_tcp() -> None:
     watched = {"198.18.7.66", "198.18.7.130"}
     assert notify_serial(_ip(_notify(42), "198.18.7.66"), watched) == ("198.18.7.66", 42)
@@ -53,3 +59,22 @@ def test_what_is_not_a_notify_to_us_is_ignored() -> None:
     assert notify_serial(_ip(query, "198.18.7.66"), watched) is None  # an SOA query
     assert notify_serial(_ip(_notify(42), "198.18.7.66", port=853), watched) is None
     assert notify_serial(b"\x60" + bytes(39), watched) is None  # IPv6
+
+
+def _from(packet: bytes, source: str) -> bytes:
+    return packet[:12] + socket.inet_aton(source) + packet[16:]
+
+
+def test_soa_queries_and_connects_from_a_secondary() -> None:
+    watched = {"198.18.7.66"}
+    query = dns.message.make_query("example.", dns.rdatatype.SOA).to_wire()
+    incoming = _from(_ip(query, "198.18.7.2"), "198.18.7.66")
+    assert parse_packet(incoming, False, watched) == ("soa_query", "198.18.7.66", None)
+    a_query = dns.message.make_query("example.", dns.rdatatype.A).to_wire()
+    assert parse_packet(_from(_ip(a_query, "198.18.7.2"), "198.18.7.66"), False, watched) is None
+    syn = bytearray(_from(_ip(b"", "198.18.7.2", socket.IPPROTO_TCP), "198.18.7.66"))
+    syn[20 + 13] = 0x02  # SYN alone
+    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None)
+    syn[20 + 13] = 0x12  # SYN+ACK: the primary's answer, not a connect
+    assert parse_packet(bytes(syn), False, watched) is None
+    assert parse_packet(incoming, False, {"198.18.7.99"}) is None  # not a secondary of ours
