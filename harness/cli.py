@@ -36,20 +36,34 @@ def _print_cases(loaded: object, console: Console) -> None:
         f"{len(loaded.cases)} cases x {scenario.repeats} repeats"
     )
     table = Table()
-    for column in ("case", "zone", "trigger", "forward link", "reverse link"):
+    for column in ("case", "zone", "trigger", "secondaries", "forward link", "reverse link"):
         table.add_column(column)
+
+    def describe(direction: object) -> str:
+        return describe_direction(direction.model_dump(mode="json"))  # type: ignore[attr-defined]
 
     for case in loaded.cases:
         zones = case.scenario.zones
         zone = f"{zones.preset} {zones.record_count:,} rec"
         if zones.preset == "hosting":
             zone += f" x {zones.zones:,} zones"
+        fleet = case.scenario.fleet
+        sites = [f"{s.name} x{s.count} ({s.kind})" if s.count > 1 else f"{s.name} ({s.kind})"
+                 for s in fleet]  # fmt: skip
+        forward = [describe(s.link.forward) for s in fleet]
+        reverse = [describe(s.link.reverse) for s in fleet]
+        uplink = case.scenario.uplink
+        if uplink.impaired or uplink.forward.rate or uplink.reverse.rate:
+            sites.append("uplink (primary)")
+            forward.append(describe(uplink.forward))
+            reverse.append(describe(uplink.reverse))
         table.add_row(
             case.name,
             zone,
             case.scenario.trigger,
-            describe_direction(case.scenario.link.forward.model_dump(mode="json")),
-            describe_direction(case.scenario.link.reverse.model_dump(mode="json")),
+            "\n".join(sites),
+            "\n".join(forward),
+            "\n".join(reverse),
         )
     console.print(table)
 

@@ -448,18 +448,20 @@ class LiveCase:
             running += list(self.secondaries.values())
         targets = [
             Target(
-                role=r.name,
+                role=r.plan.role,
                 server=r.server.kind,
                 pid=r.proc.pid,
                 cgroup=self.testbed.cgroup_of(r.proc),
+                host=r.name,
+                site=r.plan.site if self.plan.is_fleet else "",
             )
             for r in running
             if r.proc is not None
         ]
         hosts = self.testbed.describe()["hosts"]
         ranges = {
-            t.role: parse_port_range(
-                hosts[t.role]["sysctls"].get("net.ipv4.ip_local_port_range", KERNEL_PORT_RANGE)
+            t.name: parse_port_range(
+                hosts[t.name]["sysctls"].get("net.ipv4.ip_local_port_range", KERNEL_PORT_RANGE)
             )
             for t in targets
         }

@@ -55,6 +55,8 @@ def transfer_record(
     extra = dict(observed.extra)
     if plan.is_fleet:
         extra |= {"host": secondary.name, "site": secondary.site}
+        if secondary.name in ctx.rtt:
+            extra["path_rtt_s"] = ctx.rtt[secondary.name]
     return TransferRecord(
         run_id=ctx.run_id,
         case=plan.name,

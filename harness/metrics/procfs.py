@@ -215,9 +215,24 @@ class NetSnapshot:
     active_opens: int
     passive_opens: int
     tcp_sockets_source: str = "proc"  # "sock_diag" | "proc": where tcp_states came from
+    # Bytes on the namespace's interfaces but loopback (/proc/<pid>/net/dev): what the
+    # server sent and received over its links (a primary's cost as its fleet grows).
+    net_tx_bytes: int = 0
+    net_rx_bytes: int = 0
 
     def fields(self) -> dict[str, object]:
         return asdict(self)
+
+
+def parse_net_dev(text: str) -> dict[str, tuple[int, int]]:
+    """/proc/net/dev -> interface -> (received bytes, transmitted bytes)."""
+    out: dict[str, tuple[int, int]] = {}
+    for line in text.splitlines()[2:]:
+        name, sep, rest = line.partition(":")
+        fields = rest.split()
+        if sep and len(fields) >= 9:
+            out[name.strip()] = (int(fields[0]), int(fields[8]))
+    return out
 
 
 def net_snapshot(
@@ -229,6 +244,7 @@ def net_snapshot(
     tcp_texts: Iterable[str] | None = None,
     port_range: PortRange,
     sockets: tuple[dict[str, int], int] | None = None,
+    net_dev: str | None = None,
 ) -> NetSnapshot:
     """The snapshot from /proc texts; ``sockets`` (states, ephemeral ports in use), when
     given, comes from sock_diag and replaces the tcp/tcp6 texts."""
@@ -239,6 +255,7 @@ def net_snapshot(
         states, ports = summarise_tcp(tcp_texts or (), port_range)
     else:
         states, ports = sockets
+    links = [v for k, v in parse_net_dev(net_dev or "").items() if k != "lo"]
     return NetSnapshot(
         tcp={key: counts[key] for key in ("inuse", "orphan", "time_wait", "alloc")},
         tcp_states=states,
@@ -248,6 +265,8 @@ def net_snapshot(
         active_opens=tcp.get("ActiveOpens", 0),
         passive_opens=tcp.get("PassiveOpens", 0),
         tcp_sockets_source="proc" if sockets is None else "sock_diag",
+        net_tx_bytes=sum(tx for _, tx in links),
+        net_rx_bytes=sum(rx for rx, _ in links),
     )
 
 
@@ -315,6 +334,7 @@ def read_net(pid: int, port_range: PortRange, *, sock_diag: bool = True) -> NetS
         tcp_texts=texts,
         port_range=port_range,
         sockets=sockets,
+        net_dev=_read_optional(pid, "net/dev"),
     )
 
 

@@ -36,6 +36,12 @@ class Target:
     server: str  # "bind" | "knot" | "nsd"
     pid: int
     cgroup: Cgroup | None = None
+    host: str = ""  # the testbed host ("primary", "secondary", "seoul-1"); default: the role
+    site: str = ""  # a secondary's site in a fleet
+
+    @property
+    def name(self) -> str:
+        return self.host or self.role
 
 
 def normalize_link_counters(counters: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -78,6 +84,8 @@ def server_sample(
     return {
         **head,
         "role": target.role,
+        "host": target.name,
+        **({"site": target.site} if target.site else {}),
         "server": target.server,
         "pid": target.pid,
         "source": usage.source,
@@ -185,7 +193,7 @@ class Sampler:
         """Sample these targets under `case` from now on; takes a first sample at once
         (the case's start for its totals) and returns it."""
         ranges = dict(port_ranges or {})
-        missing = sorted({t.role for t in targets} - set(ranges))
+        missing = sorted({t.name for t in targets} - set(ranges))
         if missing:
             raise ValueError(f"no ip_local_port_range given for {', '.join(missing)}")
         with self._lock:
@@ -244,7 +252,7 @@ class Sampler:
                 if procfs.start_time(target.pid) != watch.starts.get(target.pid):
                     continue  # exited (or its pid now names another process)
                 # Servers sharing a namespace (compose, tests) share one read of its tables.
-                key = (procfs.netns_inode(target.pid), watch.port_ranges[target.role])
+                key = (procfs.netns_inode(target.pid), watch.port_ranges[target.name])
                 if key not in nets:
                     nets[key] = procfs.read_net(target.pid, key[1])
                 net = nets[key]
@@ -252,7 +260,7 @@ class Sampler:
             except procfs.ProcessGone:
                 continue
             except Exception as exc:  # a sampler must never stop the run
-                self._error(f"{target.role} ({target.server} pid {target.pid})", exc)
+                self._error(f"{target.name} ({target.server} pid {target.pid})", exc)
                 continue
             lines.append(server_sample(head, target, usage, net))
         if watch.link_counters is not None:
@@ -261,8 +269,13 @@ class Sampler:
             except Exception as exc:
                 self._error("link", exc)
             else:
-                for direction, counts in sorted(link.items()):
-                    lines.append({**head, "role": "link", "direction": direction, **counts})
+                for name, counts in sorted(link.items()):
+                    # "seoul-1 forward" is the forward direction of seoul-1's link.
+                    host, _, direction = name.rpartition(" ")
+                    where = {"host": host} if host else {}
+                    lines.append(
+                        {**head, "role": "link", "direction": direction, **where, **counts}
+                    )
         self._write(lines)
         self._cost.append(time.perf_counter() - began)
         del self._cost[:-1000]

@@ -34,6 +34,7 @@ from harness.results.access import (
     read_text,
     write_text_atomic,
 )
+from harness.results.fleet import fleet_summary
 from harness.results.meta import META_VERSION, RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
 from harness.results.summary import summarize, to_csv
@@ -171,6 +172,7 @@ class RunStore:
                 self._lines = None
             _, records = load_run(self.folder)
             summaries = summarize(records)
+            samples = load_samples(self.folder / SAMPLES)  # [] when none were taken
             write_json_atomic(
                 self.folder / SUMMARY_JSON,
                 {
@@ -178,7 +180,8 @@ class RunStore:
                     "run_id": self.run_id,
                     "interrupted": interrupted,
                     "cases": [s.to_dict() for s in summaries],
-                    "resources": _resources(self.folder / SAMPLES),
+                    "resources": summarize_resources(samples),
+                    "fleet": fleet_summary(records, samples),
                 },
             )
             write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))
@@ -200,13 +203,6 @@ class RunStore:
         tb: TracebackType | None,
     ) -> None:
         self.finish(interrupted=kind is not None)
-
-
-def _resources(samples: Path) -> dict[str, Any]:
-    """Per-case CPU, memory, TIME_WAIT and link figures from the run's samples, if taken."""
-    if not samples.exists():
-        return {}
-    return summarize_resources(load_samples(samples))
 
 
 def load_run(path: Path) -> tuple[RunMeta, list[TransferRecord]]:

@@ -124,6 +124,7 @@ def test_net_snapshot_from_fixtures() -> None:
         netstat=fixture("host_netstat"),
         tcp_texts=[fixture("ns_tcp"), fixture("ns_tcp6")],
         port_range=(40000, 40999),
+        net_dev=SYNTHETIC_NET_DEV,
     )
     assert snap.fields() == {
         "tcp": {"inuse": 6, "orphan": 0, "time_wait": 50, "alloc": 23},
@@ -134,7 +135,31 @@ def test_net_snapshot_from_fixtures() -> None:
         "active_opens": 693,
         "passive_opens": 544,
         "tcp_sockets_source": "proc",
+        "net_tx_bytes": 20_000 + 3_000,  # veth-r and eth1; loopback left out
+        "net_rx_bytes": 10_000 + 4_000,
     }
+
+
+# /proc/net/dev as a namespace shows it, with made-up byte counts on a layout captured
+# from a real namespace (tests/fixtures/proc/ns_net_dev).
+SYNTHETIC_NET_DEV = (
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs"
+    " drop fifo colls carrier compressed\n"
+    "    lo:     168       2    0    0    0     0          0         0      168       2    0"
+    "    0    0     0       0          0\n"
+    "veth-r:   10000      20    0    0    0     0          0         0    20000      30    0"
+    "    0    0     0       0          0\n"
+    "  eth1:    4000       5    0    0    0     0          0         0     3000       4    0"
+    "    0    0     0       0          0\n"
+)
+
+
+def test_net_dev_captured() -> None:
+    parsed = procfs.parse_net_dev(fixture("ns_net_dev"))
+    assert set(parsed) == {"lo", "veth-r", "veth-x"}
+    assert parsed["lo"][0] == parsed["lo"][1] > 0  # the ping went out and came back
+    assert parsed["veth-r"] == (0, 0)
 
 
 def test_tree_pids() -> None:

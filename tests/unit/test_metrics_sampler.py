@@ -23,6 +23,7 @@ SERVER_KEYS = {
     "role",
     "server",
     "pid",
+    "host",
     "source",
     "cpu_user_s",
     "cpu_system_s",
@@ -37,6 +38,8 @@ SERVER_KEYS = {
     "active_opens",
     "passive_opens",
     "tcp_sockets_source",
+    "net_tx_bytes",
+    "net_rx_bytes",
 }
 LINKEM = {
     "forward": {
