@@ -29,7 +29,7 @@ from harness.measure.servers import RunningServer
 from harness.metrics.procfs import parse_port_range
 from harness.metrics.sampler import Sampler, Target
 from harness.plan import CasePlan
-from harness.secrets import TlsFiles
+from harness.secrets import TlsFiles, new_tsig
 from harness.servers import count_failures
 from harness.servers.base import last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
@@ -44,7 +44,9 @@ from harness.xfr.poll import (
     wait_for_zones,
 )
 from harness.xfr.pull import digest_of_wire, pull, pull_verified_copy, xot_context
+from harness.xfr.update import query_soa, send_update, serial_update, with_serial
 from harness.xfr.wire_watch import WireWatch
+from harness.zonegen import read_diff
 from harness.zonegen.cache import link_or_copy
 
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
@@ -91,6 +93,8 @@ class LiveCase:
         self.observer: TransferObserver | None = None
         self.poll_gaps: dict[str, float] = {}  # host -> longest wait between two SOA polls
         self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
+        # Signs the dynamic updates that publish new serials (a secret of this case only).
+        self.update_key = new_tsig(name="xfrbench-update.")
 
     # --- Bench: clocks -------------------------------------------------------------------
 
@@ -113,6 +117,7 @@ class LiveCase:
             tls=self.tls,
             ixfr=self.plan.ixfr,
             notify=self.plan.notify,
+            update_key=self.update_key,
         )
         server = srv.make(host_plan, self.binaries[name], setup)
         return RunningServer(host_plan, self.testbed.hosts[name], server)
@@ -275,23 +280,46 @@ class LiveCase:
     # --- Bench: new serials and triggers -----------------------------------------------------
 
     def publish(self, serial: int) -> Publication:
-        """Put version `serial` of the first zone on the primary and reload it."""
+        """Put version `serial` of the first zone on the primary, the cheapest way its
+        server allows (Server.publish_method): an AXFR workload changes only the serial, an
+        IXFR one applies the next change set."""
         primary = self.primary
         assert primary is not None and self.wire is not None
-        change = zonegen.change_set(
-            self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
-        )
-        link_or_copy(change.zone_path, primary.server.setup.zones[0].file)
+        dialect = type(primary.server)
+        method = dialect.publish_method(self.plan.ixfr)
+        change = None
+        if self.plan.ixfr or method == "reload":
+            change = zonegen.change_set(
+                self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
+            )
         issued = self.clock()
         self.wire.forget_before(issued - 1.0)  # older events are no repeat's any more
-        primary.host.run_tool(
-            primary.server.reload_argv(self.first_zone), timeout=self.plan.timeout
-        )
+        if method == "reload":
+            assert change is not None
+            link_or_copy(change.zone_path, primary.server.setup.zones[0].file)
+            argv = primary.server.reload_argv(self.first_zone)
+            primary.host.run_tool(argv, timeout=self.plan.timeout)
+        else:
+            where = {"netns": primary.host.netns, "timeout": self.plan.timeout}
+            soa = query_soa(primary.host.address, self.first_zone, **where)
+            if method == "dynamic update":
+                deleted, added = (
+                    read_diff(change.diff_path, self.first_zone) if change else ([], [])
+                )
+                update = serial_update(
+                    self.first_zone, soa, serial, self.update_key, deleted=deleted, added=added
+                )
+                send_update(update, primary.host.address, **where)
+            else:
+                new = with_serial(soa, serial)
+                text = f"{new.ttl} SOA {new[0].to_text()}"
+                for argv in primary.server.transaction_argvs(self.first_zone, text):
+                    primary.host.run_tool(argv, timeout=self.plan.timeout)
         served = self._poll(primary, self.first_zone, serial, issued + self.plan.timeout)
         if served is None:
             raise XfrTimeout(
                 f"timeout after {self.plan.timeout:g} s: the primary never served "
-                f"{self.first_zone} serial {serial}"
+                f"{self.first_zone} serial {serial} ({method})"
             )
         notified: dict[str, float] = {}
         if self.plan.notify:
@@ -301,7 +329,7 @@ class LiveCase:
                 sent = self.wire.wait_notify(serial, max(0.0, deadline - self.clock()), address)
                 if sent is not None and sent >= issued:
                     notified[host.name] = sent
-        return Publication(issued, served, notified)
+        return Publication(issued, served, notified, method)
 
     def control(self, host: str, action: Control, zone: str) -> None:
         running = self.secondaries[host]

@@ -47,6 +47,7 @@ class Publication:
     issued: float
     served: float
     notified: dict[str, float] = field(default_factory=dict)
+    method: str = "reload"  # how the serial was put there (Server.publish_method)
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,8 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
         bench.mark("transfer-start", repeat)
         bench.begin_observation()
         try:
-            t0, phases = _trigger(bench, serial, zone)
+            triggered = _trigger(bench, serial, zone)
+            t0, phases = triggered.t0, triggered.phases
         except _Timeout as exc:
             bench.finish_observation()
             bench.mark("transfer-end", repeat)
@@ -250,7 +252,11 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
                     "primary": logged.primary,
                     "secondary_failures": logged.failures,
                 },
-                extra={"zone_records": check.records, "link_counters": bench.link_counters()}
+                extra={
+                    "zone_records": check.records,
+                    "link_counters": bench.link_counters(),
+                    "serial_method": triggered.method,
+                }
                 | facts,
                 bound=bound,
             )
@@ -261,10 +267,15 @@ class _Timeout(Exception):
     pass
 
 
-def _trigger(
-    bench: Bench, serial: int, zone: str
-) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Publish `serial` and trigger the transfers: (t0 per host, phases per host)."""
+@dataclass(frozen=True)
+class _Triggered:
+    t0: dict[str, float]  # per host: what its duration is counted from
+    phases: dict[str, dict[str, float]]  # per host
+    method: str  # how the serial was published
+
+
+def _trigger(bench: Bench, serial: int, zone: str) -> _Triggered:
+    """Publish `serial` and trigger the transfers."""
     plan = bench.plan
     hosts = _names(plan)
     try:
@@ -281,14 +292,14 @@ def _trigger(
             )
         t0 = {host: published.notified[host] for host in hosts}
         phases = {h: reload | {"notify_sent": t0[h] - published.issued} for h in hosts}
-        return t0, phases
+        return _Triggered(t0, phases, published.method)
     action: Control = "retransfer" if plan.xfr == "axfr" else "refresh"
     start = bench.clock()
     phases = {}
     for host in hosts:
         bench.control(host, action, zone)
         phases[host] = reload | {"control_returned": bench.clock() - start}
-    return dict.fromkeys(hosts, start), phases
+    return _Triggered(dict.fromkeys(hosts, start), phases, published.method)
 
 
 def _require_all(

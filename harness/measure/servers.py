@@ -67,6 +67,7 @@ def server_setup(
     tls: TlsFiles | None,
     ixfr: bool,
     notify: bool,
+    update_key: TsigKey | None = None,
 ) -> ServerSetup:
     """What a dialect renders for one host: its address, its peers (a primary's secondaries,
     a secondary's primary), zones, secrets, and the per-run control socket."""
@@ -86,6 +87,7 @@ def server_setup(
         ixfr=ixfr,
         notify=notify and host_plan.role == "primary",
         options=dict(host_plan.server.options),
+        update_key=update_key if host_plan.role == "primary" else None,
         control_socket=CONTROL_DIR / f"{testbed.testbed_id}-{me.netns.rsplit('-', 1)[-1]}.sock",
     )
 

@@ -57,6 +57,9 @@ class ServerSetup:
     port: int = 53
     tls_port: int = 853
     control_port: int = 953
+    # The per-run key a primary accepts dynamic updates with (dialects that publish new
+    # serials by update: see Server.publish_method).
+    update_key: TsigKey | None = None
     # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
     # runner gives a short one under /run/xfrbench.
     control_socket: Path | None = None
@@ -183,6 +186,19 @@ class Server(ABC):
     def capabilities(cls, version: str) -> Capabilities: ...
 
     @classmethod
+    def publish_method(cls, ixfr: bool) -> str:
+        """How a new serial is put on this server as a primary: "reload" (a new zone file),
+        "dynamic update" (RFC 2136, signed with the setup's update_key) or "zone
+        transaction" (the control tool edits the zone). `ixfr`: a change set, not only
+        the serial, must be applied."""
+        return "reload"
+
+    def transaction_argvs(self, zone: str, soa_text: str) -> list[list[str]]:
+        """Control commands that set the zone's SOA to `soa_text` ("3600 SOA mname rname
+        serial ...", a zone transaction)."""
+        raise NotImplementedError(f"{self.kind} has no zone transactions")
+
+    @classmethod
     @abstractmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         """Every transfer the log text records, in order (pure)."""
@@ -225,6 +241,7 @@ class Server(ABC):
             "control_port": s.control_port,
             "control_secret": self.control_secret,
             "control_socket": s.socket_path,
+            "update_key": s.update_key,
         }
 
     def _render(self, template: str, target: Path) -> Path:

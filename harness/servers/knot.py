@@ -103,6 +103,20 @@ class Knot(Server):
     failures = FAILURES
 
     @classmethod
+    def publish_method(cls, ixfr: bool) -> str:
+        # A change set is a new zone file that Knot diffs (zonefile-load: difference); a new
+        # serial alone is a zone transaction, without reading the file.
+        return "reload" if ixfr else "zone transaction"
+
+    def transaction_argvs(self, zone: str, soa_text: str) -> list[list[str]]:
+        return [
+            self.control("zone-begin", zone),
+            self.control("zone-unset", zone, "@", "SOA"),
+            self.control("zone-set", zone, "@", *soa_text.split()),
+            self.control("zone-commit", zone),
+        ]
+
+    @classmethod
     def capabilities(cls, version: str) -> Capabilities:
         xot = Support.since(
             parse_semver(version), (3, 4, 0), f"Knot {version} has no XoT (added in 3.4)"

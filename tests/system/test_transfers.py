@@ -73,6 +73,16 @@ servers = [
         ("knot", "nsd"),
         ("nsd", "bind"),
     }
+    # A new serial goes on each primary the cheapest way its server allows.
+    methods = {(r.primary, r.xfr): r.extra["serial_method"] for r in records}
+    assert methods == {
+        ("bind", "axfr"): "dynamic update",
+        ("bind", "ixfr"): "dynamic update",
+        ("knot", "axfr"): "zone transaction",
+        ("knot", "ixfr"): "reload",
+        ("nsd", "axfr"): "reload",
+        ("nsd", "ixfr"): "reload",
+    }
     for record in records:
         assert record.phases["notify_sent"] > 0 and record.phases["served"] == record.duration_s
         if record.xfr == "ixfr":
