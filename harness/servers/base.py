@@ -49,7 +49,14 @@ class ServerSetup:
     peers: tuple[str, ...]
     zones: list[ZoneEntry]
     workdir: Path
+    # A secondary signs its queries and transfers with `tsig`; a primary accepts transfers
+    # signed with it and signs its NOTIFYs. `tsig_known`: a key defined without being used
+    # (a secondary switched to a case without TSIG still checks signed NOTIFYs);
+    # `tsig_only`: a primary refuses unsigned transfers (False when some cases of its
+    # group transfer without TSIG).
     tsig: TsigKey | None = None
+    tsig_known: TsigKey | None = None
+    tsig_only: bool = True
     tls: TlsFiles | None = None
     ixfr: bool = True  # primary: serve IXFR from differences; secondary: ask for IXFR
     notify: bool = True  # primary: send NOTIFY to its secondaries on every new serial
@@ -232,6 +239,8 @@ class Server(ABC):
             "zones": s.zones,
             "workdir": s.workdir,
             "tsig": s.tsig,
+            "key": s.tsig_known or s.tsig,
+            "tsig_only": s.tsig_only,
             "tls": s.tls,
             "ixfr": s.ixfr,
             "notify": s.notify,
@@ -266,6 +275,10 @@ class Server(ABC):
 
     @abstractmethod
     def reload_argv(self, zone: str) -> list[str]: ...
+
+    @abstractmethod
+    def reconfig_argv(self) -> list[str]:
+        """Re-read the configuration the server was started with (after render())."""
 
     @abstractmethod
     def retransfer_argv(self, zone: str) -> list[str]:

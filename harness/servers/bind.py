@@ -177,6 +177,9 @@ class Bind(Server):
     def reload_argv(self, zone: str) -> list[str]:
         return self.control("reload", zone)
 
+    def reconfig_argv(self) -> list[str]:
+        return self.control("reconfig")
+
     def retransfer_argv(self, zone: str) -> list[str]:
         return self.control("retransfer", zone)
 

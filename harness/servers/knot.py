@@ -174,6 +174,9 @@ class Knot(Server):
     def reload_argv(self, zone: str) -> list[str]:
         return self.control("zone-reload", zone)
 
+    def reconfig_argv(self) -> list[str]:
+        return self.control("reload")
+
     def retransfer_argv(self, zone: str) -> list[str]:
         return self.control("zone-retransfer", zone)
 

@@ -145,6 +145,9 @@ class Nsd(Server):
     def reload_argv(self, zone: str) -> list[str]:
         return self.control("reload", zone)
 
+    def reconfig_argv(self) -> list[str]:
+        return self.control("reconfig")
+
     def retransfer_argv(self, zone: str) -> list[str]:
         return self.control("force_transfer", zone)
 
