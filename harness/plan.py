@@ -52,6 +52,7 @@ class CasePlan:
     changes: int  # records per IXFR change set
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
+    settle: float = 1.0  # least seconds from one transfer's end to the next trigger
 
     @property
     def name(self) -> str:
@@ -141,6 +142,7 @@ def plan_case(case: Case) -> CasePlan:
         changes=changes,
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
+        settle=scenario.settle,
     )
 
 
@@ -159,3 +161,54 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
     if plan.ixfr and not caps.ixfr_primary.ok:
         return f"primary {primary}: {caps.ixfr_primary.reason}"
     return None
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """Cases that share one testbed and one set of servers: those of one matrix cell, which
+    differ only in transport and transfer kind. The primary serves what any of them needs
+    (TLS, the TSIG key, IXFR); each secondary is switched between the cases' settings by its
+    server's own reconfiguration (harness/measure/session.py)."""
+
+    cases: tuple[CasePlan, ...]
+
+    @property
+    def first(self) -> CasePlan:
+        return self.cases[0]
+
+    @property
+    def name(self) -> str:
+        return (
+            self.first.name
+            if len(self.cases) == 1
+            else f"{self.first.name} (+{len(self.cases) - 1})"
+        )
+
+    @property
+    def tls(self) -> bool:
+        return any(case.tls for case in self.cases)
+
+    @property
+    def tsig_algorithm(self) -> str | None:
+        return next((c.tsig_algorithm for c in self.cases if c.tsig_algorithm), None)
+
+    @property
+    def ixfr(self) -> bool:
+        """An IXFR case is in the group: every new serial applies the change-set chain."""
+        return any(case.ixfr for case in self.cases)
+
+    @property
+    def timeout(self) -> float:
+        return max(case.timeout for case in self.cases)
+
+    def transfers(self) -> int:
+        return sum(case.transfers() for case in self.cases)
+
+
+def group_cases(plans: list[CasePlan]) -> list[GroupPlan]:
+    """Group the cases of one matrix cell (the same resolved scenario), in run order."""
+    groups: dict[str, list[CasePlan]] = {}
+    for plan in plans:
+        key = plan.case.scenario.model_dump_json()
+        groups.setdefault(key, []).append(plan)
+    return [GroupPlan(tuple(cases)) for cases in groups.values()]

@@ -10,39 +10,33 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness import ui, zonegen
+from harness import ui
 from harness.compose.backend import Backend, prepare
 from harness.errors import UserInputError
-from harness.link.linktest import compute_bound, configured_rtt, through
 from harness.link.probe import probe_kernel
-from harness.measure.driver import TLS_HOSTNAME, LiveCase
-from harness.measure.protocol import run_flows
-from harness.measure.records import RecordContext, failure, transfer_record
-from harness.measure.servers import CONTROL_DIR, CaseFailed
+from harness.measure.campaign import Key, Slot, auto_slots, execute, fixed_slots
+from harness.measure.records import RecordContext
+from harness.measure.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.metrics.exporter import Exporter
 from harness.metrics.openmetrics import write_openmetrics
 from harness.metrics.sampler import Sampler
-from harness.plan import CasePlan, plan_case, support_problem
+from harness.plan import CasePlan, GroupPlan, group_cases, plan_case, support_problem
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
-from harness.results.meta import CaseMeta, HostInfo, RunMeta, SamplerInfo, ServerInfo
+from harness.results.meta import HostInfo, RunMeta, SamplerInfo, ServerInfo
 from harness.results.model import TransferRecord
 from harness.results.provenance import collect
-from harness.results.store import SAMPLES, RunStore, write_json_atomic
-from harness.secrets import new_tls, new_tsig
+from harness.results.store import SAMPLES, RunStore
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
-from harness.testbed import Testbed
-from harness.xfr import XfrTimeout
+from harness.terms import SERVER_TO_SERVER
 
 NETNS = Backend()
 # (kind, binary as configured, image): one binary per distinct key.
 BinaryKey = tuple[str, str | None, str | None]
-Binaries = dict[str, ServerBinary]  # host name -> its server binary
 
 
 def resolve_binaries(
@@ -87,87 +81,86 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
     )
 
 
-def case_slug(index: int, name: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "-_=." else "_" for ch in name)
-    return f"{index:03d}-{safe}"[:120]
+class Tally:
+    """What the run has recorded so far, per case: the progress bars, and what
+    `repeats = "auto"` decides from (verified durations and repeats tried)."""
+
+    def __init__(self, store: RunStore, advance: Callable[[str], None]) -> None:
+        self.store = store
+        self.advance = advance
+        self.durations: dict[str, list[float]] = {}
+        self.repeats: dict[str, set[int]] = {}
+
+    def emit(self, record: TransferRecord) -> None:
+        self.store.append(record)
+        self.advance(record.case)
+        if record.method != SERVER_TO_SERVER or record.repeat < 1:
+            return
+        self.repeats.setdefault(record.case, set()).add(record.repeat)
+        if record.counts and record.duration_s is not None:
+            self.durations.setdefault(record.case, []).append(record.duration_s)
+
+
+def unsupported_cases(
+    plans: list[CasePlan],
+    binaries: dict[str, Binaries],
+    run_id: str,
+    emit: Callable[[TransferRecord], None],
+) -> list[CasePlan]:
+    """Record every case the installed versions cannot run (one record per secondary with
+    the reason, never a silent fallback) and return the others."""
+    runnable = []
+    for plan in plans:
+        found = binaries[plan.name]
+        caps = {name: (f"{b.kind} {b.version}", b.capabilities) for name, b in found.items()}
+        problem = support_problem(plan, caps)
+        if problem is None:
+            runnable.append(plan)
+            continue
+        ctx = RecordContext(run_id, plan)
+        for host in plan.secondaries:
+            reason = f"unsupported: {problem}"
+            emit(fail_record(ctx, host.name, 0, plan.zone_spec.origin, reason, True))
+    return runnable
+
+
+def run_cases(
+    loaded: LoadedScenario, plans: list[CasePlan], run: RunContext, tally: Tally, folder: Path
+) -> None:
+    """Every runnable case in the scenario's order (harness/measure/campaign.py)."""
+    groups = group_cases(plans)
+    scenario = loaded.scenario
+    sizes = [len(group.cases) for group in groups]
+    slots: Iterable[Slot]
+    if scenario.auto is None:
+        slots = fixed_slots(
+            sizes, scenario.max_repeats, scenario.order, scenario.passes, scenario.schedule_seed
+        )
+    else:
+        names = {(g, c): case.name for g, group in enumerate(groups)
+                 for c, case in enumerate(group.cases)}  # fmt: skip
+
+        def observed() -> tuple[dict[Key, list[float]], dict[Key, int]]:
+            durations = {key: tally.durations.get(name, []) for key, name in names.items()}
+            tried = {key: len(tally.repeats.get(name, ())) for key, name in names.items()}
+            return durations, tried
+
+        slots = auto_slots(sizes, scenario.auto, scenario.order, scenario.schedule_seed, observed)
+
+    def open_session(group: int, visit: int) -> GroupSession:
+        name = f"{visit:03d}-{slug(groups[group].first.name)}"
+        return GroupSession(groups[group], folder / "cases" / name, run)
+
+    execute(slots, open_session)
 
 
 def run_case(
-    plan: CasePlan,
-    case_dir: Path,
-    store: RunStore,
-    binaries: Binaries,
-    progress: Callable[[], None],
-    sampler: Sampler | None = None,
-    backend: Backend = NETNS,
+    plan: CasePlan, folder: Path, store: RunStore, binaries: Binaries, backend: Backend = NETNS
 ) -> None:
-    """One case: its testbed, its servers, its flow; every transfer goes to the store."""
-    case_dir = case_dir.resolve()  # paths rendered into configs must hold inside containers
-    ctx = RecordContext(store.run_id, plan)
-
-    def emit(record: TransferRecord) -> None:
-        store.append(record)
-        progress()
-
-    def fail_all(error: str, unsupported: bool = False) -> None:
-        """The case could not run (or go on): one failed record per secondary says why."""
-        for host in plan.secondaries:
-            observed = failure(0, error, time.time(), unsupported=unsupported)
-            emit(transfer_record(ctx, host=host.name, repeat=0, zone=zone, observed=observed))
-
-    zone = plan.zone_spec.origin
-    caps = {name: (f"{b.kind} {b.version}", b.capabilities) for name, b in binaries.items()}
-    problem = support_problem(plan, caps)
-    if problem:
-        fail_all(f"unsupported: {problem}", unsupported=True)
-        return
-    zones = zonegen.generate(plan.zone_spec)
-    case_dir.mkdir(parents=True, exist_ok=True)
-    CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tsig = new_tsig(algorithm=plan.tsig_algorithm) if plan.tsig_algorithm else None
-    servers = {host.name: (host.role, host.server) for host in plan.hosts}
-    provider = backend.provider(servers, (case_dir, CONTROL_DIR))
-    endpoints = plan.endpoints()
-    with Testbed.of(endpoints, case_dir / "testbed", label=plan.name, provider=provider) as bed:
-        tls = new_tls(case_dir / "tls", TLS_HOSTNAME, bed.primary.address) if plan.tls else None
-        described = bed.describe()
-        uplink = plan.primary.link
-        for h in plan.secondaries:
-            path = through(h.link, uplink)
-            ctx.bound[h.name] = compute_bound(path, described, h.name).named_bps()
-            ctx.rtt[h.name] = configured_rtt(path)
-        live = LiveCase(plan, case_dir, bed, binaries, zones, tsig, tls, sampler)
-        try:
-            live.start_primary()
-            run_flows(live, ctx, emit)
-        except (CaseFailed, XfrTimeout) as exc:
-            fail_all(str(exc))
-        finally:
-            live.close()
-            if sampler is not None:
-                sampler.unwatch()
-        write_json_atomic(case_dir / "case.json", case_meta(plan, bed, ctx, binaries, backend))
-
-
-def case_meta(
-    plan: CasePlan, bed: Testbed, ctx: RecordContext, binaries: Binaries, backend: Backend
-) -> dict[str, object]:
-    first = plan.secondaries[0].name
-    meta = CaseMeta(
-        case=plan.name,
-        axes=plan.case.axes,
-        transport=plan.transport,
-        xfr=plan.xfr,
-        scenario=plan.case.scenario.model_dump(mode="json"),
-        testbed=bed.describe(),
-        bound_bps=ctx.bound.get(first, {}),
-        backend=backend.name,
-        primary=ServerInfo(**binaries[plan.primary.name].describe()),
-        secondary=ServerInfo(**binaries[first].describe()),
-        servers={name: ServerInfo(**b.describe()) for name, b in binaries.items()},
-        sites={h.name: h.site for h in plan.secondaries if h.site},
-    )
-    return meta.to_json()
+    """One case alone, its repeats in a row, its visit folder `folder` (scripts, tests)."""
+    run = RunContext(store.run_id, store.append, {plan.name: binaries}, backend)
+    slots = [Slot(0, 0, repeat, 0) for repeat in range(1, plan.repeats + 1)]
+    execute(slots, lambda group, visit: GroupSession(GroupPlan((plan,)), folder, run))
 
 
 def run_scenario(
@@ -229,12 +222,13 @@ def run_scenario(
         on_sample = exporter.observe_sample if exporter else None
         sampler = stack.enter_context(Sampler(store.folder / SAMPLES, sample_interval, on_sample))
         try:
-            with ui.case_progress(console) as progress:
-                for index, plan in enumerate(plans):
-                    advance = progress.case(plan.name, plan.transfers())
-                    case_dir = store.folder / "cases" / case_slug(index, plan.name)
-                    run_case(plan, case_dir, store, per_case[plan.name], advance, sampler, backend)
-                    progress.done(plan.transfers())
+            with ui.case_progress(console, {p.name: p.transfers() for p in plans}) as progress:
+                tally = Tally(store, progress.advance)
+                runnable = unsupported_cases(plans, per_case, store.run_id, tally.emit)
+                run = RunContext(
+                    store.run_id, tally.emit, per_case, backend, sampler, progress.status
+                )
+                run_cases(loaded, runnable, run, tally, store.folder)
         except KeyboardInterrupt:
             interrupted = True
             console.print("[yellow]interrupted: finished transfers are kept[/]")

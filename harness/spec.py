@@ -33,6 +33,7 @@ from pydantic import (
 
 from harness import units
 from harness.errors import ScenarioError
+from harness.schedule import check_auto_repeats
 from harness.servers import DIALECTS
 from harness.terms import ServerKind, Transport, Trigger, XfrKind
 
@@ -383,10 +384,45 @@ def _site_defaults(data: Any) -> Any:
     return {**data, "secondaries": sites}
 
 
+def _repeats(value: Any) -> Any:
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise ValueError(f'{value!r} is not a number of repeats: give 1 to 10000, or "auto"')
+    return value
+
+
+class AutoRepeats(Strict):
+    """`repeats = "auto"`: repeat every case until its median's confidence interval is at
+    most `target` wide relative to the median (harness/schedule.py), between `min` and
+    `max` repeats."""
+
+    min: int = Field(default=5, ge=1, le=10_000)
+    max: int = Field(default=30, ge=1, le=10_000)
+    target: Percent = 5.0
+    confidence: Percent = 95.0
+
+    @model_validator(mode="after")
+    def _workable(self) -> AutoRepeats:
+        check_auto_repeats(self.min, self.max, self.target / 100, self.confidence / 100)
+        return self
+
+
 class Scenario(Strict):
     name: str = ""
     description: str = ""
-    repeats: int = Field(default=3, ge=1, le=10_000)
+    repeats: Annotated[int | Literal["auto"], BeforeValidator(_repeats)] = 3
+    repeats_auto: AutoRepeats | None = None
+    # interleaved: cases that share a testbed (they differ in transport or transfer kind
+    # only) run their repeats in shuffled round-robin passes; blocks: one case after
+    # another. Cases that need testbeds of their own always run in blocks whose order
+    # alternates between `passes`.
+    order: Literal["interleaved", "blocks"] = "interleaved"
+    # The least time from one transfer's end to the next trigger: back to back, a small
+    # zone's transfers meet the servers' own NOTIFY and refresh timers (measure/driver.py).
+    settle: Duration = 1.0
+    passes: int = Field(default=2, ge=1, le=1000)
+    schedule_seed: int = Field(default=1, ge=0)
     timeout: Duration = 300.0
     transports: list[Transport] = Field(default_factory=lambda: ["tcp"], min_length=1)
     xfr: list[XfrKind] = Field(default_factory=lambda: ["axfr"], min_length=1)
@@ -454,6 +490,26 @@ class Scenario(Strict):
     @classmethod
     def _flat_matrix(cls, value: Any) -> Any:
         return dict(_flatten_matrix(value)) if isinstance(value, dict) else value
+
+    @field_validator("repeats_auto")
+    @classmethod
+    def _auto_repeats(cls, value: AutoRepeats | None, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("repeats") != "auto":
+            raise ValueError('applies to repeats = "auto" only; set repeats = "auto" or remove it')
+        return value
+
+    @property
+    def max_repeats(self) -> int:
+        """Repeats per case: the count, or the most `repeats = "auto"` may take."""
+        if self.repeats == "auto":
+            return (self.repeats_auto or AutoRepeats()).max
+        return self.repeats
+
+    @property
+    def auto(self) -> AutoRepeats | None:
+        if self.repeats != "auto":
+            return None
+        return self.repeats_auto or AutoRepeats()
 
     @field_validator("transports", "xfr")
     @classmethod
@@ -708,6 +764,16 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
     return base, tuple(cases)
 
 
+# Keys that came after the first scenarios, at their defaults: left out of the hash.
+_LATER_DEFAULTS: dict[str, Any] = {
+    "repeats_auto": None,
+    "order": "interleaved",
+    "passes": 2,
+    "schedule_seed": 1,
+    "settle": 1.0,
+}
+
+
 def spec_hash(scenario: Scenario) -> str:
     """SHA-256 of the validated content: comments, key order and unit spelling do not count."""
     dumped = scenario.model_dump(mode="json")
@@ -720,6 +786,9 @@ def spec_hash(scenario: Scenario) -> str:
         dumped.pop("secondaries", None)
     if dumped.get("uplink") == LinkSpec().model_dump(mode="json"):
         dumped.pop("uplink", None)
+    for key, default in _LATER_DEFAULTS.items():
+        if dumped.get(key) == default:
+            dumped.pop(key, None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

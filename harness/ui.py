@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
-    TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 
@@ -25,31 +27,56 @@ def console(*, stderr: bool = False) -> Console:
 
 
 class CaseProgress:
-    """A progress bar per case: transfers done out of those the case will write."""
+    """A bar per case (transfers recorded out of those planned), a bar for the whole run
+    with its ETA (from the pace measured so far), and a line saying what runs now (the
+    phase: generating zones, the primary loading, the warm-up, repeat k: transfer and
+    verification) with how long it has taken."""
 
-    def __init__(self, bar: Progress) -> None:
+    def __init__(self, bar: Progress, totals: dict[str, int]) -> None:
         self._bar = bar
-        self._task: TaskID | None = None
+        self._now = bar.add_task("starting", total=None, start=True, kind="status")
+        self._run = bar.add_task("all cases", total=sum(totals.values()), kind="total")
+        self._cases = {name: bar.add_task(name, total=total) for name, total in totals.items()}
+        self._since = time.monotonic()
+        self._text = "starting"
 
-    def case(self, name: str, total: int) -> Callable[[], None]:
-        """Start a case's bar; returns the function that counts one transfer."""
-        task = self._bar.add_task(name, total=total)
-        self._task = task
-        return lambda: self._bar.advance(task)
+    def advance(self, case: str) -> None:
+        """One transfer of `case` recorded (its bar and the run's move on)."""
+        if case in self._cases:
+            self._bar.advance(self._cases[case])
+        self._bar.advance(self._run)
 
-    def done(self, total: int) -> None:
-        """The case ended: its bar is full even where a failure cut it short."""
-        if self._task is not None:
-            self._bar.update(self._task, completed=total)
+    def status(self, text: str) -> None:
+        self._text, self._since = text, time.monotonic()
+        self._bar.update(self._now, description=text)
+
+    def tick(self) -> None:
+        """Refresh the phase line's elapsed time (the bar redraws on its own)."""
+        elapsed = time.monotonic() - self._since
+        self._bar.update(self._now, description=f"{self._text} ({elapsed:.0f} s)")
 
 
 @contextlib.contextmanager
-def case_progress(out: Console) -> Iterator[CaseProgress]:
+def case_progress(out: Console, totals: dict[str, int]) -> Iterator[CaseProgress]:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
     )
-    with Progress(*columns, console=out, transient=False) as bar:
-        yield CaseProgress(bar)
+    with Progress(*columns, console=out, transient=False, refresh_per_second=2) as bar:
+        progress = CaseProgress(bar, totals)
+        stop = threading.Event()
+
+        def ticking() -> None:
+            while not stop.wait(1.0):
+                progress.tick()
+
+        ticker = threading.Thread(target=ticking, name="xfrbench-progress", daemon=True)
+        ticker.start()
+        try:
+            yield progress
+        finally:
+            stop.set()
+            ticker.join()

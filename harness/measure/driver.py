@@ -28,7 +28,7 @@ from harness.measure.protocol import (
 from harness.measure.servers import RunningServer
 from harness.metrics.procfs import parse_port_range
 from harness.metrics.sampler import Sampler, Target
-from harness.plan import CasePlan
+from harness.plan import CasePlan, GroupPlan
 from harness.secrets import TlsFiles, new_tsig
 from harness.servers import count_failures
 from harness.servers.base import last_incoming, last_outgoing
@@ -63,11 +63,13 @@ KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not r
 
 
 class LiveCase:
-    """One case's servers on a testbed (a context manager that stops them all)."""
+    """The servers of a group of cases on one testbed (a context manager that stops them
+    all). `plan` is the case selected now: the primary serves what any case of the group
+    needs; the secondaries are configured for the selected case (select() switches them)."""
 
     def __init__(
         self,
-        plan: CasePlan,
+        plan: CasePlan | GroupPlan,
         case_dir: Path,
         testbed: Testbed,
         binaries: dict[str, ServerBinary],
@@ -76,7 +78,8 @@ class LiveCase:
         tls: TlsFiles | None,
         sampler: Sampler | None = None,
     ) -> None:
-        self.plan = plan
+        self.group = plan if isinstance(plan, GroupPlan) else GroupPlan((plan,))
+        self.plan = self.group.first
         self.case_dir = case_dir
         self.testbed = testbed
         self.binaries = binaries
@@ -93,6 +96,7 @@ class LiveCase:
         self.observer: TransferObserver | None = None
         self.poll_gaps: dict[str, float] = {}  # host -> longest wait between two SOA polls
         self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
+        self._quiet_from = 0.0  # when the last transfer ended (see between_repeats)
         # Signs the dynamic updates that publish new serials (a secret of this case only).
         self.update_key = new_tsig(name="xfrbench-update.")
 
@@ -106,21 +110,60 @@ class LiveCase:
 
     # --- servers -------------------------------------------------------------------------
 
-    def _server(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> RunningServer:
+    def _setup(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> srv.ServerSetup:
+        """The primary serves the group (TLS, the key and IXFR if any case needs them); a
+        secondary is set for the selected case."""
         host_plan = next(h for h in self.plan.hosts if h.name == name)
+        group, case = self.group, self.plan
+        if host_plan.role == "primary":
+            tsig, tls, ixfr = self.tsig, self.tls, group.ixfr
+            tsig_only = all(c.tsig_algorithm for c in group.cases)
+        else:
+            tsig = self.tsig if case.tsig_algorithm else None
+            tls = self.tls if case.tls else None
+            ixfr, tsig_only = case.ixfr, True
         setup = srv.server_setup(
             host_plan,
             self.testbed,
             workdir,
             zones,
-            tsig=self.tsig,
-            tls=self.tls,
-            ixfr=self.plan.ixfr,
-            notify=self.plan.notify,
+            tsig=tsig,
+            tls=tls,
+            ixfr=ixfr,
+            notify=case.notify,
             update_key=self.update_key,
         )
+        setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
+        return setup
+
+    def _server(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> RunningServer:
+        host_plan = next(h for h in self.plan.hosts if h.name == name)
+        setup = self._setup(name, zones, workdir)
         server = srv.make(host_plan, self.binaries[name], setup)
         return RunningServer(host_plan, self.testbed.hosts[name], server)
+
+    def select(self, case: CasePlan) -> bool:
+        """Make `case` the selected one; a running secondary whose settings differ (TLS,
+        TSIG, IXFR) gets a new config and its server's own reconfiguration, no restart.
+        Returns whether anything was switched."""
+        if case is self.plan:
+            return False
+        before = {name: r.server.setup for name, r in self.secondaries.items()}
+        self.plan = case
+        switched = False
+        for name, running in self.secondaries.items():
+            old = before[name]
+            setup = self._setup(name, old.zones, old.workdir)
+            if (setup.tsig, setup.tls, setup.ixfr) == (old.tsig, old.tls, old.ixfr):
+                continue
+            setup.control_socket = old.control_socket
+            running.server.setup = setup
+            running.server.render()
+            if running.proc is not None:
+                running.host.run_tool(running.server.reconfig_argv(), timeout=self.plan.timeout)
+            switched = True
+        self._watch()
+        return switched
 
     def start_primary(self) -> None:
         name = self.plan.primary.name
@@ -138,7 +181,7 @@ class LiveCase:
                     f"timeout after {START_TIMEOUT:g} s: the primary never served {origin} "
                     f"serial {self.base_serial}"
                 )
-        if self.tls:
+        if self.group.tls:
             srv.wait_listening(self.primary, 853)
 
     def prepare_secondaries(self) -> None:
@@ -286,9 +329,11 @@ class LiveCase:
         primary = self.primary
         assert primary is not None and self.wire is not None
         dialect = type(primary.server)
-        method = dialect.publish_method(self.plan.ixfr)
+        # A group with an IXFR case applies the change-set chain on every serial, so that a
+        # change set always starts from the zone it was made for.
+        method = dialect.publish_method(self.group.ixfr)
         change = None
-        if self.plan.ixfr or method == "reload":
+        if self.group.ixfr or method == "reload":
             change = zonegen.change_set(
                 self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
             )
@@ -400,23 +445,25 @@ class LiveCase:
         assert self.primary is not None
         reference = self.reference(self.first_zone)
         me = self.testbed.hosts[host]
-        port = 853 if self.tls else 53
+        tls_files = self.tls if self.plan.tls else None  # the selected case's transport
+        tsig = self.tsig if self.plan.tsig_algorithm else None
+        port = 853 if tls_files else 53
         options: dict[str, Any] = {
             "xfr": "axfr",
             "port": port,
             "netns": me.netns,
-            "tsig": self.tsig,
-            "tls_hostname": TLS_HOSTNAME if self.tls else None,
+            "tsig": tsig,
+            "tls_hostname": TLS_HOSTNAME if tls_files else None,
             "timeout": self.plan.timeout,
         }
         address = self.primary.host.address
         if method == "own":
-            tls = xot_context(self.tls.ca_cert) if self.tls else None
+            tls = xot_context(tls_files.ca_cert) if tls_files else None
             result = pull(address, self.first_zone, tls=tls, keep_records=True, **options)
             digest = digest_of_wire(result, self.first_zone) if result.ok else None
             result.wire = None  # verified; do not hold a whole zone in memory
         else:
-            ca = self.tls.ca_cert if self.tls else None
+            ca = tls_files.ca_cert if tls_files else None
             result = kdig_pull(address, self.first_zone, tls_ca=ca, digest=True, **options)
             digest = result.digest
         phases = {
@@ -444,14 +491,24 @@ class LiveCase:
     # --- Bench: observation ------------------------------------------------------------------
 
     def mark(self, event: str, repeat: int) -> None:
+        if event == "transfer-end":
+            self._quiet_from = self.clock()
         if self.sampler is not None:
             self.sampler.mark(event, repeat)
 
     def between_repeats(self) -> None:
+        """Let the servers settle, then forget cached route metrics. Back-to-back repeats
+        meet the servers' own timers: BIND delayed every other NOTIFY by ~0.3 s and the
+        SOA query after it by ~0.15 s when transfers of a small zone followed each other
+        within half a second. The plan's `settle` is the least time from one transfer's
+        end to the next trigger."""
+        wait = self._quiet_from + self.plan.settle - self.clock()
+        if wait > 0:
+            time.sleep(wait)
         self.testbed.flush_route_metrics()
 
     def begin_observation(self) -> None:
-        self.observer = TransferObserver(self.testbed, self.plan, self.wire, self.tls is not None)
+        self.observer = TransferObserver(self.testbed, self.plan, self.wire, self.plan.tls)
         self.observer.begin()
 
     def finish_observation(self) -> None:

@@ -185,9 +185,10 @@ def _timeout_text(timeout: float, host: str, zone: str, serial: int) -> str:
     return f"timeout after {timeout:g} s: the {host} never served {zone} serial {serial}"
 
 
-def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
-    """notify and retransfer triggers: one new serial of the first zone per repeat."""
-    plan = ctx.plan
+def prepare_updates(bench: Bench) -> int:
+    """Start the secondaries, wait for their first copy, and run one unrecorded warm-up
+    update; returns the serial the warm-up published (the next repeat publishes +1)."""
+    plan = bench.plan
     zone, hosts = bench.first_zone, _names(plan)
     bench.prepare_secondaries()
     bench.start_secondaries()
@@ -202,65 +203,75 @@ def update_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
             bench.control(host, "refresh", zone)
     served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
     _require_all(hosts, served, plan.timeout, zone, warmup)
-    for repeat in range(1, plan.repeats + 1):
-        serial = warmup + repeat
-        bench.between_repeats()
-        started_at = bench.wall()
-        bench.mark("transfer-start", repeat)
-        bench.begin_observation()
-        try:
-            triggered = _trigger(bench, serial, zone)
-            t0, phases = triggered.t0, triggered.phases
-        except _Timeout as exc:
-            bench.finish_observation()
-            bench.mark("transfer-end", repeat)
-            for host in hosts:
-                emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at))
-            continue
-        done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+    return warmup
+
+
+def update_repeat(
+    bench: Bench, ctx: RecordContext, repeat: int, serial: int, emit: Emit, extra: dict[str, Any]
+) -> None:
+    """One repeat of a notify or retransfer case (the bench's selected case): publish
+    `serial`, trigger, wait for every secondary, verify, record. `extra` goes into every
+    record (the repeat's place in the schedule)."""
+    plan = ctx.plan
+    zone, hosts = bench.first_zone, _names(plan)
+    bench.between_repeats()
+    started_at = bench.wall()
+    bench.mark("transfer-start", repeat)
+    bench.begin_observation()
+    try:
+        triggered = _trigger(bench, serial, zone)
+        t0, phases = triggered.t0, triggered.phases
+    except _Timeout as exc:
         bench.finish_observation()
-        bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
+        bench.mark("transfer-end", repeat)
         for host in hosts:
-            if host not in done:
-                text = _timeout_text(plan.timeout, host, zone, serial)
-                emit(_failed(ctx, host, repeat, zone, serial, text, started_at))
-                continue
-            duration = done[host] - t0[host]
-            facts = bench.observation(host, t0[host], done[host])
-            check = bench.verify(host, zone, serial)
-            logged = bench.logged(host, zone, serial, started_at)
-            size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
-            wire = facts.get("wire", {})
-            seen = {k: wire[f"{k}_s"] for k in ("soa_query", "connect") if f"{k}_s" in wire}
-            window = facts.get("tcp", {}).get("rcv_wnd_max")
-            bound = None
-            if window and host in ctx.rtt and host in ctx.bound:
-                bound = with_advertised_window(ctx.bound[host], window, ctx.rtt[host])
-            observed = Observed(
-                serial=serial,
-                duration_s=duration,
-                started_at=started_at,
-                ok=check.ok,
-                error=check.problem,
-                verified=check.ok,
-                records=records,
-                bytes=size,
-                messages=messages,
-                phases=phases[host] | seen | {"served": duration},
-                server_logged={
-                    "secondary": logged.secondary,
-                    "primary": logged.primary,
-                    "secondary_failures": logged.failures,
-                },
-                extra={
-                    "zone_records": check.records,
-                    "link_counters": bench.link_counters(),
-                    "serial_method": triggered.method,
-                }
-                | facts,
-                bound=bound,
-            )
-            emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
+            emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at, extra))
+        return
+    done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+    bench.finish_observation()
+    bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
+    for host in hosts:
+        if host not in done:
+            text = _timeout_text(plan.timeout, host, zone, serial)
+            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra))
+            continue
+        duration = done[host] - t0[host]
+        facts = bench.observation(host, t0[host], done[host])
+        check = bench.verify(host, zone, serial)
+        logged = bench.logged(host, zone, serial, started_at)
+        size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
+        wire = facts.get("wire", {})
+        seen = {k: wire[f"{k}_s"] for k in ("soa_query", "connect") if f"{k}_s" in wire}
+        window = facts.get("tcp", {}).get("rcv_wnd_max")
+        bound = None
+        if window and host in ctx.rtt and host in ctx.bound:
+            bound = with_advertised_window(ctx.bound[host], window, ctx.rtt[host])
+        observed = Observed(
+            serial=serial,
+            duration_s=duration,
+            started_at=started_at,
+            ok=check.ok,
+            error=check.problem,
+            verified=check.ok,
+            records=records,
+            bytes=size,
+            messages=messages,
+            phases=phases[host] | seen | {"served": duration},
+            server_logged={
+                "secondary": logged.secondary,
+                "primary": logged.primary,
+                "secondary_failures": logged.failures,
+            },
+            extra={
+                "zone_records": check.records,
+                "link_counters": bench.link_counters(),
+                "serial_method": triggered.method,
+            }
+            | facts
+            | extra,
+            bound=bound,
+        )
+        emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
 
 
 class _Timeout(Exception):
@@ -311,64 +322,73 @@ def _require_all(
 
 
 def _failed(
-    ctx: RecordContext, host: str, repeat: int, zone: str, serial: int, error: str, at: float
+    ctx: RecordContext,
+    host: str,
+    repeat: int,
+    zone: str,
+    serial: int,
+    error: str,
+    at: float,
+    extra: dict[str, Any] | None = None,
 ) -> TransferRecord:
-    return transfer_record(
-        ctx, host=host, repeat=repeat, zone=zone, observed=failure(serial, error, at)
-    )
+    observed = failure(serial, error, at)
+    observed.extra = dict(extra or {})
+    return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 
-def cold_start_repeats(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
+def cold_start_repeat(
+    bench: Bench, ctx: RecordContext, repeat: int, emit: Emit, extra: dict[str, Any]
+) -> None:
     """Secondaries with every zone configured and none on disk, started from nothing."""
     plan = ctx.plan
     hosts = _names(plan)
     serial, origins = bench.base_serial, bench.zones
     label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
-    for repeat in range(1, plan.repeats + 1):
-        bench.between_repeats()
-        bench.prepare_secondaries()
-        started_at = bench.wall()
-        t0 = bench.clock()
-        bench.start_secondaries()
-        bench.mark("transfer-start", repeat)
-        served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
-        bench.mark("transfer-end", repeat)
-        for host in hosts:
-            if host not in served:
-                emit(_failed(ctx, host, repeat, label, serial, errors[host], started_at))
-                continue
-            times = sorted(served[host].values())
-            duration = times[-1] - t0
-            problems, records = [], 0
-            for origin in origins:
-                check = bench.verify(host, origin, serial)
-                records += check.records or 0
-                if not check.ok:
-                    problems.append(f"{origin}: {check.problem}")
-            log = bench.cold_start_log(host)
-            observed = Observed(
-                serial=serial,
-                duration_s=duration,
-                started_at=started_at,
-                ok=not problems,
-                error="; ".join(problems[:5]) or None,
-                verified=not problems,
-                records=records,
-                bytes=log.bytes,
-                messages=log.messages,
-                phases=zones_served_phases(times, t0) | {"served": duration},
-                server_logged={
-                    "secondary_transfers": log.transfers,
-                    "secondary_failures": log.failures,
-                },
-                extra={
-                    "zones": len(origins),
-                    "served_curve": served_curve(times, t0),
-                    "polling": bench.cold_start_polling(host),
-                },
-            )
-            emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
-        bench.stop_secondaries()
+    bench.between_repeats()
+    bench.prepare_secondaries()
+    started_at = bench.wall()
+    t0 = bench.clock()
+    bench.start_secondaries()
+    bench.mark("transfer-start", repeat)
+    served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
+    bench.mark("transfer-end", repeat)
+    for host in hosts:
+        if host not in served:
+            emit(_failed(ctx, host, repeat, label, serial, errors[host], started_at, extra))
+            continue
+        times = sorted(served[host].values())
+        duration = times[-1] - t0
+        problems, records = [], 0
+        for origin in origins:
+            check = bench.verify(host, origin, serial)
+            records += check.records or 0
+            if not check.ok:
+                problems.append(f"{origin}: {check.problem}")
+        log = bench.cold_start_log(host)
+        observed = Observed(
+            serial=serial,
+            duration_s=duration,
+            started_at=started_at,
+            ok=not problems,
+            error="; ".join(problems[:5]) or None,
+            verified=not problems,
+            records=records,
+            bytes=log.bytes,
+            messages=log.messages,
+            phases=zones_served_phases(times, t0) | {"served": duration},
+            server_logged={
+                "secondary_transfers": log.transfers,
+                "secondary_failures": log.failures,
+            },
+            extra={
+                "zones": len(origins),
+                "served_curve": served_curve(times, t0),
+                "polling": bench.cold_start_polling(host),
+            }
+            | extra,
+        )
+        emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
+    bench.stop_secondaries()
 
 
 def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:
@@ -378,46 +398,49 @@ def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:
     return {f"zones_{key}": value for key, value in dist.items() if key != "last"}
 
 
-def client_pulls(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
-    """Pulls from the primary by a client on the first secondary's host, across its link."""
+def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> None:
+    """Pulls from the primary by a client on the first secondary's host, across its link:
+    one per method the case asks for."""
     plan = ctx.plan
     host = plan.secondaries[0].name
     for method in plan.client_pulls:
         name: Method = f"client-pull-{method}"  # type: ignore[assignment]
-        for repeat in range(1, plan.repeats + 1):
-            bench.between_repeats()
-            bench.mark("transfer-start", repeat)
-            got = bench.pull(method, host)
-            bench.mark("transfer-end", repeat)
-            verified = got.ok and got.digest_matches
-            error = got.error
-            if got.ok and not verified:
-                error = "the pulled zone's digest differs from the primary's"
-            observed = Observed(
-                serial=got.serial,
-                duration_s=got.duration_s if got.ok else None,
-                started_at=got.started_at,
-                ok=verified,
-                error=error,
-                verified=verified,
-                records=got.records,
-                bytes=got.bytes,
-                messages=got.messages,
-                phases=got.phases,
-            )
-            emit(
-                transfer_record(
-                    ctx, host=host, repeat=repeat, zone=bench.first_zone, observed=observed,
-                    method=name,
-                )
-            )  # fmt: skip
+        bench.between_repeats()
+        bench.mark("transfer-start", repeat)
+        got = bench.pull(method, host)
+        bench.mark("transfer-end", repeat)
+        verified = got.ok and got.digest_matches
+        error = got.error
+        if got.ok and not verified:
+            error = "the pulled zone's digest differs from the primary's"
+        observed = Observed(
+            serial=got.serial,
+            duration_s=got.duration_s if got.ok else None,
+            started_at=got.started_at,
+            ok=verified,
+            error=error,
+            verified=verified,
+            records=got.records,
+            bytes=got.bytes,
+            messages=got.messages,
+            phases=got.phases,
+        )
+        record = transfer_record(
+            ctx, host=host, repeat=repeat, zone=bench.first_zone, observed=observed, method=name
+        )
+        emit(record)
 
 
 def run_flows(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
-    """The case's transfers: its trigger's flow, then the client pulls it asks for."""
-    if ctx.plan.cold_start:
-        cold_start_repeats(bench, ctx, emit)
-    else:
-        update_repeats(bench, ctx, emit)
-    if ctx.plan.client_pulls:
-        client_pulls(bench, ctx, emit)
+    """One case alone, its repeats in a row: its trigger's flow, each repeat followed by
+    the client pulls it asks for (the schedule of harness/measure/campaign.py interleaves
+    cases the same way, one repeat at a time)."""
+    plan = ctx.plan
+    serial = None if plan.cold_start else prepare_updates(bench)
+    for repeat in range(1, plan.repeats + 1):
+        if serial is None:
+            cold_start_repeat(bench, ctx, repeat, emit, {})
+        else:
+            serial += 1
+            update_repeat(bench, ctx, repeat, serial, emit, {})
+        client_pulls(bench, ctx, repeat, emit)

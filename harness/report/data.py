@@ -494,7 +494,7 @@ def load_report_data(run_dir: Path) -> ReportData:
         except OSError as exc:
             raise unreadable(folder / SAMPLES, exc, folder) from None
     case_files = []
-    for path in sorted(folder.glob("cases/*/case.json")):
+    for path in sorted(folder.glob("cases/**/case.json")):
         data = _read_json(path, folder)
         try:
             case_files.append(CaseMeta.from_json(data, path))

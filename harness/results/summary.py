@@ -13,10 +13,11 @@ import io
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.results.model import TransferRecord
+from harness.stats import drift_check
 
 MIN_STABLE_N = 3
 MAX_STABLE_CV = 0.10
@@ -44,6 +45,10 @@ class CaseSummary:
     primary: str | None = None
     secondary: str | None = None
     method: str | None = None
+    # harness.stats.drift_check over the durations in the order they ran: "drift",
+    # "possible drift", "no drift" or "too few", and the sentences that say why.
+    drift: str | None = None
+    drift_notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +87,13 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
     cv = stdev / mean if stdev is not None and mean else None
     unstable = len(durations) < MIN_STABLE_N or (cv is not None and cv > MAX_STABLE_CV)
     bounds = [r.bound["model"] for r in records if r.bound.get("model")]
+    # Run order: transfers.jsonl is appended as transfers finish; a fleet's repeat is one
+    # point (its slowest secondary), so secondaries of one repeat do not pose as a trend.
+    by_repeat: dict[int, float] = {}
+    for r in counted:
+        if r.duration_s is not None:
+            by_repeat[r.repeat] = max(by_repeat.get(r.repeat, 0.0), float(r.duration_s))
+    drift = drift_check(list(by_repeat.values())) if by_repeat else None
     return CaseSummary(
         case=case,
         n=len(records),
@@ -103,6 +115,8 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
         primary=_common(records, "primary"),
         secondary=_common(records, "secondary"),
         method=_common(records, "method"),
+        drift=drift.verdict if drift else None,
+        drift_notes=list(drift.messages) if drift else [],
     )
 
 
@@ -136,6 +150,7 @@ CSV_FIELDS = [
     "records_per_s",
     "bound_bps",
     "unstable",
+    "drift",
 ]
 
 

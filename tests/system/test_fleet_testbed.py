@@ -40,7 +40,7 @@ def test_one_primary_feeds_three_secondaries_of_each_kind(tmp_path: Path) -> Non
     plan = dataclasses.replace(plan, hosts=(plan.primary, *hosts))
     binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
     with RunStore.create(tmp_path / "results", "fleet", None, {}) as store:
-        run_case(plan, store.folder / "cases" / "000-fleet", store, binaries, lambda: None)
+        run_case(plan, store.folder / "cases" / "000-fleet", store, binaries)
     _, records = load_run(store.folder)
     assert len(records) == 3 * 2, [r.error for r in records]
     for record in records:

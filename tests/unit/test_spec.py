@@ -31,8 +31,15 @@ BAD_SCENARIOS = {
     "unknown transport": ('transports=["doh"]', "transports[0]", "'xot-tsig'"),
     "duplicate transport": ('transports=["tcp","tcp"]', "transports", "twice"),
     "empty xfr list": ("xfr=[]", "xfr", "at least 1"),
-    "wrong type": ('repeats="three"', "repeats", "wrong type"),
-    "zero repeats": ("repeats=0", "repeats", "greater than or equal to 1"),
+    "wrong type": ('repeats="three"', "repeats", "not a number of repeats: give 1 to 10000"),
+    "zero repeats": ("repeats=0", "repeats", 'give 1 to 10000, or "auto"'),
+    "auto settings without auto": ("repeats_auto = { min = 3 }", "repeats_auto", "applies to"),
+    "auto max below an interval": (
+        'repeats = "auto"\nrepeats_auto = { min = 2, max = 3 }',
+        "repeats_auto",
+        "too few",
+    ),
+    "unknown order": ('order = "random"', "order", "'interleaved' or 'blocks'"),
     "option of another server": (
         '[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
         "servers.primary.options",

@@ -1,0 +1,109 @@
+"""The run's schedule: which case's repeat runs next, on which testbed, and when to stop.
+
+Cases of one group share a testbed and run interleaved (harness/schedule.py: shuffled
+round-robin passes) with `order = "interleaved"`; with `order = "blocks"` every case is a
+block of its own. Blocks run in passes whose order alternates (A B C, C B A, ...), so a
+slow drift of the machine adds alike to every case. Consecutive slots of one group share one
+session (one testbed, one set of servers). `repeats = "auto"` keeps adding passes over the
+cases whose median is not yet known well enough (schedule.needs_more).
+
+Pure but for the sessions it is handed: tests run it with fake ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.schedule import block_schedule, needs_more, pass_order
+from harness.spec import AutoRepeats
+
+Key = tuple[int, int]  # (group, case within the group)
+
+
+@dataclass(frozen=True)
+class Slot:
+    group: int
+    case: int
+    repeat: int
+    pass_index: int
+
+
+def fixed_slots(sizes: list[int], repeats: int, order: str, passes: int, seed: int) -> list[Slot]:
+    """Every (group, case, repeat) of a run with a fixed number of repeats, in run order.
+    `sizes`: the number of cases of each group."""
+    if order == "interleaved":
+        blocks = [[(g, c) for c in range(size)] for g, size in enumerate(sizes)]
+    else:
+        blocks = [[(g, c)] for g, size in enumerate(sizes) for c in range(size)]
+    passes = max(1, min(passes, repeats))
+    share = [repeats // passes + (1 if k < repeats % passes else 0) for k in range(passes)]
+    ends = [sum(share[: k + 1]) for k in range(passes)]
+    slots = []
+    for (g, c), repeat in block_schedule(blocks, repeats, seed, passes=passes):
+        pass_index = next(k for k, end in enumerate(ends) if repeat <= end)
+        slots.append(Slot(g, c, repeat, pass_index))
+    return slots
+
+
+def auto_slots(
+    sizes: list[int],
+    auto: AutoRepeats,
+    order: str,
+    seed: int,
+    observed: Callable[[], tuple[dict[Key, list[float]], dict[Key, int]]],
+) -> Iterator[Slot]:
+    """Passes until every case reached its target or its maximum (`repeats = "auto"`).
+    `observed()` gives, per case, its verified durations and its attempts so far; it is
+    asked before every pass."""
+    keys = [(g, c) for g, size in enumerate(sizes) for c in range(size)]
+    pass_index = 0
+    while True:
+        durations, attempts = observed()
+        running = needs_more(
+            {key: durations.get(key, []) for key in keys},
+            auto.target / 100,
+            auto.min,
+            auto.max,
+            auto.confidence / 100,
+            {key: attempts.get(key, 0) for key in keys},
+        )
+        if not running:
+            return
+        groups = range(len(sizes)) if pass_index % 2 == 0 else reversed(range(len(sizes)))
+        for g in groups:
+            cases = sorted(c for (group, c) in running if group == g)
+            if order == "interleaved":
+                cases = pass_order(cases, pass_index, seed, label=f"group {g}")
+            for c in cases:
+                yield Slot(g, c, attempts.get((g, c), 0) + 1, pass_index)
+        pass_index += 1
+
+
+class Session(Protocol):
+    """One group's testbed and servers, while its slots run."""
+
+    def run(self, case: int, repeat: int, position: int, pass_index: int) -> None: ...
+
+
+def execute(
+    slots: Iterable[Slot],
+    open_session: Callable[[int, int], contextlib.AbstractContextManager[Session]],
+) -> int:
+    """Run the slots in order; consecutive slots of one group share a session (opened with
+    the group and the visit's number). Returns how many slots ran."""
+    position = 0
+    with contextlib.ExitStack() as stack:
+        current: int | None = None
+        session: Session | None = None
+        visits = 0
+        for slot in slots:
+            if slot.group != current or session is None:
+                stack.close()
+                session = stack.enter_context(open_session(slot.group, visits))
+                current, visits = slot.group, visits + 1
+            position += 1
+            session.run(slot.case, slot.repeat, position, slot.pass_index)
+    return position

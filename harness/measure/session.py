@@ -1,0 +1,217 @@
+"""One visit of a group of cases: its zones, its testbed, its servers, and its slots run one
+repeat at a time (harness/measure/campaign.py decides which).
+
+    with GroupSession(group, visit_dir, context) as session:
+        session.run(case_index, repeat, position, pass_index)   # records go to context.emit
+
+A case whose servers fail (or time out starting) gets a failed record per secondary for each
+of its slots with the reason, and the visit goes on failing its remaining slots: a finished
+measurement is never lost, and the run goes on with the next group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from harness import zonegen
+from harness.compose.backend import Backend
+from harness.link.linktest import compute_bound, configured_rtt, through
+from harness.measure.driver import TLS_HOSTNAME, LiveCase
+from harness.measure.protocol import client_pulls, cold_start_repeat, prepare_updates, update_repeat
+from harness.measure.records import RecordContext, failure, transfer_record
+from harness.measure.servers import CONTROL_DIR, CaseFailed
+from harness.metrics.sampler import Sampler
+from harness.plan import CasePlan, GroupPlan
+from harness.results.meta import CaseMeta, ServerInfo
+from harness.results.model import TransferRecord
+from harness.results.store import write_json_atomic
+from harness.secrets import new_tls, new_tsig
+from harness.servers.binaries import ServerBinary
+from harness.testbed import Testbed
+from harness.xfr import XfrTimeout
+
+Binaries = dict[str, ServerBinary]  # host name -> its server binary
+
+
+@dataclass
+class RunContext:
+    """What every session of a run shares."""
+
+    run_id: str
+    emit: Callable[[TransferRecord], None]
+    binaries: dict[str, Binaries]  # case name -> host -> binary
+    backend: Backend
+    sampler: Sampler | None = None
+    status: Callable[[str], None] = lambda text: None
+
+
+def slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_=." else "_" for ch in name)[:110]
+
+
+def fail_record(
+    ctx: RecordContext,
+    host: str,
+    repeat: int,
+    zone: str,
+    error: str,
+    unsupported: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> TransferRecord:
+    observed = failure(0, error, time.time(), unsupported=unsupported)
+    observed.extra = dict(extra or {})
+    return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
+
+
+class GroupSession:
+    """A group's testbed and servers for one visit (a context manager)."""
+
+    def __init__(self, group: GroupPlan, visit_dir: Path, run: RunContext) -> None:
+        self.group = group
+        self.dir = visit_dir.resolve()  # rendered into configs: must hold inside containers
+        self.run_ctx = run
+        self.contexts = {case.name: RecordContext(run.run_id, case) for case in group.cases}
+        self.binaries = run.binaries[group.first.name]
+        self.live: LiveCase | None = None
+        self.bed: Testbed | None = None
+        self.broken: str | None = None  # why the visit cannot run its slots any more
+        self.serial: int | None = None  # the last serial published (update triggers)
+        self._stack: Any = None
+
+    def __enter__(self) -> GroupSession:
+        group, run = self.group, self.run_ctx
+        self._stack = contextlib.ExitStack()
+        try:
+            run.status(f"{group.name}: generating zones")
+            zones = zonegen.generate(group.first.zone_spec)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+            algorithm = group.tsig_algorithm
+            tsig = new_tsig(algorithm=algorithm) if algorithm else None
+            servers = {host.name: (host.role, host.server) for host in group.first.hosts}
+            provider = run.backend.provider(servers, (self.dir, CONTROL_DIR))
+            run.status(f"{group.name}: building the testbed")
+            self.bed = self._stack.enter_context(
+                Testbed.of(
+                    group.first.endpoints(),
+                    self.dir / "testbed",
+                    label=group.first.name,
+                    provider=provider,
+                )
+            )
+            tls = None
+            if group.tls:
+                tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
+            self._bounds()
+            self.live = LiveCase(group, self.dir, self.bed, self.binaries, zones, tsig, tls,
+                                 run.sampler)  # fmt: skip
+            self._stack.callback(self._close_live)
+            run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
+            self.live.start_primary()
+        except (CaseFailed, XfrTimeout) as exc:
+            self.broken = str(exc)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.bed is not None:
+                self._write_case_files()  # while the testbed still describes itself
+        finally:
+            self._stack.close()
+
+    def _close_live(self) -> None:
+        assert self.live is not None
+        self.live.close()
+        if self.run_ctx.sampler is not None:
+            self.run_ctx.sampler.unwatch()
+
+    def _bounds(self) -> None:
+        assert self.bed is not None
+        described = self.bed.describe()
+        uplink = self.group.first.primary.link
+        for ctx in self.contexts.values():
+            for h in ctx.plan.secondaries:
+                path = through(h.link, uplink)
+                ctx.bound[h.name] = compute_bound(path, described, h.name).named_bps()
+                ctx.rtt[h.name] = configured_rtt(path)
+
+    # --- the slots --------------------------------------------------------------------------
+
+    def run(self, case: int, repeat: int, position: int, pass_index: int) -> None:
+        plan = self.group.cases[case]
+        ctx = self.contexts[plan.name]
+        extra = {"schedule": {"position": position, "pass": pass_index, "visit_dir": self.dir.name}}
+        if self.broken is not None:
+            self._fail(ctx, repeat, self.broken, extra)
+            return
+        assert self.live is not None
+        try:
+            switched = self.live.select(plan)
+            extra["schedule"]["switched"] = switched
+            status = self.run_ctx.status
+            if plan.cold_start:
+                status(f"{plan.name}: repeat {repeat}: cold start")
+                cold_start_repeat(self.live, ctx, repeat, self.run_ctx.emit, extra)
+            else:
+                if self.serial is None:
+                    status(f"{plan.name}: first copies and the warm-up update")
+                    self.serial = prepare_updates(self.live)
+                self.serial += 1
+                status(f"{plan.name}: repeat {repeat}: transfer and verification")
+                update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
+            client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
+        except (CaseFailed, XfrTimeout) as exc:
+            self.broken = str(exc)
+            self._fail(ctx, repeat, self.broken, extra)
+
+    def _fail(self, ctx: RecordContext, repeat: int, error: str, extra: dict[str, Any]) -> None:
+        zone = ctx.plan.zone_spec.origin
+        for host in ctx.plan.secondaries:
+            self.run_ctx.emit(fail_record(ctx, host.name, repeat, zone, error, extra=extra))
+
+    # --- what the visit leaves ---------------------------------------------------------------
+
+    def _write_case_files(self) -> None:
+        """A case.json per case (in a folder of its own when the group has several)."""
+        assert self.bed is not None
+        for plan in self.group.cases:
+            folder = self.dir if len(self.group.cases) == 1 else self.dir / slug(plan.name)
+            folder.mkdir(parents=True, exist_ok=True)
+            meta = case_meta(plan, self.bed, self.contexts[plan.name], self.binaries,
+                             self.run_ctx.backend)  # fmt: skip
+            write_json_atomic(folder / "case.json", meta)
+
+
+def case_meta(
+    plan: CasePlan, bed: Testbed, ctx: RecordContext, binaries: Binaries, backend: Backend
+) -> dict[str, object]:
+    first = plan.secondaries[0].name
+    meta = CaseMeta(
+        case=plan.name,
+        axes=plan.case.axes,
+        transport=plan.transport,
+        xfr=plan.xfr,
+        scenario=plan.case.scenario.model_dump(mode="json"),
+        testbed=bed.describe(),
+        bound_bps=ctx.bound.get(first, {}),
+        backend=backend.name,
+        primary=ServerInfo(**binaries[plan.primary.name].describe()),
+        secondary=ServerInfo(**binaries[first].describe()),
+        servers={name: ServerInfo(**b.describe()) for name, b in binaries.items()},
+        sites={h.name: h.site for h in plan.secondaries if h.site},
+    )
+    return meta.to_json()
