@@ -561,10 +561,14 @@ class MetricState:
             raise ValueError(f"link sample direction {direction!r} is not forward or reverse")
         host = sample.get("host")
         if not host:
-            # A lone secondary's link is named for no host: the case's only secondary's.
+            # A lone secondary's link is named for no host: it is the case's only secondary's.
+            # Until that secondary's first sample says its name the line is left out, which
+            # loses nothing: the link's counters are cumulative, the next line has them all.
             seen = self._secondaries.get(case, set())
-            host = next(iter(seen)) if len(seen) == 1 else ""
-        if not isinstance(host, str) or not _SAFE_HOST.match(host or "x"):
+            if len(seen) != 1:
+                return []
+            host = next(iter(seen))
+        if not isinstance(host, str) or not _SAFE_HOST.match(host):
             raise ValueError(f"link sample with a bad host {host!r}")
         changed = []
         for verdict in ("passed", "dropped"):
