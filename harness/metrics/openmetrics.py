@@ -16,7 +16,9 @@ types and labels, and a dashboard works on a backfilled run as on a live one:
 Within a series, points are strictly increasing in milliseconds (what the TSDB stores); two
 events in the same millisecond keep the later value. A series gets a point only when an event
 changes it (not at every would-be scrape), which keeps the file small; on a backfilled run a
-``rate()`` over transfer counters needs a window that spans two transfers.
+``rate()`` over transfer counters needs a window that spans two points of a series. Every
+transfer series gets a zero point when its case starts (as live, where the runner announces
+each case), so a window over the case's start and its first transfer sees that transfer.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from harness.results.store import SAMPLES, load_run
 
 METRICS_OM = "metrics.om"
 RUN_INFO_EVERY_MS = 60_000
+EXPECT, TRANSFER, SAMPLE = 0, 1, 2  # event kinds, in their order at one instant
 
 
 def openmetrics_text(
@@ -53,12 +56,23 @@ def openmetrics_text(
     info_labels = (run_id, meta.scenario_name or "", meta.spec_hash or "")
     state = MetricState(*info_labels)
     events: list[tuple[float, int, int]] = [
-        (transfer_time(r), 0, i) for i, r in enumerate(records)
-    ] + [(_sample_time(s), 1, i) for i, s in enumerate(samples)]
+        (transfer_time(r), TRANSFER, i) for i, r in enumerate(records)
+    ] + [(_sample_time(s), SAMPLE, i) for i, s in enumerate(samples)]
+    # Each transfer series starts at zero when its case starts, as the live exporter's does
+    # when the runner announces the case: rate() and increase() then see the first transfer.
+    begins: dict[str, float] = {}
+    for t, kind, index in events:
+        case = records[index].case if kind == TRANSFER else samples[index].get("case")
+        start = records[index].started_at if kind == TRANSFER else t
+        if isinstance(case, str):
+            begins[case] = min(begins.get(case, start), start)
+    events += [(begins[r.case], EXPECT, i) for i, r in enumerate(records)]
     events.sort()
     history: dict[SeriesKey, list[tuple[int, Value]]] = {}
     for t, kind, index in events:
-        if kind == 0:
+        if kind == EXPECT:
+            changed = state.expect_record(records[index])
+        elif kind == TRANSFER:
             changed = state.add_transfer(records[index])
         else:
             try:

@@ -128,8 +128,27 @@ def _is_server(sample: Sample) -> bool:
     return sample.get("role") != "link" and "cpu_user_s" in sample and "error" not in sample
 
 
+def _host(sample: Sample) -> str:
+    """Whose figures a server line adds to: its host; lines from before fleets name none,
+    and their role is their host ("primary", "secondary")."""
+    return str(sample.get("host") or sample["role"])
+
+
+def _link_name(sample: Sample) -> str:
+    """A link line's direction as transfers.jsonl names it: "forward" for a lone
+    secondary's link, "<host> forward" for a fleet secondary's or the uplink's."""
+    host = sample.get("host")
+    return f"{host} {sample['direction']}" if host else str(sample["direction"])
+
+
 def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
-    """{case: {role: figures, "link": {direction: {passed, dropped}}}}; see the contract.
+    """{case: {host: figures, "link": {direction: {passed, dropped}}}}; see the contract.
+
+    A 1+1 case's hosts are "primary" and "secondary" (its roles, as before fleets); a
+    fleet's secondaries are each their own host ("seoul-1"), with their "role" and "site"
+    among their figures: several processes' counters never add up under one key. Link
+    directions are named as in transfers.jsonl ("forward", "seoul-1 forward", "uplink
+    forward").
 
     cpu_s_per_transfer is the median over transfers of the CPU used between a transfer's
     start and end marks (None without marks); peak_rss_bytes the highest of the sampled RSS
@@ -145,14 +164,24 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
     for case, lines in cases.items():
         lines.sort(key=lambda s: s["t"])
         result: dict[str, Any] = {}
-        roles = dict.fromkeys(s["role"] for s in lines if _is_server(s))
-        for role in sorted(roles, key=lambda r: (r not in SERVER_ROLES, r)):
-            result[role] = _role_summary([s for s in lines if s["role"] == role and _is_server(s)])
+        by_host: dict[str, list[Sample]] = {}
+        for sample in lines:
+            if _is_server(sample):
+                by_host.setdefault(_host(sample), []).append(sample)
+        rank = {role: i for i, role in enumerate(SERVER_ROLES)}
+        for host in sorted(by_host, key=lambda h: (rank.get(by_host[h][0]["role"], 9), h)):
+            mine = by_host[host]
+            figures = _role_summary(mine)
+            if host != mine[0]["role"]:
+                figures |= {"role": mine[0]["role"], "site": str(mine[0].get("site") or "")}
+            result[host] = figures
         link: dict[str, dict[str, int]] = {}
-        directions = dict.fromkeys(s.get("direction") for s in lines if s.get("role") == "link")
-        for direction in sorted(d for d in directions if d):
-            steps = [s for s in lines if s.get("role") == "link" and s["direction"] == direction]
-            link[direction] = {
+        by_link: dict[str, list[Sample]] = {}
+        for sample in lines:
+            if sample.get("role") == "link" and sample.get("direction"):
+                by_link.setdefault(_link_name(sample), []).append(sample)
+        for name, steps in sorted(by_link.items()):
+            link[name] = {
                 key: int(counter_delta(steps, lambda s, k=key: int(s[k])))
                 for key in ("passed", "dropped")
             }

@@ -1,14 +1,18 @@
-"""A real Prometheus scrapes a real run; the dashboards' PromQL runs against what it stored;
-the run's metrics.om backfills another Prometheus with the same figures."""
+"""A real Prometheus scrapes two real runs, a 1+1 run and a small fleet (two sites); the
+dashboard's PromQL runs against what it stored; the runs' metrics.om files backfill another
+Prometheus, where the dashboard, opened weeks later on its default time range, still shows
+them."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import shutil
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +37,9 @@ pytestmark = [
     pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs Debian's prometheus"),
 ]
 
-DASHBOARD = Path(__file__).parent.parent.parent / "dashboards" / "xfrbench.json"
-SCRAPE = 0.25  # seconds: the run is short
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "dashboards" / "xfrbench.json"
+SCRAPE = 0.25  # seconds: the runs are short
 STEP = SCRAPE  # query_range step (Grafana's $__interval on a short time range)
 # Three repeats: the 1 -> 2 step of the duration histogram happens while the run (and its
 # exporter) surely goes on, so rate() over it is scraped on both sides.
@@ -55,6 +60,9 @@ kind = "bind"
 [link]
 delay = "5ms"
 """
+# Families a run fills only in a fleet, and only where a link has loss configured.
+FLEET_ONLY = ("xfrbench_fleet_",)
+LOSS_ONLY = ("xfrbench_link_loss_",)
 
 
 @dataclass
@@ -74,25 +82,57 @@ class ScrapedRun:
         return self.prom.query_range(promql, self.start, self.end, STEP)
 
 
+def small_fleet() -> spec.LoadedScenario:
+    """scenarios/fleet.toml, small: Frankfurt (two secondaries, 1 ms) and Seoul (one, 50 ms
+    and 1 % loss), a 3000-record zone, AXFR only."""
+    path = ROOT / "scenarios" / "fleet.toml"
+    raw = tomllib.loads(path.read_text())
+    raw.setdefault("name", path.stem)
+    raw |= {"repeats": REPEATS, "timeout": "120s", "xfr": ["axfr"]}
+    raw["zones"] |= {"records": 3000, "ixfr_changes": 20}
+    sites = {site["name"]: copy.deepcopy(site) for site in raw["secondaries"]}
+    sites["seoul"]["link"] = {"delay": "25ms", "loss": "1%"}
+    raw["secondaries"] = [sites["frankfurt"], sites["seoul"]]
+    base, cases = spec.expand(raw, path)
+    return spec.LoadedScenario(path, raw, base, spec.spec_hash(base), cases)
+
+
 @pytest.fixture(scope="module")
-def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScrapedRun]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ScrapedRun]]:
     root = tmp_path_factory.mktemp("prometheus")
-    port = free_port()  # the run's exporter will listen here; Prometheus scrapes it
-    with PrometheusServer([f"127.0.0.1:{port}"], root / "prom", scrape_interval=SCRAPE) as prom:
-        prom.wait_for_targets()  # else the first seconds of the run go unscraped
-        (root / "scenario.toml").write_text(SCENARIO)
-        start = time.time()
-        run_dir = run_scenario(
-            spec.load(root / "scenario.toml"),
-            results_root=root / "results",
-            prometheus_port=port,
-            sample_interval=SCRAPE,
-        )
-        end = time.time()
-        meta, records = load_run(run_dir)
-        assert len(records) == REPEATS, [r.error for r in records]
-        assert all(r.counts for r in records), [r.error for r in records]
-        yield ScrapedRun(prom, run_dir, meta, records, start, end)
+    (root / "scenario.toml").write_text(SCENARIO)
+    scenarios = {"single": spec.load(root / "scenario.toml"), "fleet": small_fleet()}
+    ports = {name: free_port() for name in scenarios}  # each run's exporter listens there
+    assert len(set(ports.values())) == len(ports)
+    targets = [f"127.0.0.1:{port}" for port in ports.values()]
+    with PrometheusServer(targets, root / "prom", scrape_interval=SCRAPE) as prom:
+        prom.wait_for_targets()  # else the first seconds of a run go unscraped
+        out = {}
+        for name, loaded in scenarios.items():
+            start = time.time()
+            run_dir = run_scenario(
+                loaded,
+                results_root=root / "results",
+                prometheus_port=ports[name],
+                sample_interval=SCRAPE,
+            )
+            end = time.time()
+            meta, records = load_run(run_dir)
+            assert all(r.counts for r in records), [r.error for r in records]
+            out[name] = ScrapedRun(prom, run_dir, meta, records, start, end)
+        assert len(out["single"].records) == REPEATS
+        assert len(out["fleet"].records) == REPEATS * 3
+        yield out
+
+
+@pytest.fixture(scope="module")
+def scraped(runs: dict[str, ScrapedRun]) -> ScrapedRun:
+    return runs["single"]
+
+
+@pytest.fixture(scope="module")
+def fleet(runs: dict[str, ScrapedRun]) -> ScrapedRun:
+    return runs["fleet"]
 
 
 def values(result: list[dict[str, Any]]) -> list[float]:
@@ -108,6 +148,7 @@ def test_transfer_cpu_and_time_wait_series_arrive_with_their_labels(scraped: Scr
     assert durations, scraped.prom.targets()
     labels = durations[0]["metric"]
     assert labels["primary"] == "bind" and labels["secondary"] == "bind"
+    assert (labels["host"], labels.get("site", "")) == ("secondary", "")  # "" is no label
     assert labels["method"] == "server-to-server" and labels["job"] == "xfrbench"
     assert 0 < max(values(durations)) <= REPEATS
 
@@ -117,6 +158,7 @@ def test_transfer_cpu_and_time_wait_series_arrive_with_their_labels(scraped: Scr
     cpu = scraped.range(f'xfrbench_server_cpu_seconds_total{{run_id="{run_id}",role="secondary"}}')
     assert {s["metric"]["mode"] for s in cpu} == {"user", "system"}
     assert {s["metric"]["server"] for s in cpu} == {"bind"}
+    assert {s["metric"]["host"] for s in cpu} == {"secondary"}
     assert all(s["metric"]["case"] == case for s in cpu)
     assert max(values(cpu)) > 0  # BIND spends CPU starting up
 
@@ -124,70 +166,176 @@ def test_transfer_cpu_and_time_wait_series_arrive_with_their_labels(scraped: Scr
     assert {s["metric"]["role"] for s in time_wait} == {"primary", "secondary"}
     assert all(v >= 0 for v in values(time_wait))
 
+    link = scraped.range(f'xfrbench_link_packets_total{{run_id="{run_id}"}}')
+    assert {s["metric"]["host"] for s in link} == {"secondary"}  # the lone secondary's link
+
     info = scraped.range(f'xfrbench_run_info{{run_id="{run_id}"}}')
     assert info and info[0]["metric"]["spec_hash"] == scraped.meta.spec_hash
 
 
-def grafana_expr(expr: str, run_id: str) -> str:
+def test_a_fleets_servers_links_and_transfers_carry_host_and_site(fleet: ScrapedRun) -> None:
+    run_id = fleet.run_id
+    sites = {r.extra["host"]: r.extra["site"] for r in fleet.records}
+    assert set(sites.values()) == {"frankfurt", "seoul"} and len(sites) == 3
+
+    def hosts(promql: str) -> dict[str, str]:
+        result = fleet.range(promql)
+        return {s["metric"]["host"]: s["metric"].get("site", "") for s in result}
+
+    cpu = hosts(f'xfrbench_server_cpu_seconds_total{{run_id="{run_id}",mode="user"}}')
+    assert cpu == sites | {"primary": ""}  # every secondary its own series
+    done = hosts(f'xfrbench_transfers_total{{run_id="{run_id}",result="ok"}} > 0')
+    assert done == sites
+    link = fleet.range(f'xfrbench_link_packets_total{{run_id="{run_id}",verdict="passed"}}')
+    assert {s["metric"]["host"] for s in link} == set(sites)
+    measured = fleet.range(f'xfrbench_link_loss_measured_ratio{{run_id="{run_id}"}}')
+    assert {s["metric"]["host"] for s in measured} == {h for h, s in sites.items() if s == "seoul"}
+    stats = fleet.range(f'xfrbench_fleet_propagation_seconds{{run_id="{run_id}"}}')
+    latest = {s["metric"]["stat"]: float(s["values"][-1][1]) for s in stats}
+    assert set(latest) == {"first", "p50", "p95", "last"}
+    assert 0 < latest["first"] <= latest["p50"] <= latest["p95"] <= latest["last"]
+    served = fleet.range(f'xfrbench_fleet_secondaries{{run_id="{run_id}",status="served"}}')
+    assert max(values(served)) == len(sites)
+    cost = fleet.range(f'xfrbench_primary_repeat_transmit_bytes{{run_id="{run_id}"}}')
+    assert min(values(cost)) > 0  # the zone went out once per secondary
+
+
+def grafana_expr(expr: str, run_id: str, interval: float, scrape: float) -> str:
     """What Grafana sends for a panel query: variables and built-ins substituted."""
-    rate_interval = max(STEP + SCRAPE, 4 * SCRAPE)  # Grafana's $__rate_interval
+    rate_interval = max(interval + scrape, 4 * scrape)  # Grafana's $__rate_interval
     return (
         expr.replace("$run_id", run_id)
         .replace("$case", ".*")  # the "All" value
         .replace("$__rate_interval", f"{round(rate_interval * 1000)}ms")
-        .replace("$__interval", f"{round(STEP * 1000)}ms")
+        .replace("$__interval", f"{round(interval * 1000)}ms")
     )
 
 
-def test_every_dashboard_query_returns_data_for_the_run(scraped: ScrapedRun) -> None:
+def board_queries() -> list[tuple[dict[str, Any], str, str]]:
+    """(panel, label, expr) of every panel query and of the annotations."""
     board = json.loads(DASHBOARD.read_text())
-    run_id = scraped.run_id
-    # The variables' queries, as Grafana resolves label_values().
-    assert run_id in scraped.prom.label_values(
-        "run_id", "xfrbench_run_info", scraped.start, scraped.end
-    )
-    assert scraped.records[0].case in scraped.prom.label_values(
-        "case", f'xfrbench_transfers_total{{run_id="{run_id}"}}', scraped.start, scraped.end
-    )
-    # Readings the contract allows to be null (no cgroup, process-tree fallback) may leave a
-    # query empty, but only when the run's samples never had them.
-    samples = load_samples(scraped.run_dir / "samples.jsonl")
+    out = []
+    for panel in board["panels"]:
+        for target in panel.get("targets", []):
+            out.append((panel, f"{panel['title']} / {target['refId']}", target["expr"]))
+    for note in board["annotations"]["list"]:
+        out.append(({"gridPos": {"w": 24}}, f"annotation {note['name']}", note["expr"]))
+    return out
+
+
+def never_read(run: ScrapedRun) -> set[str]:
+    """Families a run leaves empty by design: readings the contract allows to be null (no
+    cgroup, process-tree fallback) when its samples never had them, fleet figures outside a
+    fleet, loss checks where no link has loss configured."""
+    samples = load_samples(run.run_dir / "samples.jsonl")
     nullable = {
         "xfrbench_server_memory_bytes": "memory_bytes",
         "xfrbench_server_memory_peak_bytes": "peak_rss_bytes",
     }
-    never_read = {
+    out = {
         metric
         for metric, key in nullable.items()
         if not any(s.get(key) is not None for s in samples if s["role"] != "link")
     }
-    empty = []
-    for panel in board["panels"]:
-        for target in panel["targets"]:
-            expr = grafana_expr(target["expr"], run_id)
-            assert "$" not in expr, expr
-            if any(metric in expr for metric in never_read):
-                continue
-            if not any(math.isfinite(v) for v in values(scraped.range(expr))):
-                empty.append(f"{panel['title']} / {target['refId']}: {expr}")
-    assert not empty, "panels without data:\n" + "\n".join(empty)
+    if not any("host" in r.extra for r in run.records):
+        out |= set(FLEET_ONLY)
+    checks = [d for r in run.records for d in r.extra.get("link", {}).values() if "loss_check" in d]
+    if not checks:
+        out |= set(LOSS_ONLY)
+    return out
 
 
-def test_metrics_om_backfills_a_prometheus_with_the_runs_figures(
-    scraped: ScrapedRun, tmp_path: Path
+def empty_panels(
+    run: ScrapedRun, prom: PrometheusServer, start: float, end: float, step_of: Any, scrape: float
+) -> tuple[list[str], list[str]]:
+    """(queries without data that should have some, queries with data that should not)."""
+    skip = never_read(run)
+    empty, unexpected = [], []
+    for panel, label, raw in board_queries():
+        step = step_of(end - start, panel["gridPos"]["w"])
+        expr = grafana_expr(raw, run.run_id, step, scrape)
+        assert "$" not in expr, expr
+        # Grafana aligns the range to the step.
+        got = prom.query_range(expr, start - start % step, end - end % step + step, step)
+        has_data = any(math.isfinite(v) for v in values(got))
+        if any(family in expr for family in skip):
+            if has_data and any(family in expr for family in (*FLEET_ONLY, *LOSS_ONLY)):
+                unexpected.append(f"{label}: {expr}")
+        elif not has_data:
+            empty.append(f"{label}: {expr}")
+    return empty, unexpected
+
+
+@pytest.mark.parametrize("name", ["single", "fleet"])
+def test_every_dashboard_query_returns_data_for_the_run(
+    runs: dict[str, ScrapedRun], name: str
 ) -> None:
+    run = runs[name]
+    # The variables' queries, as Grafana resolves label_values().
+    assert run.run_id in run.prom.label_values("run_id", "xfrbench_run_info", run.start, run.end)
+    assert run.records[0].case in run.prom.label_values(
+        "case", f'xfrbench_transfers_total{{run_id="{run.run_id}"}}', run.start, run.end
+    )
+    empty, unexpected = empty_panels(
+        run, run.prom, run.start, run.end, lambda span, width: STEP, SCRAPE
+    )
+    assert not empty, "panels without data:\n" + "\n".join(empty)
+    assert not unexpected, "panels with data they cannot have:\n" + "\n".join(unexpected)
+
+
+def backfill(run: ScrapedRun, data: Path) -> None:
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
-    om = scraped.run_dir / "metrics.om"
+    om = run.run_dir / "metrics.om"
     assert om.exists()
-    workdir = tmp_path / "backfill"
     done = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(workdir / "data")],
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_fleets_metrics_om_ends_with_its_summary_figures(
+    fleet: ScrapedRun, tmp_path: Path
+) -> None:
+    """The back-filled fleet gauges hold the last repeat's figures as summary.json has them
+    (the same functions compute both)."""
+    workdir = tmp_path / "backfill"
+    backfill(fleet, workdir / "data")
+    summary = json.loads((fleet.run_dir / "summary.json").read_text())["fleet"]
+    (case,) = summary
+    last = summary[case]["repeats"][-1]
+    cost = summary[case]["primary"][-1]
+    at = fleet.end + 1
+    with PrometheusServer([], workdir) as prom:
+
+        def figures(family: str, label: str) -> dict[str, float]:
+            query = f'last_over_time({family}{{run_id="{fleet.run_id}"}}[1h])'
+            return {s["metric"].get(label, ""): float(s["value"][1]) for s in prom.query(query, at)}
+
+        stats = figures("xfrbench_fleet_propagation_seconds", "stat")
+        assert stats == pytest.approx({k: last[f"{k}_s"] for k in ("first", "p50", "p95", "last")})
+        assert figures("xfrbench_fleet_secondaries", "status") == {
+            "recorded": last["secondaries"],
+            "served": last["served"],
+            "waited": last["waited"],
+        }
+        assert figures("xfrbench_primary_repeat_transmit_bytes", "case") == {case: cost["tx_bytes"]}
+        assert figures("xfrbench_primary_repeat_cpu_seconds", "case") == pytest.approx(
+            {case: cost["cpu_s"]}
+        )
+        assert figures("xfrbench_primary_repeat_peak_connections", "case") == {
+            case: cost["peak_connections"]
+        }
+
+
+def test_metrics_om_backfills_a_prometheus_with_the_runs_figures(
+    scraped: ScrapedRun, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "backfill"
+    backfill(scraped, workdir / "data")
     run_id = scraped.run_id
     last = max(r.started_at + (r.duration_s or 0) for r in scraped.records)
     with PrometheusServer([], workdir) as prom:
@@ -202,3 +350,48 @@ def test_metrics_om_backfills_a_prometheus_with_the_runs_figures(
             f'xfrbench_server_cpu_seconds_total{{run_id="{run_id}"}}', scraped.start, last, STEP
         )
         assert {s["metric"]["role"] for s in cpu} == {"primary", "secondary"}
+
+
+# Grafana's rangeutil.roundInterval (ms): the "nice" interval nearest a raw one.
+NICE_MS = [
+    (15, 10), (35, 20), (75, 50), (150, 100), (350, 200), (750, 500), (1500, 1000),
+    (3500, 2000), (7500, 5000), (12500, 10000), (17500, 15000), (25000, 20000),
+    (45000, 30000), (90000, 60000), (210000, 120000), (450000, 300000), (750000, 600000),
+    (1050000, 900000), (1500000, 1200000), (2700000, 1800000), (5400000, 3600000),
+    (9000000, 7200000), (16200000, 10800000), (32400000, 21600000), (86400000, 43200000),
+]  # fmt: skip
+GRAFANA_SCRAPE = 15.0  # a Grafana datasource's default scrape interval, seconds
+SCREEN_PX = 1920  # a panel's max data points: its width in pixels
+
+
+def grafana_interval(span: float, width: int) -> float:
+    """$__interval in seconds for a panel `width` grid units wide over `span` seconds."""
+    raw_ms = span * 1000 / (SCREEN_PX * width / 24)
+    nice = next((ms for below, ms in NICE_MS if raw_ms < below), 86400000)
+    return max(nice / 1000, GRAFANA_SCRAPE)
+
+
+def test_the_default_time_range_shows_back_filled_runs_weeks_later(
+    runs: dict[str, ScrapedRun], tmp_path: Path
+) -> None:
+    """Both runs back-filled into a Prometheus that never scraped them, and the dashboard
+    opened on its default time range as late as that range still covers them: its run
+    variable lists them and every panel shows them (at a step of hours, not seconds)."""
+    board = json.loads(DASHBOARD.read_text())
+    assert board["time"]["to"] == "now" and board["time"]["from"].startswith("now-")
+    days = int(board["time"]["from"].removeprefix("now-").removesuffix("d"))
+    workdir = tmp_path / "backfill"
+    for run in runs.values():
+        backfill(run, workdir / "data")
+    first = min(run.start for run in runs.values())
+    now = first + (days - 1) * 86400  # a day before the oldest run leaves the range
+    start = now - days * 86400
+    with PrometheusServer([], workdir) as prom:
+        listed = prom.label_values("run_id", "xfrbench_run_info", start, now)
+        assert {run.run_id for run in runs.values()} <= set(listed)
+        for name, run in runs.items():
+            empty, unexpected = empty_panels(
+                run, prom, start, now, grafana_interval, GRAFANA_SCRAPE
+            )
+            assert not empty, f"{name}: panels without data:\n" + "\n".join(empty)
+            assert not unexpected, f"{name}: panels with data:\n" + "\n".join(unexpected)

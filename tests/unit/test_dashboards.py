@@ -6,16 +6,20 @@ tests/system/test_prometheus.py.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from harness.metrics.exporter import FAMILIES
+from harness.results.store import new_run_id
 
 DASHBOARDS = Path(__file__).parent.parent.parent / "dashboards"
-DATASOURCE_UID = "xfrbench-prometheus"
+PROVISIONED_UID = "xfrbench-prometheus"  # compose's datasource; the dashboard never pins it
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 VARIABLE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
+LOG_UNITS = {"s", "bps"}  # durations and throughput span decades: log axes
 
 
 def dashboard() -> dict[str, Any]:
@@ -49,13 +53,13 @@ def test_identity_and_schema() -> None:
     assert board["title"] and board.get("id") is None  # provisioning assigns the id
 
 
-def test_every_panel_queries_the_provisioned_datasource() -> None:
+def test_every_panel_queries_the_datasource_variable() -> None:
     board = dashboard()
     ids = [panel["id"] for panel in board["panels"]]
     assert len(ids) == len(set(ids)), "duplicate panel ids"
     assert len(panels(board)) >= 8
     for panel in panels(board):
-        assert panel["datasource"] == {"type": "prometheus", "uid": DATASOURCE_UID}, panel["title"]
+        assert panel["datasource"] == DATASOURCE, panel["title"]
         assert panel["title"] and panel.get("description"), panel["id"]
         targets = panel.get("targets") or []
         assert targets, f"panel {panel['title']!r} has no targets"
@@ -63,8 +67,78 @@ def test_every_panel_queries_the_provisioned_datasource() -> None:
         assert len(refs) == len(set(refs)), panel["title"]
         for target in targets:
             assert target.get("expr", "").strip(), (panel["title"], target["refId"])
-            assert target.get("datasource", panel["datasource"])["uid"] == DATASOURCE_UID
+            assert target.get("datasource", panel["datasource"]) == DATASOURCE
             assert 'run_id="$run_id"' in target["expr"], "every query is scoped to the run"
+
+
+def test_importable_into_any_grafana_no_pinned_datasource() -> None:
+    board = dashboard()
+    text = json.dumps(board)
+    assert PROVISIONED_UID not in text  # another Grafana has no datasource of that uid
+    assert "__inputs" not in board  # nothing to map on import: the variable picks one
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    source = variables["datasource"]
+    assert (source["type"], source["query"]) == ("datasource", "prometheus")
+    refs = list(datasource_refs(board))
+    assert len(refs) > len(panels(board)) and all(ref == DATASOURCE for ref in refs), refs
+
+
+def datasource_refs(node: Any) -> Any:
+    """Every "datasource" object anywhere in the dashboard."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "datasource" and isinstance(value, dict):
+                yield value
+            else:
+                yield from datasource_refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from datasource_refs(item)
+
+
+def test_default_time_range_reaches_back_to_runs_back_filled_weeks_later() -> None:
+    board = dashboard()
+    assert board["time"]["to"] == "now"
+    match = re.fullmatch(r"now-(\d+)d", board["time"]["from"])
+    assert match and int(match.group(1)) >= 7, board["time"]
+    # The run variable lists the runs in that range, newest first (a run id starts with its
+    # UTC start time), and the dashboard opens on the newest.
+    run_id = next(v for v in board["templating"]["list"] if v["name"] == "run_id")
+    assert run_id["refresh"] == 2 and run_id["sort"] == 2 and not run_id["current"]
+    old = new_run_id(datetime.datetime(2024, 12, 31, 23, 59, tzinfo=datetime.UTC))
+    new = new_run_id(datetime.datetime(2025, 1, 1, 0, 0, tzinfo=datetime.UTC))
+    assert sorted([old, new], reverse=True) == [new, old]
+    # The run's span is marked on every graph, to zoom into by dragging over it.
+    (annotation,) = board["annotations"]["list"]
+    assert 'xfrbench_run_info{run_id="$run_id"}' in annotation["expr"] and annotation["enable"]
+    # Gauges are read with max_over_time over the rate window: at a coarse step a short
+    # back-filled run's points fall between the steps a bare selector would look at.
+    exprs = [t["expr"] for p in panels(board) for t in p["targets"]] + [annotation["expr"]]
+    for expr in exprs:
+        for name in re.findall(r"\bxfrbench_[a-z_]+", expr):
+            if not name.endswith(("_total", "_bucket")):
+                assert f"max_over_time({name}{{" in expr and "[$__rate_interval]" in expr, expr
+
+
+def test_durations_and_throughput_on_log_axes() -> None:
+    for panel in panels(dashboard()):
+        defaults = panel["fieldConfig"]["defaults"]
+        scale = defaults.get("custom", {}).get("scaleDistribution", {})
+        if defaults["unit"] in LOG_UNITS:
+            assert scale == {"type": "log", "log": 10}, panel["title"]
+
+
+def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
+    board = dashboard()
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    assert [r["title"] for r in rows][-1] == "Fleet"
+    start = board["panels"].index(rows[-1])
+    fleet = " ".join(t["expr"] for p in board["panels"][start + 1 :] for t in p["targets"])
+    assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
+    assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
+    assert "xfrbench_fleet_secondaries" in fleet
+    for cost in ("cpu_seconds", "peak_connections", "transmit_bytes"):
+        assert f"xfrbench_primary_repeat_{cost}" in fleet, cost
 
 
 def test_grid_positions_fit_and_do_not_overlap() -> None:
@@ -86,17 +160,20 @@ def test_variables_defined_and_used() -> None:
     board = dashboard()
     variables = board["templating"]["list"]
     defined = {v["name"] for v in variables}
-    assert {"run_id", "case"} <= defined
+    assert {"datasource", "run_id", "case"} <= defined
     run_id = next(v for v in variables if v["name"] == "run_id")
     assert variable_query(run_id) == "label_values(xfrbench_run_info, run_id)"
     used: set[str] = set()
     for variable in variables:
-        assert variable["datasource"]["uid"] == DATASOURCE_UID, variable["name"]
+        if variable["type"] != "datasource":
+            assert variable["datasource"] == DATASOURCE, variable["name"]
         used |= used_variables(variable_query(variable))
     for panel in panels(board):
         for target in panel["targets"]:
             used |= used_variables(target["expr"] + target.get("legendFormat", ""))
-        used |= used_variables(panel["title"])
+        used |= used_variables(panel["title"] + panel["datasource"]["uid"])
+    for annotation in board["annotations"]["list"]:
+        used |= used_variables(annotation["expr"] + annotation["datasource"]["uid"])
     assert used <= defined, f"undefined variables: {used - defined}"
     assert defined <= used, f"unused variables: {defined - used}"
 
@@ -124,13 +201,18 @@ def test_queries_name_only_metrics_the_exporter_exports() -> None:
         "xfrbench_tcp_time_wait_sockets",
         "xfrbench_tcp_retransmitted_segments_total",
         "xfrbench_link_packets_total",
+        "xfrbench_link_loss_measured_ratio",
+        "xfrbench_link_loss_configured_ratio",
+        "xfrbench_network_transmit_bytes_total",
     ):
         assert needed in named, needed
 
 
-def test_provisioning_points_at_the_datasource_uid_and_dashboard_folder() -> None:
+def test_provisioning_points_at_the_datasource_and_dashboard_folder() -> None:
     datasource = (DASHBOARDS / "provisioning" / "datasources" / "prometheus.yml").read_text()
-    assert re.search(rf"^\s+uid: {DATASOURCE_UID}$", datasource, re.M)
+    assert re.search(rf"^\s+uid: {PROVISIONED_UID}$", datasource, re.M)
+    # The dashboard's datasource variable starts on the default one: this one in compose.
+    assert re.search(r"^\s+isDefault: true$", datasource, re.M)
     assert re.search(r"^\s+type: prometheus$", datasource, re.M)
     assert re.search(r"^\s+url: http://prometheus:9090$", datasource, re.M)
     provider = (DASHBOARDS / "provisioning" / "dashboards" / "xfrbench.yml").read_text()

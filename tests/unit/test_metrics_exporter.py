@@ -7,15 +7,21 @@ import socket
 import subprocess
 import threading
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import prometheus_client
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import spec
 from harness.errors import UserInputError
-from harness.metrics.exporter import FAMILIES, Exporter, MetricState
+from harness.measure.records import Observed, RecordContext, transfer_record
+from harness.metrics.exporter import DURATION_BUCKETS, FAMILIES, Exporter, MetricState
+from harness.plan import plan_case
 from harness.results.model import TransferRecord
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 CASE = "bind-knot/preset=tiny/tcp/axfr"
 T_LABELS = {
@@ -23,6 +29,8 @@ T_LABELS = {
     "case": CASE,
     "primary": "bind",
     "secondary": "knot",
+    "host": "secondary",  # a lone secondary's host
+    "site": "",
     "transport": "tcp",
     "xfr": "axfr",
     "method": "server-to-server",
@@ -134,7 +142,8 @@ def test_transfers_count_by_result_and_only_verified_ones_are_timed() -> None:
     throughput = "xfrbench_transfer_throughput_bytes_per_second"
     assert value(text, throughput, **T_LABELS) == pytest.approx(25_000)
     bound = "xfrbench_transfer_bound_bytes_per_second"
-    assert value(text, bound, run_id="r1", case=CASE, bound="model") == pytest.approx(1e6)
+    where = {"run_id": "r1", "case": CASE, "host": "secondary", "site": ""}
+    assert value(text, bound, bound="model", **where) == pytest.approx(1e6)
     assert value(text, "xfrbench_run_info", run_id="r1", scenario="quick", spec_hash="hash1") == 1
 
 
@@ -166,7 +175,14 @@ def test_server_samples_set_counters_from_cumulative_readings() -> None:
         )
     )
     text = exporter.exposition()
-    s = {"run_id": "r1", "case": CASE, "server": "knot", "role": "secondary"}
+    s = {
+        "run_id": "r1",
+        "case": CASE,
+        "server": "knot",
+        "role": "secondary",
+        "host": "secondary",  # the sample names no host: lines from before fleets
+        "site": "",
+    }
     cpu = "xfrbench_server_cpu_seconds_total"
     assert value(text, cpu, mode="user", **s) == 2.0  # the latest reading, not a sum
     assert value(text, cpu, mode="system", **s) == 0.5
@@ -185,11 +201,12 @@ def test_server_samples_set_counters_from_cumulative_readings() -> None:
 
 def test_link_samples_and_bad_samples() -> None:
     exporter = Exporter("r1", "quick", "h", port=None)
+    exporter.observe_sample(server_sample())
     exporter.observe_sample(link_sample())
     exporter.observe_sample(link_sample(direction="reverse", passed=80, dropped=0))
     text = exporter.exposition()
     link = "xfrbench_link_packets_total"
-    labels = {"run_id": "r1", "case": CASE}
+    labels = {"run_id": "r1", "case": CASE, "host": "secondary"}  # the lone secondary's link
     assert value(text, link, direction="forward", verdict="dropped", **labels) == 3
     assert value(text, link, direction="reverse", verdict="passed", **labels) == 80
     with pytest.raises(ValueError, match="role"):
@@ -198,6 +215,205 @@ def test_link_samples_and_bad_samples() -> None:
         exporter.observe_sample(link_sample(direction="sideways"))
     with pytest.raises(ValueError, match="case"):
         exporter.observe_sample(link_sample(case=None))
+
+
+def test_a_lone_secondarys_link_is_named_for_it_and_bad_hosts_are_refused() -> None:
+    state = MetricState("r1", "quick", "h")
+    link = "xfrbench_link_packets"
+    # Before the secondary's first sample its link cannot be named: left out, not guessed
+    # (its counters are cumulative: the next line carries them).
+    assert state.add_sample(link_sample(passed=5)) == []
+    state.add_sample(server_sample(host="edge"))  # a fleet's only secondary: unnamed link
+    state.add_sample(link_sample())
+    state.add_sample(link_sample(host="uplink", passed=7))
+    assert state.values[(link, ("r1", CASE, "edge", "forward", "passed"))] == 120
+    assert state.values[(link, ("r1", CASE, "uplink", "forward", "passed"))] == 7
+    assert not [
+        key for key in state.values if key[0] == link and key[1][2] not in ("edge", "uplink")
+    ]
+    for bad in ("Seoul 1", 'x"y', "-x"):
+        with pytest.raises(ValueError, match="host"):
+            state.add_sample(server_sample(host=bad))
+        with pytest.raises(ValueError, match="host"):
+            state.add_sample(link_sample(host=bad))
+
+
+def test_fleet_secondaries_and_the_primary_are_series_of_their_own() -> None:
+    """Several secondaries share the role: their host and site keep them apart."""
+    exporter = Exporter("r1", "fleet", "h", port=None)
+    exporter.observe_sample(server_sample(role="primary", server="bind", host="primary"))
+    for host, site, user in (("seoul-1", "seoul", 1.0), ("seoul-2", "seoul", 2.0)):
+        exporter.observe_sample(server_sample(host=host, site=site, cpu_user_s=user))
+    text = exporter.exposition()
+    cpu = "xfrbench_server_cpu_seconds_total"
+    mine = {"run_id": "r1", "case": CASE, "mode": "user"}
+    assert value(text, cpu, host="seoul-1", site="seoul", role="secondary", **mine) == 1.0
+    assert value(text, cpu, host="seoul-2", site="seoul", role="secondary", **mine) == 2.0
+    assert value(text, cpu, host="primary", site="", role="primary", **mine) == 1.25
+
+
+def fleet_record(
+    host: str, repeat: int, duration: float | None, notify: float, **changes: Any
+) -> TransferRecord:
+    extra = {"host": host, "site": host.rpartition("-")[0], "path_rtt_s": 0.1}
+    return record(
+        repeat=repeat,
+        duration_s=duration,
+        phases={"notify_sent": notify},
+        extra=extra | changes.pop("extra", {}),
+        **changes,
+    )
+
+
+def test_fleet_propagation_of_the_latest_repeat_as_records_arrive() -> None:
+    state = MetricState("r1", "fleet", "h")
+    stat = "xfrbench_fleet_propagation_seconds"
+    status = "xfrbench_fleet_secondaries"
+
+    def figures() -> dict[str, float]:
+        return {
+            labels[2]: float(v)  # type: ignore[arg-type]
+            for (name, labels), v in state.values.items()
+            if name in (stat, status)
+        }
+
+    # Fleet times (duration + how late its NOTIFY left): 0.2, 0.6 and 1.3 s.
+    state.add_transfer(fleet_record("a-1", 1, 0.2, 0.0))
+    assert figures() == {
+        "first": 0.2, "p50": 0.2, "p95": 0.2, "last": 0.2, "recorded": 1, "served": 1, "waited": 0,
+    }  # fmt: skip
+    state.add_transfer(fleet_record("b-1", 1, 1.0, 0.3, extra={"wire": {"connects": 2}}))
+    state.add_transfer(fleet_record("a-2", 1, 0.5, 0.1))
+    got = figures()
+    assert got["first"] == 0.2 and got["last"] == pytest.approx(1.3)
+    assert got["p50"] == pytest.approx(0.6)
+    assert got["p95"] == pytest.approx(0.6 + 0.9 * (1.3 - 0.6))  # linear, as summary.json
+    assert (got["recorded"], got["served"], got["waited"]) == (3, 3, 1)  # b-1 was refused once
+    # Repeat 2 starts with a failure: no figure of repeat 1 may stand for it.
+    state.add_transfer(fleet_record("a-1", 2, None, 0.0, ok=False, error="timeout"))
+    assert figures() == {"recorded": 1, "served": 0, "waited": 0}
+    state.add_transfer(fleet_record("a-2", 2, 0.4, 0.05))
+    # Counted from the first NOTIFY of the repeat's served secondaries: 0.05 + 0.4 - 0.05.
+    assert figures()["last"] == pytest.approx(0.4)
+    # A straggler from repeat 1 changes nothing; records without a host are not a fleet's.
+    before = figures()
+    state.add_transfer(fleet_record("b-1", 1, 9.0, 0.0))
+    state.add_transfer(record(repeat=3, case="other"))
+    assert figures() == before
+
+
+def test_the_primarys_cost_of_the_latest_repeat_from_its_marks() -> None:
+    state = MetricState("r1", "fleet", "h")
+
+    def primary(event: str, repeat: int | None, cpu: float, established: int, tx: int) -> None:
+        state.add_sample(
+            server_sample(
+                event=event,
+                repeat=repeat,
+                role="primary",
+                server="bind",
+                host="primary",
+                cpu_user_s=cpu,
+                cpu_system_s=0.5,
+                tcp_states={"established": established},
+                net_tx_bytes=tx,
+                net_rx_bytes=tx // 10,
+            )
+        )
+
+    primary("periodic", None, 1.0, 9, 100)  # before the repeat: not counted
+    primary("transfer-start", 1, 1.0, 0, 1_000)
+    primary("periodic", 1, 1.5, 4, 50_000)
+    primary("transfer-end", 1, 1.75, 1, 81_000)
+    cost = {
+        name: v for (name, labels), v in state.values.items() if name.startswith("xfrbench_primary")
+    }
+    assert cost == {
+        "xfrbench_primary_repeat_cpu_seconds": 0.75,
+        "xfrbench_primary_repeat_peak_connections": 4,
+        "xfrbench_primary_repeat_transmit_bytes": 80_000,
+    }
+    tx = ("xfrbench_network_transmit_bytes", ("r1", CASE, "bind", "primary", "primary", ""))
+    assert state.values[tx] == 81_000  # the cumulative reading, as for CPU
+
+
+def test_loss_checks_per_direction_of_the_secondarys_link_and_the_uplink() -> None:
+    def check(configured: float, measured: float | None, verdict: str) -> dict[str, Any]:
+        return {
+            "passed": 1000,
+            "dropped": 12,
+            "loss_check": {
+                "configured_pct": configured,
+                "measured_pct": measured,
+                "expected_drops": 10.0,
+                "verdict": verdict,
+                "p_value": 0.5,
+                "sentence": "...",
+            },
+        }
+
+    state = MetricState("r1", "fleet", "h")
+    link = {
+        "seoul-1 forward": check(1.0, 1.2, "ok"),
+        "seoul-1 reverse": {"passed": 900, "dropped": 0},  # no loss configured: no check
+        "uplink forward": check(0.5, None, "too few packets"),
+    }
+    state.add_transfer(fleet_record("seoul-1", 1, 2.0, 0.0, extra={"link": link}))
+    # A lone secondary's directions are its own.
+    state.add_transfer(record(extra={"link": {"reverse": check(2.0, 1.9, "implausible")}}))
+    got = {
+        (name.removeprefix("xfrbench_link_loss_"), labels[2:]): v
+        for (name, labels), v in state.values.items()
+        if name.startswith("xfrbench_link_loss") and (name.endswith("ratio") or v == 1)
+    }
+    assert got == {
+        ("configured_ratio", ("seoul-1", "seoul", "forward")): 0.01,
+        ("measured_ratio", ("seoul-1", "seoul", "forward")): 0.012,
+        ("check", ("seoul-1", "seoul", "forward", "ok")): 1,
+        ("configured_ratio", ("uplink", "", "forward")): 0.005,
+        ("check", ("uplink", "", "forward", "too_few_packets")): 1,
+        ("configured_ratio", ("secondary", "", "reverse")): 0.02,
+        ("measured_ratio", ("secondary", "", "reverse")): 0.019,
+        ("check", ("secondary", "", "reverse", "implausible")): 1,
+    }
+    verdicts = {labels[-1] for (name, labels) in state.values if name.endswith("loss_check")}
+    assert verdicts == {"ok", "implausible", "too_few_packets", "not_tested"}  # 0 when not
+
+
+def test_duration_buckets_reach_every_shipped_scenarios_timeout() -> None:
+    timeouts = [
+        case.scenario.timeout
+        for path in sorted(SCENARIOS.glob("*.toml"))
+        for case in spec.load(path).cases
+    ]
+    assert len(timeouts) > len(list(SCENARIOS.glob("*.toml")))  # the matrices expanded
+    assert max(timeouts) <= DURATION_BUCKETS[-1]
+    state = MetricState("r1", "tld", "h")
+    state.add_transfer(record(duration_s=max(timeouts) - 1))
+    histogram = state.values[("xfrbench_transfer_duration_seconds", tuple(T_LABELS.values()))]
+    assert histogram.counts[-1] == 0  # a transfer just inside the timeout is not only in +Inf
+
+
+def test_expect_case_announces_the_labels_the_records_will_carry() -> None:
+    """The series a case's records change exist at zero before the first one arrives."""
+    for name in ("fleet.toml", "quick.toml"):
+        loaded = spec.load(SCENARIOS / name)
+        plan = plan_case(loaded.cases[0])
+        exporter = Exporter("r1", name, "h", port=None)
+        exporter.expect_case(plan)
+        announced = set(exporter._state.values)
+        ctx = RecordContext("r1", plan)
+        for host in plan.secondaries:
+            for method in plan.methods if host == plan.secondaries[0] else plan.methods[:1]:
+                observed = Observed(serial=2, duration_s=0.5, started_at=1.0, ok=False, error="x")
+                item = transfer_record(
+                    ctx, host=host.name, repeat=1, zone="z.", observed=observed, method=method
+                )
+                changed = exporter._state.add_transfer(item)
+                counters = [k for k in changed if k[0] == "xfrbench_transfers"]
+                assert counters and set(counters) <= announced, (name, host.name, counters)
+        hosts = {labels[4] for family, labels in announced if family == "xfrbench_transfers"}
+        assert hosts == ({h.name for h in plan.secondaries} if plan.is_fleet else {"secondary"})
 
 
 def test_labels_are_bounded_no_pid_zone_or_repeat() -> None:
@@ -269,8 +485,26 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
     exporter = Exporter("r1", "quick", "h", port=None)
     exporter.observe_transfer(record())
     exporter.observe_transfer(record(repeat=1, ok=False, duration_s=None, error="timeout"))
-    exporter.observe_sample(server_sample())
-    exporter.observe_sample(server_sample(role="primary", server="bind", memory_bytes=20_000_000))
+    link = {"seoul-1 forward": {"loss_check": {"configured_pct": 1, "measured_pct": 2}}}
+    exporter.observe_transfer(fleet_record("seoul-1", 1, 1.0, 0.0, extra={"link": link}))
+    exporter.observe_transfer(
+        fleet_record(
+            "seoul-1", 1, 1.0, 0.0, extra={"link": {"forward": {"loss_check": {"verdict": "ok"}}}}
+        )
+    )
+    exporter.observe_sample(server_sample(host="seoul-1", site="seoul", net_tx_bytes=5))
+    for event, repeat in (("transfer-start", 1), ("transfer-end", 1)):
+        exporter.observe_sample(
+            server_sample(
+                role="primary",
+                server="bind",
+                event=event,
+                repeat=repeat,
+                memory_bytes=20_000_000,
+                net_tx_bytes=10,
+                net_rx_bytes=1,
+            )
+        )
     exporter.observe_sample(link_sample())
     text = exporter.exposition()
     # Every family has a series, so the linter sees every name.

@@ -185,3 +185,41 @@ def test_load_samples_tolerates_a_truncated_last_line(tmp_path: Path) -> None:
     path.write_text("[1, 2]\n" + text)
     with pytest.raises(UserInputError, match="not a JSON object"):
         load_samples(path)
+
+
+def test_a_fleets_secondaries_are_summarized_per_host_and_links_per_direction() -> None:
+    def at(host: str, site: str | None, **kwargs: Any) -> dict[str, Any]:
+        line = server(**kwargs)
+        return line | {"host": host, **({"site": site} if site else {})}
+
+    lines = [
+        # Two secondaries' lines interleave in time; each is its own process.
+        at("seoul-1", "seoul", t=0, event="periodic", repeat=None, user=1.0, system=0, pid=1),
+        at("seoul-2", "seoul", t=0, event="periodic", repeat=None, user=5.0, system=0, pid=2),
+        at("seoul-1", "seoul", t=1, event="periodic", repeat=None, user=1.5, system=0, pid=1),
+        at("seoul-2", "seoul", t=1, event="periodic", repeat=None, user=5.2, system=0, pid=2),
+        at("primary", None, t=0, event="periodic", repeat=None, user=0, system=0, role="primary"),
+        at("primary", None, t=1, event="periodic", repeat=None, user=1, system=0, role="primary"),
+        link(0, "forward", 10, 0) | {"host": "seoul-1"},
+        link(1, "forward", 30, 1) | {"host": "seoul-1"},
+        link(0, "forward", 50, 0) | {"host": "uplink"},
+        link(1, "forward", 90, 0) | {"host": "uplink"},
+    ]
+    summary = summarize_resources(lines)["c1"]
+    assert list(summary) == ["primary", "seoul-1", "seoul-2", "link"]
+    assert summary["seoul-1"]["cpu_s_total"] == 0.5
+    assert summary["seoul-2"]["cpu_s_total"] == pytest.approx(0.2)
+    assert (summary["seoul-1"]["role"], summary["seoul-1"]["site"]) == ("secondary", "seoul")
+    assert "role" not in summary["primary"]  # a role's own key says it
+    assert summary["link"] == {
+        "seoul-1 forward": {"passed": 20, "dropped": 1},
+        "uplink forward": {"passed": 40, "dropped": 0},
+    }
+
+
+def test_a_1_plus_1_run_keeps_its_role_keys_with_or_without_hosts() -> None:
+    named = [
+        line | {"host": line["role"]} if line["role"] != "link" else line
+        for line in three_transfers()
+    ]
+    assert summarize_resources(named) == summarize_resources(three_transfers())

@@ -22,7 +22,7 @@ from harness.metrics.openmetrics import (
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError
 from harness.results.store import load_run
-from tests.unit.test_metrics_exporter import link_sample, record, server_sample
+from tests.unit.test_metrics_exporter import fleet_record, link_sample, record, server_sample
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "runs" / "20250101T000000Z-abc123"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -87,15 +87,18 @@ def test_values_and_times_come_from_records_and_samples() -> None:
         ]
 
     t0 = 1735689600.0
-    # Histogram count after each verified transfer, at started_at + duration.
+    # Histogram count at zero when the case starts (its first sample), then after each
+    # verified transfer, at started_at + duration.
     count = series("xfrbench_transfer_duration_seconds_count", case)
-    assert count == [(t0 + 2.031, 1), (t0 + 5.027, 2)]
+    assert count == [(t0 + 1, 0), (t0 + 2.031, 1), (t0 + 5.027, 2)]
     inf = series("xfrbench_transfer_duration_seconds_bucket", case, 'le="+Inf"')
     assert [v for _, v in inf] == [v for _, v in count]
-    # Results: the failed attempt at its started_at (no duration), the unsupported cell too.
-    failed = series("xfrbench_transfers_total", 'result="failed"')
-    assert failed == [(t0 + 8.0, 1)]
-    assert series("xfrbench_transfers_total", 'result="unsupported"') == [(t0 + 12.0, 1)]
+    # Results: the failed attempt at its started_at (no duration), the unsupported cell too
+    # (its case has no samples and starts with its only record: no earlier zero point).
+    failed = series("xfrbench_transfers_total", case, 'result="failed"')
+    assert failed == [(t0 + 1, 0), (t0 + 8.0, 1)]
+    xot = 'case="knot-bind/preset=tiny/xot/axfr"'
+    assert series("xfrbench_transfers_total", xot, 'result="unsupported"') == [(t0 + 12.0, 1)]
     # Throughput and bound in bytes per second.
     throughput = series("xfrbench_transfer_throughput_bytes_per_second", case)
     assert throughput[-1] == (t0 + 5.027, pytest.approx(2400 / 0.027))
@@ -127,6 +130,88 @@ def test_same_families_and_types_as_the_live_exposition() -> None:
     }
     in_file = dict(re.findall(r"^# TYPE (\S+) (\S+)$", fixture_text(), re.M))
     assert in_file == live
+
+
+def fleet_run() -> tuple[list, list[dict]]:
+    """Two repeats of a primary and two secondaries at two sites, with the primary's marks,
+    the sites' links and the uplink."""
+    records, samples = [], []
+    for repeat in (1, 2):
+        t = 1_700_000_000.0 + 10 * repeat
+        for host, duration in (("near-1", 0.3), ("far-1", 2.0 + repeat)):
+            loss = {"configured_pct": 1.0, "measured_pct": repeat / 2, "verdict": "ok"}
+            link = {f"{host} forward": {"loss_check": loss}}
+            records.append(
+                fleet_record(host, repeat, duration, 0.01, started_at=t, extra={"link": link})
+            )
+        for offset, event in ((0.0, "transfer-start"), (1.0, "periodic"), (4.0, "transfer-end")):
+            where = {"t": t + offset, "event": event, "repeat": repeat}
+            samples.append(
+                server_sample(
+                    **where,
+                    role="primary",
+                    server="bind",
+                    host="primary",
+                    cpu_user_s=repeat + offset,
+                    tcp_states={"established": 2 if event == "periodic" else 0},
+                    net_tx_bytes=int(1000 * (t + offset - 1_700_000_000)),
+                )
+            )
+            for host in ("near-1", "far-1"):
+                site = host.partition("-")[0]
+                samples.append(server_sample(**where, host=host, site=site, cpu_user_s=offset))
+                samples.append(link_sample(**where, host=host, passed=int(offset * 100)))
+            samples.append(link_sample(**where, host="uplink", passed=int(offset * 200)))
+    return records, samples
+
+
+def test_a_fleet_run_ends_with_the_live_exporters_values() -> None:
+    """The file's last point of every series is what the live exporter serves at the end."""
+    records, samples = fleet_run()
+    exporter = Exporter("rf", "fleet", "h", port=None)
+    for host, site in (("near-1", "near"), ("far-1", "far")):  # as the runner announces them
+        exporter.expect_transfers(
+            records[0].case, "bind", "knot", "tcp", "axfr", host=host, site=site
+        )
+    for item in sorted(records, key=lambda r: r.started_at + (r.duration_s or 0)):
+        exporter.observe_transfer(item)
+    for sample in samples:
+        exporter.observe_sample(sample)
+    live = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(exporter.exposition().decode())
+        for sample in family.samples
+    }
+    text = openmetrics_text(
+        RunMeta(run_id="rf", scenario_name="fleet", spec_hash="h"), records, samples
+    )
+    last: dict[tuple[str, frozenset], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            last[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    assert last.keys() == live.keys()
+    assert last == pytest.approx(live)
+    # What the fleet families carry: the latest repeat's figures, by host and site.
+    names = {name for name, _ in last}
+    for family in (
+        "xfrbench_fleet_propagation_seconds",
+        "xfrbench_fleet_secondaries",
+        "xfrbench_primary_repeat_cpu_seconds",
+        "xfrbench_primary_repeat_peak_connections",
+        "xfrbench_primary_repeat_transmit_bytes",
+        "xfrbench_link_loss_measured_ratio",
+    ):
+        assert family in names, family
+    stat = {
+        dict(labels)["stat"]: v
+        for (n, labels), v in last.items()
+        if n.endswith("propagation_seconds")
+    }
+    assert stat["last"] == pytest.approx(4.0) and stat["first"] == pytest.approx(0.3)
+    hosts = {
+        dict(labels).get("host") for n, labels in last if n.startswith("xfrbench_link_packets")
+    }
+    assert hosts == {"near-1", "far-1", "uplink"}
 
 
 def test_label_values_are_escaped_and_same_millisecond_keeps_the_later() -> None:
