@@ -207,15 +207,7 @@ def run_scenario(
             )
             store.listeners.append(exporter.observe_transfer)
             for plan in plans:
-                for host in plan.secondaries:
-                    exporter.expect_transfers(
-                        plan.name,
-                        plan.primary.server.kind,
-                        host.server.kind,
-                        plan.transport,
-                        plan.xfr,
-                        methods=plan.methods,
-                    )
+                exporter.expect_case(plan)
             console.print(
                 f"metrics for Prometheus on http://{prometheus_address}:{exporter.port}/metrics"
             )
