@@ -217,9 +217,7 @@ def _sum_message(msg: bytes, drop_last: bool) -> ZoneSum:
             pos = off + 2
         rtype, rdlen = type_len(msg, pos)
         rd = pos + 10
-        end = rd + rdlen
-        if end > size:
-            raise WireError(f"rdata at offset {rd} runs past the end of the message")
+        end = rd + rdlen  # past the end of the message: caught after the loop
         if rtype in name_types:
             rdata = rdata_get(msg[rd:end]) if rdlen == 2 else None
             if rdata is None:
@@ -251,6 +249,8 @@ def _sum_message(msg: bytes, drop_last: bool) -> ZoneSum:
                 rdata = canonical_rdata(msg, rtype, rclass, rd, rdlen, wcache)
             keep(owner + msg[pos : pos + 8] + len(rdata).to_bytes(2, "big") + rdata)
         off = end
+    if off > size:
+        raise WireError(f"the last record runs past the end of the message ({off} > {size})")
     if drop_last:
         if not canon:
             raise WireError("the message that should end with the closing SOA has no answers")

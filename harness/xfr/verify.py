@@ -89,6 +89,8 @@ class _Pool:
         env = dict(os.environ)
         root = str(Path(harness.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        # numpy only adds integer columns here: no BLAS threads spinning beside the worker.
+        env["OPENBLAS_NUM_THREADS"] = "1"
         argv = [sys.executable, "-m", "harness.xfr.verify", mode, str(fd), str(nice), *args]
         self.procs: list[subprocess.Popen[bytes]] = []
         try:
@@ -327,6 +329,7 @@ def verify_copy(
     workers: int = DEFAULT_WORKERS,
     concurrent: bool = True,
     spill_dir: str | Path | None = None,
+    nice: int = WORKER_NICE,
     timeout: float = 60.0,
     digest_timeout: float | None = None,
     **options: Any,
@@ -344,7 +347,9 @@ def verify_copy(
     """
     from harness.xfr.pull import pull
 
-    digester = StreamDigester(workers=workers, concurrent=concurrent, spill_dir=spill_dir)
+    digester = StreamDigester(
+        workers=workers, concurrent=concurrent, spill_dir=spill_dir, nice=nice
+    )
     t0 = time.monotonic()
     try:
         result = pull(
@@ -470,12 +475,14 @@ def zone_file_sum(
 ) -> ZoneSum:
     """The RRSUM of a zone file with one RR per line (zonegen, ``dnssec-signzone -O full``,
     ``named-compilezone -s full``), read in ranges by ``workers`` processes (in the driver
-    for small files), in bounded memory. With ``cache`` the result is kept in
-    ``<file>.rrsum`` and reused while the file's size and mtime are unchanged."""
+    for small files), in bounded memory. With ``cache`` the result for a file over
+    ``INLINE_BYTES`` is kept in ``<file>.rrsum`` and reused while the file's size and mtime
+    are unchanged."""
     path = Path(path)
+    size = path.stat().st_size
+    cache = cache and size > INLINE_BYTES  # a small zone costs less to read than its cache
     if cache and (hit := _read_cache(path, origin)) is not None:
         return hit
-    size = path.stat().st_size
     fix = (
         "write the zone one RR per line with absolute names, e.g. "
         f"`named-compilezone -s full -o out.zone {origin} {path.name}`"

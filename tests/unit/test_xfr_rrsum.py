@@ -240,7 +240,7 @@ def test_closing_soa_is_left_out_once() -> None:
     [
         (lambda m: m[:-3], "past the end"),
         (lambda m: m[:12], "past the end"),
-        (lambda m: m[:4] + b"\x00\x00\xff\xff" + m[8:], "past the end"),
+        (lambda m: m[:6] + b"\xff\xff" + m[8:], "past the end"),  # ANCOUNT too big
         (lambda m: m[:2], "shorter than a DNS header"),
     ],
 )
