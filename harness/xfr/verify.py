@@ -126,6 +126,10 @@ class _Pool:
                 os.write(self._write_end, self._backlog[0])
             except BlockingIOError:
                 return
+            except BrokenPipeError:
+                # Every worker has exited; results() reports why. The read goes on.
+                self._backlog.clear()
+                return
             self._backlog.popleft()
 
     def results(self, deadline: float) -> ZoneSum:

@@ -4,6 +4,8 @@ read or by worker processes during it; failures reported with where they happene
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 import dns.zone
@@ -70,6 +72,25 @@ def test_stream_digester_reports_a_malformed_message(tld) -> None:  # type: igno
             feed(digester, broken)
     with pytest.raises(ValueError, match="before the last message"):
         StreamDigester().finish()
+
+
+def test_a_dead_worker_fails_the_digest_not_the_read(tld) -> None:  # type: ignore[no-untyped-def]
+    _, zone, _ = tld
+    messages = axfr(records_of(zone), 60, origin="tld.")
+    digester = StreamDigester(workers=1, chunk_bytes=3000, inline_bytes=5000)
+    half = len(messages) // 2
+    for msg in messages[:half]:
+        digester.message(msg, False)
+    (pid,) = digester.worker_pids
+    os.kill(pid, signal.SIGKILL)  # the worker this test started
+    # Until it has died (a zombie, not reaped: its exit status stays for the digester).
+    while Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z":
+        time.sleep(0.01)  # polling the exit of a killed child
+    for i, msg in enumerate(messages[half:]):
+        digester.message(msg, half + i == len(messages) - 1)  # never raises
+    with pytest.raises(DigestFailed, match=f"worker pid {pid} exited with -9"):
+        digester.finish(timeout=30)
+    digester.close()
 
 
 def test_verify_copy_against_a_served_zone(tld, monkeypatch) -> None:  # type: ignore[no-untyped-def]
