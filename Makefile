@@ -85,6 +85,7 @@ bench: setup
 	$(PYTHON) bench/zonegen
 	$(PYTHON) bench/link
 	$(PYTHON) bench/pull
+	$(PYTHON) bench/verify --sizes 1000000
 	$(PYTHON) bench/transfers --quick
 
 clean:

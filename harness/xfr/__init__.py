@@ -88,9 +88,11 @@ class PullResult:
     Times are seconds measured with ``time.monotonic()`` relative to the start of
     ``connect()`` (own reader) and so never negative; ``started_at`` is the wall-clock
     (unix) time of that start. ``bytes`` counts DNS messages including their 2-byte TCP
-    length prefixes. ``records``: see the module docstring. ``digest`` is the RFC 8976
-    SIMPLE/SHA-384 digest (hex) of the transferred zone, set when requested and when the
-    response is a full zone (AXFR or AXFR-style IXFR).
+    length prefixes. ``records``: see the module docstring. ``digest`` is set when requested
+    and when the response is a full zone (AXFR or AXFR-style IXFR): the RFC 8976
+    SIMPLE/SHA-384 digest as 96 hex digits (``pull(digest=True)``, ``pull_verified_copy``),
+    or the streaming RRSUM as ``rrsum:<records>:<hex>`` (``verify.verify_copy``; see
+    ``harness.xfr.rrsum``). Only digests of the same kind compare.
     """
 
     ok: bool
@@ -137,6 +139,11 @@ def compare_zones(primary: PullResult, secondary: PullResult) -> str | None:
             return f"record counts differ ({counts})"
         missing = "primary" if primary.digest is None else "secondary"
         return f"no digest for the {missing} copy; pull with digest=True to verify"
+    if primary.digest.startswith("rrsum:") != secondary.digest.startswith("rrsum:"):
+        return (
+            "the digests are of different kinds (RRSUM and RFC 8976); compute both copies' "
+            "with the same function (verify_copy, or pull_verified_copy)"
+        )
     if primary.digest != secondary.digest:
         return (
             f"digest differs: primary {primary.digest[:16]}…, "

@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from harness.xfr import PullResult, TsigKey, XfrKind
 from harness.xfr.digest import zone_digest_dnspython
@@ -152,12 +153,13 @@ def kdig_pull(
     tls_ca: Path | None = None,
     tls_hostname: str | None = None,
     timeout: float = 60.0,
-    digest: bool = False,
+    digest: bool | Literal["zonemd", "rrsum"] = False,
 ) -> PullResult:
     """Transfer ``zone`` with kdig and report its figures (see the module docstring).
     TLS is used when ``tls`` or a CA or hostname is given (port 853 by default then).
-    ``digest``: load kdig's printed records and compute the zone digest (slow: for tests
-    and spot checks, not for millions of records)."""
+    ``digest``: compute the digest of kdig's printed records: True or "zonemd" for RFC 8976
+    (loads the zone: for tests and spot checks, not for millions of records), "rrsum" for
+    ``harness.xfr.rrsum`` (streams; compares with ``verify.verify_copy``)."""
     import dns.name
 
     zone_text = dns.name.from_text(zone).to_text()
@@ -232,7 +234,15 @@ def kdig_pull(
             return result
         result.ok = True
         full_zone = xfr == "axfr" or result.ixfr_style == "axfr-style"
-        if digest and full_zone:
+        if digest == "rrsum" and full_zone:
+            from harness.xfr.verify import DigestFailed, axfr_text_file_sum
+
+            try:
+                result.digest = axfr_text_file_sum(out_path, zone_text).text
+            except DigestFailed as exc:
+                result.ok = False
+                result.error = f"kdig: cannot digest its output: {exc}"
+        elif digest and full_zone:
             result.digest = _digest_of_output(out_path, zone_text)
     return result
 

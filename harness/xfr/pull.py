@@ -17,7 +17,7 @@ import contextlib
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,6 +313,7 @@ def pull(
     timeout: float = 60.0,
     digest: bool = False,
     keep_records: bool = False,
+    on_message: Callable[[bytes, bool], None] | None = None,
 ) -> PullResult:
     """Transfer ``zone`` from ``address`` and measure it (see ``PullResult``).
 
@@ -323,6 +324,9 @@ def pull(
     included. ``digest``: compute the zone digest (full-zone answers only).
     ``keep_records``: keep the raw messages (``result.wire``): the timed read stays on the
     fast path and ``digest_of_wire`` verifies it afterwards.
+    ``on_message(msg, last)``: called with every response message once the reader has
+    checked it (``last``: the message that ends the transfer); ``verify.verify_copy`` spills
+    and digests through it. It must not block: the server may close on a slow reader.
     """
     import dns.name
     import dns.rdatatype
@@ -385,6 +389,8 @@ def pull(
         for msg in _messages(sock, deadline, timeout, t0, where, clock):
             state.feed(msg)
             clock.messages = state.messages
+            if on_message is not None:
+                on_message(msg, state.tracker.done)
             if state.tracker.done:
                 break
         t_end = time.monotonic()

@@ -1,0 +1,184 @@
+"""verify_copy and zone_file_sum: the same RRSUM whether digested in the driver, after the
+read or by worker processes during it; failures reported with where they happened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import dns.zone
+import pytest
+
+from harness.errors import UserInputError
+from harness.xfr import PullResult
+from harness.xfr.rrsum import ZoneSum, sum_zone_object
+from harness.xfr.verify import (
+    DigestFailed,
+    StreamDigester,
+    axfr_text_file_sum,
+    check_copy,
+    verify_copy,
+    zone_file_sum,
+)
+from harness.zonegen import ZoneSpec, generate
+from tests.unit.test_xfr_pull import KEY, fake_server, responses
+from tests.unit.test_xfr_rrsum import axfr, records_of
+
+
+@pytest.fixture(scope="module")
+def tld(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dns.zone.Zone, ZoneSum]:
+    folder = tmp_path_factory.mktemp("zones")
+    path = generate(ZoneSpec("tld", 5000, "tld."), cache_dir=folder).files[0].path
+    zone = dns.zone.from_file(str(path), origin="tld.", relativize=False)
+    return path, zone, sum_zone_object(zone)
+
+
+def feed(digester: StreamDigester, messages: list[bytes]) -> ZoneSum:
+    for i, msg in enumerate(messages):
+        digester.message(msg, i == len(messages) - 1)
+    try:
+        return digester.finish(timeout=60)
+    finally:
+        digester.close()
+
+
+@pytest.mark.parametrize(
+    ("workers", "concurrent"),
+    [(0, True), (2, True), (2, False), (1, True)],
+)
+def test_stream_digester_same_sum_every_way(tld, workers: int, concurrent: bool) -> None:  # type: ignore[no-untyped-def]
+    _, zone, expected = tld
+    messages = axfr(records_of(zone), 60, origin="tld.")
+    small = StreamDigester(workers=workers, concurrent=concurrent)
+    assert feed(small, messages) == expected  # below INLINE_BYTES: in the driver
+    assert small.spilled_bytes == 0
+    chunked = StreamDigester(
+        workers=workers, concurrent=concurrent, chunk_bytes=3000, inline_bytes=5000
+    )
+    assert feed(chunked, messages) == expected
+    assert chunked.spilled_bytes == chunked.stream_bytes == sum(len(m) + 2 for m in messages)
+
+
+def test_stream_digester_reports_a_malformed_message(tld) -> None:  # type: ignore[no-untyped-def]
+    _, zone, _ = tld
+    messages = axfr(records_of(zone), 60, origin="tld.")
+    broken = messages[:]
+    broken[5] = broken[5][:-7]  # its last record runs past the end
+    for workers in (0, 2):
+        digester = StreamDigester(workers=workers, chunk_bytes=3000, inline_bytes=5000)
+        with pytest.raises(DigestFailed, match="past the end"):
+            feed(digester, broken)
+    with pytest.raises(ValueError, match="before the last message"):
+        StreamDigester().finish()
+
+
+def test_a_dead_worker_fails_the_digest_not_the_read(tld) -> None:  # type: ignore[no-untyped-def]
+    _, zone, _ = tld
+    messages = axfr(records_of(zone), 60, origin="tld.")
+    digester = StreamDigester(workers=1, chunk_bytes=3000, inline_bytes=5000)
+    half = len(messages) // 2
+    for msg in messages[:half]:
+        digester.message(msg, False)
+    (pid,) = digester.worker_pids
+    os.kill(pid, signal.SIGKILL)  # the worker this test started
+    # Until it has died (a zombie, not reaped: its exit status stays for the digester).
+    while Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z":
+        time.sleep(0.01)  # polling the exit of a killed child
+    for i, msg in enumerate(messages[half:]):
+        digester.message(msg, half + i == len(messages) - 1)  # never raises
+    with pytest.raises(DigestFailed, match=f"worker pid {pid} exited with -9"):
+        digester.finish(timeout=30)
+    digester.close()
+
+
+def test_verify_copy_against_a_served_zone(tld, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _, zone, expected = tld
+    monkeypatch.setattr("harness.xfr.verify.INLINE_BYTES", 20_000)
+    monkeypatch.setattr("harness.xfr.verify.CHUNK_BYTES", 10_000)
+    rrsets = [dns.rrset.from_rdata(name, ttl, rd) for name, ttl, rd in records_of(zone)]
+    soa = rrsets[0]
+    answer = [soa, *rrsets[1:], soa]
+
+    def responder(query: bytes) -> list[bytes]:
+        return responses(query, answer, per_message=50, key=KEY, sign_every=3)
+
+    for workers in (0, 2):
+        with fake_server(responder, chunk=7000) as port:
+            result = verify_copy(
+                "127.0.0.1", "tld.", port=port, tsig=KEY, timeout=30, workers=workers
+            )
+        assert result.ok, result.error
+        assert result.digest == expected.text
+        assert result.extra["zone_records"] == expected.records == result.records - 1
+        assert result.extra["verify_s"] >= result.duration_s > 0
+        assert result.extra["spilled_bytes"] == result.bytes  # above INLINE_BYTES: spilled
+        assert result.extra["digest_workers"] == workers
+        assert (result.extra["digest_worker_rss_kb"] > 0) == (workers > 0)
+        assert check_copy(expected, result, serial=1) is None
+
+
+def test_verify_copy_failure_and_check_copy_messages(tld) -> None:  # type: ignore[no-untyped-def]
+    _, zone, expected = tld
+    with fake_server(lambda q: []) as port:
+        failed = verify_copy("127.0.0.1", "tld.", port=port, timeout=2)
+    assert not failed.ok and failed.digest is None
+    assert "could not be read" in (check_copy(expected, failed) or "")
+    other = PullResult(ok=True, xfr="axfr", zone="tld.", serial=1)
+    other.digest = (expected - ZoneSum(1, 1)).text
+    problem = check_copy(expected, other, serial=1) or ""
+    assert f"expected {expected.records} records" in problem
+    assert f"has {expected.records - 1}" in problem
+    assert "serial differs" in (check_copy(expected, other, serial=2) or "")
+    other.digest = "ab" * 48
+    assert "no RRSUM" in (check_copy(expected, other) or "")
+
+
+def test_zone_file_sum_workers_inline_and_cache(tld, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path, _, expected = tld
+    copy = tmp_path / "tld.zone"
+    copy.write_bytes(path.read_bytes())
+    assert zone_file_sum(copy, "tld.", workers=0, cache=False) == expected
+    # Force ranges and worker processes on a small file.
+    monkeypatch.setattr("harness.xfr.verify.INLINE_BYTES", 1000)
+    monkeypatch.setattr("harness.xfr.verify.TEXT_CHUNK_BYTES", 20_000)
+    assert zone_file_sum(copy, "tld.", workers=2, cache=True) == expected
+    cache = copy.with_name(copy.name + ".rrsum")
+    assert expected.text in cache.read_text()
+    # A cached value is used while the file is unchanged, and only then.
+    cache.write_text(cache.read_text().replace(expected.hex, "0" * 64))
+    assert zone_file_sum(copy, "tld.") == ZoneSum(0, expected.records)
+    with copy.open("ab") as fh:
+        fh.write(b"extra.tld. 60 IN A 192.0.2.7\n")
+    again = zone_file_sum(copy, "tld.", workers=2)
+    assert again.records == expected.records + 1 and again != expected
+
+
+def test_zone_file_sum_names_the_bad_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    lines = [f"h{i}.example. 300 IN A 192.0.2.{i % 250}\n" for i in range(3000)]
+    lines[2345] = "h2345.example. 300 IN A 192.0.2.999\n"
+    path = tmp_path / "bad.zone"
+    path.write_text("".join(lines))
+    monkeypatch.setattr("harness.xfr.verify.INLINE_BYTES", 1000)
+    monkeypatch.setattr("harness.xfr.verify.TEXT_CHUNK_BYTES", 10_000)
+    for workers in (0, 2):
+        with pytest.raises(UserInputError, match=r"bad\.zone:2346: bad rdata") as info:
+            zone_file_sum(path, "example.", workers=workers, cache=False)
+        assert "named-compilezone" in str(info.value)
+    directive = tmp_path / "directive.zone"
+    directive.write_text("$TTL 300\n" + "".join(lines[:3]))
+    with pytest.raises(UserInputError, match=r"directive\.zone:1: directive \$TTL"):
+        zone_file_sum(directive, "example.", cache=False)
+
+
+def test_axfr_text_file_sum_reads_kdig_output(tld, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, zone, expected = tld
+    records = records_of(zone)
+    text = [";; AXFR for tld.", ""]
+    text += [f"{name}\t{ttl}\tIN\t{rd.rdtype.name}\t{rd.to_text()}" for name, ttl, rd in records]
+    text += [text[2], ";; Received 123 B (1 messages, 5001 records)", ""]
+    out = tmp_path / "kdig.txt"
+    out.write_text("\n".join(text))
+    assert axfr_text_file_sum(out, "tld.") == expected
+    assert os.path.getsize(out) > 0
