@@ -115,6 +115,9 @@ class FakeBench:
         ok = self.verified.get(host, True)
         return Verification(ok, None if ok else "digest differs: primary 1234…", 42)
 
+    def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
+        return {zone: self.verify(host, zone, serial) for zone in zones}
+
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
         return Logged({"bytes": 4000, "messages": 2}, {"records": 43}, {"timed_out": 1})
 

@@ -26,6 +26,8 @@ from harness.zonegen import ZoneSpec, generate
 from tests.unit.test_xfr_pull import KEY, fake_server, responses
 from tests.unit.test_xfr_rrsum import axfr, records_of
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
 
 @pytest.fixture(scope="module")
 def tld(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dns.zone.Zone, ZoneSum]:
@@ -182,3 +184,9 @@ def test_axfr_text_file_sum_reads_kdig_output(tld, tmp_path: Path) -> None:  # t
     out.write_text("\n".join(text))
     assert axfr_text_file_sum(out, "tld.") == expected
     assert os.path.getsize(out) > 0
+    # A signed transfer: kdig prints the TSIG as an RR line after the closing SOA
+    # (the line from tests/fixtures/kdig_axfr_tsig.txt); it is not zone data.
+    tsig = (FIXTURES / "kdig_axfr_tsig.txt").read_text().splitlines()[8]
+    assert "\tTSIG\t" in tsig
+    out.write_text("\n".join([*text[:-2], tsig, *text[-2:]]))
+    assert axfr_text_file_sum(out, "tld.") == expected
