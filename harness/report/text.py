@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.report import fmt
+from harness.report.answers import ALPHA, CONFIDENCE, STEADY_BDPS, TransportCost
 from harness.report.compare import (
     FAILED_IN_B,
     IMPROVEMENT,
@@ -19,16 +20,217 @@ from harness.report.compare import (
     Comparison,
 )
 from harness.report.data import ReportData
+from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+
+CASE_COLUMNS = [
+    "case",
+    "method",
+    "n",
+    "ok",
+    "failed",
+    "unsup",
+    "median",
+    "p10",
+    "p90",
+    "throughput",
+    "bound",
+    "note",
+]
+NAME_WIDTH = 60  # a case label longer than this folds rather than squeezing every column
+
+# What the CPU figure covers, in one line (report.html says it in full, as the README does).
+CPU_WINDOW_SHORT = (
+    "CPU per transfer: each server's cgroup from just before the new zone version is put "
+    "on the primary and reloaded to the secondary's first answer with the new serial, "
+    "before verification (the primary's includes loading it); cold start: from the "
+    "secondary's start until it serves every zone."
+)
 
 
 def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
 
 
+def _table(title: str, columns: list[str], *, left: int = 1, names: int = 0) -> Table:
+    """A table whose text columns fold instead of cutting ("bind-bind/preset=tld,re…"
+    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns are text,
+    and the first is kept `names` wide (the longest case label) while others wrap."""
+    # The title goes above as its own line (print_table): a table's title wraps to the
+    # table's width, which for a narrow table is a column of words.
+    table = Table()
+    table.caption = title
+    for index, column in enumerate(columns):
+        justify = "left" if index < left else "right"
+        width = min(names, NAME_WIDTH) if index == 0 and names else None
+        table.add_column(column, justify=justify, overflow="fold", min_width=width)
+    return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    title, table.caption = table.caption, None
+    console.print(f"[bold]{escape(str(title))}[/]", soft_wrap=True)
+    console.print(table)
+
+
+def _ms(value: float | None) -> str:
+    """Milliseconds: 3 significant digits, whole ones from 1 s up (never 1e+03)."""
+    if value is None:
+        return fmt.NONE
+    ms = value * 1000
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def _transport_cell(cost: TransportCost) -> str:
+    if cost.index is None:
+        return f"- ({cost.missing})" if cost.missing else "-"
+    text = index_text(cost)
+    if cost.p_value is not None:
+        text += f" p{cost.p_value:.2g}" + ("*" if cost.significant else "")
+    if cost.drift:
+        text += " [yellow]drift[/]"
+    return text
+
+
+def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> None:
+    """The first screen's four answers, as report.html's top shows them."""
+    if data.transports:
+        shown = [
+            t
+            for t in TRANSPORT_NAMES
+            if any(c.transport == t for g in data.transports for c in g.costs)
+        ]
+        _, keys = fmt.short_labels([g.key for g in data.transports])
+        table = _table(
+            f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
+            f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
+            f"* below {ALPHA:g}",
+            ["pair / zone / kind", *(TRANSPORT_NAMES[t] for t in shown)],
+            names=max(len(label) for label in keys.values()),
+        )
+        for group in data.transports:
+            cells = []
+            for t in shown:
+                cost = next((c for c in group.costs if c.transport == t), None)
+                cells.append("-" if cost is None else _transport_cell(cost))
+            tcp = next(c for c in group.costs if c.transport == "tcp")
+            cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
+            cells[0] += " [yellow]drift[/]" if tcp.drift else ""
+            table.add_row(escape(keys[group.key]), *cells)
+        print_table(console, table)
+        for note in transport_notes(data.transports):
+            console.print(escape(note), soft_wrap=True)
+    else:
+        console.print(
+            "What each transport costs: no pair, zone and kind ran TCP and another transport",
+            soft_wrap=True,
+        )
+
+    if data.phases:
+        table = _table(
+            "Where the time went: the median transfer's phases, ms from the reload command "
+            "(notify), the control command (retransfer) or the start (cold start)",
+            ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
+            left=2,
+            names=max(len(short.get(x.label, x.label)) for x in data.phases),
+        )
+        for item in data.phases:
+            parts = [
+                f"{seg.name.rsplit(' -> ', 1)[-1]} {_ms(seg.seconds)}" for seg in item.segments
+            ]
+            table.add_row(
+                escape(short.get(item.label, item.label)),
+                escape(" | ".join(parts)),
+                _ms(item.duration_s),
+                _ms(item.logged_secondary_s),
+            )
+        print_table(console, table)
+
+    checks = [c for c in data.links if c.cases > 1] or data.links
+    if checks:
+        table = _table(
+            "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
+            "direction summed over the transfers, and its check (-> primary to secondary)",
+            ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
+            left=2,
+        )
+        for check in checks:
+            ways = []
+            for way in ("forward", "reverse"):
+                d = next((d for d in check.directions if d.way == way), None)
+                if d is None:
+                    ways.append("-")
+                    continue
+                measured = "-" if d.measured_pct is None else f"{d.measured_pct:.3g} %"
+                ways.append(
+                    f"{d.loss or 'none'}: {d.dropped:,} of {d.packets:,} ({measured})"
+                    + (f" {d.verdict}" if d.verdict else "")
+                )
+            rates = [
+                f"{'->' if d.way == 'forward' else '<-'} {fmt.rate(d.rate_bps)} / "
+                f"{fmt.rate(d.measured_rate_bps)}"
+                for d in check.directions
+                if d.rate_bps or d.measured_rate_bps
+            ]
+            rtt = f"{_ms(check.rtt_s)} / {_ms(check.rtt_min_s)}"
+            if check.rtt_verdict:
+                rtt += f" {check.rtt_verdict}"
+            table.add_row(
+                escape(short.get(check.case, check.case)),
+                escape(check.path),
+                escape(rtt),
+                escape(ways[0]),
+                escape(ways[1]),
+                escape("; ".join(rates) or "-"),
+            )
+        print_table(console, table)
+
+    steady = [row for row in data.bounds if row.steady]
+    if steady:
+        table = _table(
+            f"How close to the bound (zones of at least {STEADY_BDPS:g} BDPs; throughput "
+            "from connect to served)",
+            ["case", "throughput", "bound", "of it", "zone / BDP", "cc", "window adv / rmem"],
+        )
+        for row in steady:
+            table.add_row(
+                escape(short.get(row.label, row.label)),
+                fmt.rate(row.throughput_bps),
+                f"{fmt.rate(row.bound_bps)} ({row.limited_by or '?'})",
+                fmt.ratio(row.ratio),
+                f"{row.bdps:.3g}" if row.bdps is not None else "-",
+                row.sender_cc or "?",
+                f"{fmt.size(row.advertised_window)} / {fmt.size(row.receive_buffer)}",
+            )
+        print_table(console, table)
+    unbounded = [row for row in data.bounds if not row.bound_bps]
+    if unbounded:
+        console.print(
+            f"How close to the bound: {len(unbounded)} of {len(data.bounds)} have no model "
+            "bound (an unimpaired link)",
+            soft_wrap=True,
+        )
+    others = [row for row in data.bounds if not row.steady and row.bound_bps]
+    if others:
+        longest = max(others, key=lambda row: row.bdps or 0.0)
+        console.print(
+            escape(
+                f"How close to the bound: {len(others)} of {len(data.bounds)} too short to "
+                f"judge (under {STEADY_BDPS:g} BDPs of data; the longest, "
+                f"{short.get(longest.label, longest.label)}, is "
+                f"{longest.bdps or 0:.3g} BDPs)"
+            ),
+            soft_wrap=True,
+        )
+
+
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
     commit = (run.git_commit or "-")[:12] + (" (dirty)" if run.git_dirty else "")
+    names = [row.label for row in data.cases] + [x.label for x in data.phases]
+    names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
+    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    width = max((len(label) for label in short.values()), default=0)
     lines = [
         f"run {run.run_id}: scenario {run.scenario or '-'}, "
         f"spec hash {(run.spec_hash or '-')[:16]}",
@@ -38,17 +240,20 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}; "
         f"{run.transfers} transfers",
     ]
+    if shared:
+        lines.append(f"every case is {shared}; the tables show what * stands for")
     for line in lines:
         console.print(escape(line), soft_wrap=True)
     for warning in data.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    print_answers(data, console, short)
 
-    table = Table(title="cases (seconds; ok = verified transfers that count)")
-    for column in ("case", "method", "n", "ok", "failed", "unsup", "median", "p10", "p90"):
-        table.add_column(column, justify="left" if column in ("case", "method") else "right")
-    table.add_column("throughput", justify="right")
-    table.add_column("bound", justify="right")
-    table.add_column("note")
+    table = _table(
+        "cases (seconds; ok = verified transfers that count)",
+        CASE_COLUMNS,
+        left=2,
+        names=width,
+    )
     for row in data.cases:
         notes = []
         if row.unstable_why:
@@ -63,7 +268,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
         table.add_row(
-            escape(row.case),
+            escape(short.get(row.label, row.label)),
             _method(row.method),
             str(row.n),
             str(row.ok),
@@ -76,22 +281,26 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             fmt.rate(row.model_bound_bps),
             escape("; ".join(notes)),
         )
-    console.print(table)
+    print_table(console, table)
 
     if data.resources:
-        resources = Table(title=f"resources per case (from {data.resources_source})")
-        for column in ("case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"):
-            resources.add_column(column, justify="left" if column in ("case", "role") else "right")
+        resources = _table(
+            f"resources per case (from {data.resources_source})",
+            ["case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"],
+            left=2,
+            names=width,
+        )
         for item in data.resources:
             for role, figures in item.roles.items():
                 resources.add_row(
-                    escape(item.case),
+                    escape(short.get(item.case, item.case)),
                     role,
                     fmt.seconds(figures.cpu_total_s_per_transfer),
                     fmt.mib(figures.peak_rss_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
-        console.print(resources)
+        print_table(console, resources)
+        console.print(escape(CPU_WINDOW_SHORT), soft_wrap=True)
     else:
         console.print(f"resources: {escape(data.resources_note or 'none')}", soft_wrap=True)
     if report is not None:
