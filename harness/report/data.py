@@ -34,6 +34,7 @@ from harness.report.answers import (
     link_checks,
     transport_costs,
 )
+from harness.report.fleetview import FleetData, fleet_data
 from harness.results.access import read_text, unreadable
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
@@ -167,6 +168,7 @@ class ReportData:
     phases: list[CasePhases] = field(default_factory=list)
     links: list[PathCheck] = field(default_factory=list)
     bounds: list[BoundRow] = field(default_factory=list)
+    fleet: FleetData | None = None
 
     @property
     def uniform_link(self) -> str | None:
@@ -460,6 +462,7 @@ def build_report_data(
         phases=case_phases(records),
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
+        fleet=fleet_data(summary, records, samples),
     )
 
 

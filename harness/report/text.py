@@ -223,6 +223,61 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         )
 
 
+def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> None:
+    fleet = data.fleet
+    if fleet is None:
+        return
+    table = _table(
+        "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
+        "(medians over repeats)",
+        ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
+    )
+    for item in fleet.cases:
+        lasts = sorted({r.last_site for r in item.repeats if r.last_site})
+        table.add_row(
+            escape(short.get(item.case, item.case)),
+            str(item.secondaries),
+            fmt.seconds(item.median_p95_s),
+            fmt.seconds(item.median_last_s),
+            escape(", ".join(lasts) or "-"),
+            str(item.waited),
+        )
+    print_table(console, table)
+    sites = _table(
+        "Fleet per site",
+        ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
+        left=2,
+    )
+    for item in fleet.cases:
+        for site in item.sites:
+            checks = ", ".join(f"{v} x{n}" for v, n in site.loss_checks.items()) or "-"
+            sites.add_row(
+                escape(short.get(item.case, item.case)),
+                escape(site.site),
+                f"{site.ok} of {site.transfers}",
+                fmt.seconds(site.median_s),
+                fmt.rate(site.throughput_bps),
+                fmt.rate(site.bound_bps),
+                escape(checks),
+            )
+    print_table(console, sites)
+    for growth in fleet.growth:
+        table = _table(
+            f"The primary as the fleet grows: {growth.group} (per repeat, medians)",
+            ["secondaries", "CPU s", "peak connections", "bytes sent", "median last s"],
+            left=0,
+        )
+        for point in growth.points:
+            table.add_row(
+                str(point.secondaries),
+                fmt.seconds(point.cpu_s),
+                fmt.count(point.peak_connections),
+                fmt.size(point.tx_bytes),
+                fmt.seconds(point.median_last_s),
+            )
+        print_table(console, table)
+
+
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
@@ -247,6 +302,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     for warning in data.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     print_answers(data, console, short)
+    print_fleet(data, console, short)
 
     table = _table(
         "cases (seconds; ok = verified transfers that count)",
