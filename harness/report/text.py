@@ -11,11 +11,17 @@ from rich.table import Table
 from harness.report import fmt
 from harness.report.answers import ALPHA, CONFIDENCE, STEADY_BDPS, TransportCost
 from harness.report.compare import (
+    DRIFT,
+    DRIFTING,
     FAILED_IN_B,
+    FAILURES,
+    FEW,
     IMPROVEMENT,
+    MAX_CV,
     NEW_IN_B,
     NO_DATA,
     REGRESSION,
+    SPREAD,
     CaseComparison,
     Comparison,
 )
@@ -384,17 +390,71 @@ def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
         return "[bold red]slower: regression[/]"
     if item.verdict == IMPROVEMENT:
         return "[green]faster[/]"
+    if item.verdict == DRIFTING:
+        return "[yellow]slower, but it drifts: not called a regression[/]"
     if item.verdict == FAILED_IN_B:
         return "[bold red]every transfer failed in B: regression[/]"
     if item.verdict == NEW_IN_B:
         return "results only in B"
     if item.verdict == NO_DATA:
         return "no result in either run"
-    if item.change is not None and abs(item.change) <= threshold:
-        return f"no change (within {threshold:.0%})"
+    if item.identical:
+        return "no change (identical)"
+    if item.within:
+        return f"no change (within ±{threshold:.0%})"
     if item.min_p >= alpha:
-        return "too few transfers to tell"
-    return f"not significant (p >= {alpha:g})"
+        return "~ too few transfers to tell"
+    return f"~ no significant change (p >= {alpha:g})"
+
+
+def _names(items: list[CaseComparison], limit: int = 4) -> str:
+    names = [item.label for item in items[:limit]]
+    more = len(items) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more else "")
+
+
+def grouped_warnings(result: Comparison) -> list[str]:
+    """One line per kind of warning, naming the cases (not one line per case: a run
+    compared with a sibling of 3 repeats would print 30)."""
+    lines = []
+    few: dict[str, list[CaseComparison]] = {}
+    for item in result.cases:
+        for kind, text in zip(item.kinds, item.warnings, strict=True):
+            if kind == FEW:
+                few.setdefault(text, []).append(item)
+    for text, items in few.items():
+        lines.append(f"{text} ({len(items)} of {len(result.cases)}: {_names(items)})")
+    for name in ("A", "B"):
+        wide = [
+            item for item in result.cases
+            if SPREAD in item.kinds and (side := item.a if name == "A" else item.b).cv
+            and side.cv > MAX_CV
+        ]  # fmt: skip
+        if wide:
+            lines.append(
+                f"run {name} spreads wide (CV > {MAX_CV:.0%}: a busy host or a noisy link) in "
+                f"{len(wide)} of {len(result.cases)}: {_names(wide)}; their medians move a lot"
+            )
+    failures = [item for item in result.cases if FAILURES in item.kinds]
+    if failures:
+        parts = [
+            f"{item.label} ({item.a.failed} of {item.a.attempts} in A, "
+            f"{item.b.failed} of {item.b.attempts} in B)"
+            for item in failures[:4]
+        ]
+        more = len(failures) - len(parts)
+        lines.append(
+            "failed or unverified transfers differ: "
+            + "; ".join(parts)
+            + (f" and {more} more" if more else "")
+        )
+    drifting = [item for item in result.cases if DRIFT in item.kinds]
+    for item in drifting[:4]:
+        texts = [t for k, t in zip(item.kinds, item.warnings, strict=True) if k == DRIFT]
+        lines.append(f"{item.label} drifts: " + "; ".join(texts))
+    if len(drifting) > 4:
+        lines.append(f"{len(drifting) - 4} more cases drift")
+    return lines
 
 
 def print_comparison(result: Comparison, console: Console) -> None:
@@ -406,26 +466,37 @@ def print_comparison(result: Comparison, console: Console) -> None:
         ),
         soft_wrap=True,
     )
-    table = Table(title="median transfer duration, seconds (B against A)")
-    for column in ("case", "n A", "n B", "median A", "median B", "change", "p", "verdict"):
-        table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
-    for item in result.cases:
-        table.add_row(
-            escape(item.label),
-            str(item.a.n),
-            str(item.b.n),
-            fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
-            fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
-            _change(item),
-            "-" if item.p_value is None else f"{item.p_value:.3g}",
-            verdict_text(item, result.threshold, result.alpha),
+    if result.identical:
+        console.print(
+            f"no change: A and B hold the same values in all {len(result.cases)} compared "
+            "figures (a run compared with itself?)",
+            soft_wrap=True,
         )
-    console.print(table)
-    for item in result.cases:
-        for warning in item.warnings:
-            console.print(
-                f"[yellow]warning:[/] {escape(item.label)}: {escape(warning)}", soft_wrap=True
+    else:
+        shared, short = fmt.short_labels([item.label for item in result.cases])
+        if shared:
+            console.print(escape(f"every case is {shared}; the table shows what * stands for"))
+        table = Table(title="median transfer duration, seconds (B against A)")
+        for column in ("case", "n A", "n B", "median A", "median B", "change", "p", "verdict"):
+            justify = "left" if column in ("case", "verdict") else "right"
+            width = max(len(label) for label in short.values()) if column == "case" else None
+            table.add_column(
+                justify=justify, header=column, overflow="fold", min_width=width and min(width, 40)
             )
+        for item in result.cases:
+            table.add_row(
+                escape(short[item.label]),
+                str(item.a.n),
+                str(item.b.n),
+                fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
+                fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
+                _change(item),
+                "-" if item.p_value is None else f"{item.p_value:.3g}",
+                verdict_text(item, result.threshold, result.alpha),
+            )
+        console.print(table)
+        for line in grouped_warnings(result):
+            console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if result.differences:
@@ -436,6 +507,13 @@ def print_comparison(result: Comparison, console: Console) -> None:
         console.print(escape(f"only in A: {', '.join(result.only_in_a)}"), soft_wrap=True)
     if result.only_in_b:
         console.print(escape(f"only in B: {', '.join(result.only_in_b)}"), soft_wrap=True)
+    if result.drifting:
+        console.print(
+            f"[yellow]{len(result.drifting)} slower case(s) not called a regression because "
+            f"their repeats drift[/]: {escape(_names(result.drifting, 10))}; re-run them, "
+            "with more repeats, before trusting either run's median",
+            soft_wrap=True,
+        )
     regressions = result.regressions
     if regressions:
         names = ", ".join(item.label for item in regressions)
