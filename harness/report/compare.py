@@ -1,12 +1,20 @@
 """`xfrbench compare RUN_A RUN_B`: is run B slower than run A, case by case?
 
-Cases are matched by (case, method). For each: the median duration of each run with a
-percentile-bootstrap confidence interval, the relative change of B against A with its own
-bootstrap interval, and a two-sided Mann-Whitney U test. A change is significant only when
-it is larger than the threshold AND p < alpha: a small but consistent shift is noise for an
-operator, and a large shift on three transfers is luck. A significant slow-down is a
-regression, and so is a case whose transfers all failed in B but not in A; either makes the
-exit status 1, so the command can gate a server upgrade in CI.
+Cases are matched by (case, method), and in a fleet by site as well (a far site's transfers
+are not a near one's); a fleet case also compares its propagation figures per repeat (the
+last secondary's and the 95th percentile's time to serve the new serial). For each: the
+median of each run with a percentile-bootstrap confidence interval, the relative change of B
+against A with its own bootstrap interval, and a two-sided Mann-Whitney U test. A change is
+significant only when it is larger than the threshold AND p < alpha: a small but consistent
+shift is noise for an operator, and a large shift on three transfers is luck. A change whose
+whole interval lies within the threshold is "no change"; one whose interval is wider is "~":
+not significant, and not shown to be absent either.
+
+A significant slow-down is a regression, and so is a case whose transfers all failed in B but
+not in A; either makes the exit status 1, so the command can gate a server upgrade in CI. A
+slow-down in a case whose repeats drift (harness/stats.py drift_check: a trend, or a slow
+first repeat) is not called a regression: the rank test assumes values that do not drift,
+so it is reported as "drifting" and named, for a re-run to settle.
 
 Everything but ``load_and_compare`` is pure; the statistics live in harness/stats.py, and the
 bootstrap uses a fixed seed per case so the same two runs always print the same intervals.
@@ -21,13 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserInputError
+from harness.report.answers import drift_messages
 from harness.report.data import SERVER_TO_SERVER, case_label, load_records
+from harness.results.fleet import fleet_repeats
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
 from harness.results.store import RUN_JSON
 from harness.stats import (
     bootstrap_intervals,
     coefficient_of_variation,
+    drift_check,
     mann_whitney_p,
     min_two_sided_p,
     repeats_for_alpha,
@@ -41,10 +52,19 @@ MAX_CV = 0.10
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 NO_CHANGE = "no-change"
+DRIFTING = "drifting"  # significantly slower, but a side drifts: not called a regression
 FAILED_IN_B = "failed-in-b"
 NEW_IN_B = "new-in-b"
 NO_DATA = "no-data"
 REGRESSIONS = (REGRESSION, FAILED_IN_B)
+DURATION = "duration"  # what a comparison compares: transfer durations...
+FLEET_FIGURES = ("fleet last", "fleet p95")  # ...or a fleet's propagation per repeat
+
+# Kinds of warning, so that the terminal prints one line per kind, not one per case.
+FEW = "few transfers"
+SPREAD = "wide spread"
+FAILURES = "failures differ"
+DRIFT = "drift"
 
 
 # --- one case -----------------------------------------------------------------------------
@@ -58,7 +78,9 @@ class Side:
     median_s: float | None
     ci_s: tuple[float, float] | None
     cv: float | None
-    durations_s: list[float]
+    durations_s: list[float]  # in the order they ran
+    drift: list[str] = field(default_factory=list)  # drift_check's lines, [] when steady
+    drifting: bool = False  # a trend that adds up to the threshold or more over the run
 
 
 @dataclass
@@ -74,79 +96,139 @@ class CaseComparison:
     significant: bool
     verdict: str
     warnings: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # the kind of each warning
+    site: str | None = None  # a fleet's site
+    figure: str = DURATION
+    within: bool = False  # the change's whole interval lies within the threshold
+    identical: bool = False  # A's and B's values are the same
 
     @property
     def label(self) -> str:
-        return case_label(self.case, self.method)
+        label = case_label(self.case, self.method)
+        if self.site is not None:
+            label += f" @ {self.site}"
+        return label if self.figure == DURATION else f"{label}: {self.figure}"
 
     @property
     def regression(self) -> bool:
         return self.verdict in REGRESSIONS
 
 
-def _side(records: list[TransferRecord]) -> Side:
-    durations = [float(r.duration_s) for r in records if r.counts and r.duration_s is not None]
+def _drift(series: dict[str, list[float]], threshold: float) -> tuple[list[str], bool]:
+    """drift_check's lines for each series (one per fleet host: a site's hosts take turns,
+    and a near-first host beside a late one is no trend), and whether any trends by the
+    threshold or more over its run: then it, not the other run, may be what the change
+    measures. A slow first repeat is said, but moves a median little."""
+    lines: list[str] = []
+    drifting = False
+    for host, values in series.items():
+        prefix = f"{host}: " if len(series) > 1 else ""
+        lines += [prefix + line for line in drift_messages(values)]
+        check = drift_check(values)
+        trend = check.trend
+        if check.verdict in ("drift", "possible drift") and trend is not None:
+            drifting |= abs(trend.relative_slope * (trend.n - 1)) >= threshold
+    return lines, drifting
+
+
+def _values_side(
+    values: list[float],
+    attempts: int,
+    threshold: float,
+    series: dict[str, list[float]] | None = None,
+) -> Side:
+    drift, drifting = _drift(series if series is not None else {"": values}, threshold)
     return Side(
-        attempts=len(records),
-        n=len(durations),
-        failed=len(records) - len(durations),
-        median_s=statistics.median(durations) if durations else None,
+        attempts=attempts,
+        n=len(values),
+        failed=attempts - len(values),
+        median_s=statistics.median(values) if values else None,
         ci_s=None,
-        cv=coefficient_of_variation(durations),
-        durations_s=durations,
+        cv=coefficient_of_variation(values),
+        durations_s=values,
+        drift=drift,
+        drifting=drifting,
     )
 
 
+def _side(records: list[TransferRecord], threshold: float) -> Side:
+    counted = [r for r in records if r.counts and r.duration_s is not None]
+    series: dict[str, list[float]] = {}
+    for record in counted:
+        series.setdefault(str(record.extra.get("host", "")), []).append(
+            float(record.duration_s or 0)
+        )
+    durations = [float(r.duration_s or 0) for r in counted]
+    return _values_side(durations, len(records), threshold, series)
+
+
 def stability_warnings(a: Side, b: Side, alpha: float) -> list[str]:
+    return [text for _, text in _stability(a, b, alpha)]
+
+
+def _stability(a: Side, b: Side, alpha: float) -> list[tuple[str, str]]:
+    """(kind, text) of each reason not to trust the comparison of these two sides."""
     warnings = []
     smallest = min(a.n, b.n)
     if 0 < smallest < MIN_N:
         floor = min_two_sided_p(a.n, b.n)
         needed = max(MIN_N, repeats_for_alpha(alpha))
         if floor >= alpha:
-            warnings.append(
+            warnings.append((
+                FEW,
                 f"unstable: n={a.n} vs {b.n}: the smallest two-sided Mann-Whitney p possible "
                 f"is {floor:.3g}, so no change can be significant at alpha {alpha:g}; run at "
-                f"least {needed} transfers per case in each run (scenario repeats)"
-            )
+                f"least {needed} transfers per case in each run (scenario repeats)",
+            ))  # fmt: skip
         else:
-            warnings.append(
+            warnings.append((
+                FEW,
                 f"unstable: n={a.n} vs {b.n}: fewer than {MIN_N} transfers, one slow transfer "
-                f"moves the median; run at least {needed} transfers per case in each run"
-            )
+                f"moves the median; run at least {needed} transfers per case in each run",
+            ))  # fmt: skip
     for name, side in (("A", a), ("B", b)):
         if side.cv is not None and side.cv > MAX_CV:
-            warnings.append(
+            warnings.append((
+                SPREAD,
                 f"unstable: run {name} spread is wide (CV {side.cv:.1%} > {MAX_CV:.0%}): "
-                "a busy host or a noisy link; its median is not a reliable figure"
-            )
+                "a busy host or a noisy link; its median is not a reliable figure",
+            ))  # fmt: skip
     if a.failed != b.failed and (a.attempts or b.attempts):
-        warnings.append(
+        warnings.append((
+            FAILURES,
             f"failed or unverified transfers: {a.failed} of {a.attempts} in A, "
-            f"{b.failed} of {b.attempts} in B"
-        )
+            f"{b.failed} of {b.attempts} in B",
+        ))  # fmt: skip
+    for name, side in (("A", a), ("B", b)):
+        for line in side.drift:
+            warnings.append((DRIFT, f"run {name}: {line}"))
     return warnings
 
 
-def compare_case(
+def compare_sides(
     case: str,
     method: str,
-    records_a: list[TransferRecord],
-    records_b: list[TransferRecord],
+    a: Side,
+    b: Side,
     *,
     threshold: float,
     alpha: float,
+    site: str | None = None,
+    figure: str = DURATION,
 ) -> CaseComparison:
-    a, b = _side(records_a), _side(records_b)
+    """The comparison of two samples of one figure (durations, or a fleet's per repeat)."""
     a.ci_s, b.ci_s, change_ci = bootstrap_intervals(a.durations_s, b.durations_s, 1 - alpha)
     change = None
     if a.median_s and b.median_s is not None:
         change = b.median_s / a.median_s - 1
     p = mann_whitney_p(a.durations_s, b.durations_s)
     significant = change is not None and p is not None and abs(change) > threshold and p < alpha
+    identical = bool(a.durations_s) and sorted(a.durations_s) == sorted(b.durations_s)
     if a.n and b.n:
-        if significant and change is not None:
-            verdict = REGRESSION if change > 0 else IMPROVEMENT
+        if significant and change is not None and change > 0:
+            verdict = DRIFTING if (a.drifting or b.drifting) else REGRESSION
+        elif significant:
+            verdict = IMPROVEMENT
         else:
             verdict = NO_CHANGE
     elif a.n:
@@ -155,6 +237,11 @@ def compare_case(
         verdict = NEW_IN_B
     else:
         verdict = NO_DATA
+    if change_ci is not None:
+        within = -threshold <= change_ci[0] and change_ci[1] <= threshold
+    else:
+        within = change is not None and abs(change) <= threshold
+    stability = [] if identical else _stability(a, b, alpha)
     return CaseComparison(
         case=case,
         method=method,
@@ -166,8 +253,67 @@ def compare_case(
         min_p=min_two_sided_p(a.n, b.n),
         significant=significant,
         verdict=verdict,
-        warnings=stability_warnings(a, b, alpha),
+        warnings=[text for _, text in stability],
+        kinds=[kind for kind, _ in stability],
+        site=site,
+        figure=figure,
+        within=within or identical,
+        identical=identical,
     )
+
+
+def compare_case(
+    case: str,
+    method: str,
+    records_a: list[TransferRecord],
+    records_b: list[TransferRecord],
+    *,
+    threshold: float,
+    alpha: float,
+    site: str | None = None,
+) -> CaseComparison:
+    return compare_sides(
+        case,
+        method,
+        _side(records_a, threshold),
+        _side(records_b, threshold),
+        threshold=threshold,
+        alpha=alpha,
+        site=site,
+    )
+
+
+def fleet_comparisons(
+    records_a: list[TransferRecord],
+    records_b: list[TransferRecord],
+    *,
+    threshold: float,
+    alpha: float,
+) -> list[CaseComparison]:
+    """Per fleet case in both runs: the last secondary's and the 95th percentile's time to
+    serve the new serial, one value per repeat (harness/results/fleet.py)."""
+    repeats_a, repeats_b = fleet_repeats(records_a), fleet_repeats(records_b)
+    out = []
+    for case in dict.fromkeys(r.case for r in repeats_a):
+        mine_a = [r for r in repeats_a if r.case == case]
+        mine_b = [r for r in repeats_b if r.case == case]
+        if not mine_b:
+            continue
+        for figure, name in zip(FLEET_FIGURES, ("last_s", "p95_s"), strict=True):
+            values_a = [getattr(r, name) for r in mine_a if getattr(r, name) is not None]
+            values_b = [getattr(r, name) for r in mine_b if getattr(r, name) is not None]
+            out.append(
+                compare_sides(
+                    case,
+                    SERVER_TO_SERVER,
+                    _values_side(values_a, len(mine_a), threshold),
+                    _values_side(values_b, len(mine_b), threshold),
+                    threshold=threshold,
+                    alpha=alpha,
+                    figure=figure,
+                )
+            )
+    return out
 
 
 # --- two runs -----------------------------------------------------------------------------
@@ -239,6 +385,16 @@ class Comparison:
         return [c for c in self.cases if c.regression]
 
     @property
+    def drifting(self) -> list[CaseComparison]:
+        """Slower beyond the threshold with p < alpha, in a case that drifts."""
+        return [c for c in self.cases if c.verdict == DRIFTING]
+
+    @property
+    def identical(self) -> bool:
+        """Every compared figure has the same values in both runs (a run against itself)."""
+        return bool(self.cases) and all(c.identical for c in self.cases)
+
+    @property
     def exit_status(self) -> int:
         return 1 if self.regressions else 0
 
@@ -265,19 +421,29 @@ class Comparison:
             "only_in_b": self.only_in_b,
             "warnings": self.warnings,
             "regressions": [c.label for c in self.regressions],
+            "drifting": [c.label for c in self.drifting],
+            "identical": self.identical,
             "exit_status": self.exit_status,
         }
 
 
-def _label(key: tuple[str, str]) -> str:
-    case, method = key
-    return case if method == SERVER_TO_SERVER else f"{case} [{method.removeprefix('client-')}]"
+Key = tuple[str, str, str | None]  # case, method, site (None outside fleets)
 
 
-def _groups(records: list[TransferRecord]) -> dict[tuple[str, str], list[TransferRecord]]:
-    groups: dict[tuple[str, str], list[TransferRecord]] = {}
+def _label(key: Key) -> str:
+    case, method, site = key
+    label = case if method == SERVER_TO_SERVER else f"{case} [{method.removeprefix('client-')}]"
+    return label if site is None else f"{label} @ {site}"
+
+
+def _groups(records: list[TransferRecord]) -> dict[Key, list[TransferRecord]]:
+    """Records by case and method, and by site in a fleet: a fleet case's sites are
+    compared one by one (a slower far site hides in a fleet-wide median)."""
+    groups: dict[Key, list[TransferRecord]] = {}
     for record in records:
-        groups.setdefault((record.case, record.method), []).append(record)
+        site = record.extra.get("site") if "host" in record.extra else None
+        key = (record.case, record.method, str(site) if site is not None else None)
+        groups.setdefault(key, []).append(record)
     return groups
 
 
@@ -350,13 +516,15 @@ def compare_runs(
         compare_case(
             case,
             method,
-            groups_a[(case, method)],
-            groups_b[(case, method)],
+            groups_a[(case, method, site)],
+            groups_b[(case, method, site)],
             threshold=threshold,
             alpha=alpha,
+            site=site,
         )
-        for case, method in common
+        for case, method, site in common
     ]
+    cases += fleet_comparisons(records_a, records_b, threshold=threshold, alpha=alpha)
     return Comparison(
         run_a=str(path_a),
         run_b=str(path_b),

@@ -22,8 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserInputError
-from harness.link.describe import describe_link
+from harness.link.describe import describe_direction, describe_link
 from harness.metrics.resources import load_samples, summarize_resources
+from harness.report.answers import (
+    BoundRow,
+    CasePhases,
+    PathCheck,
+    TransportGroup,
+    bound_rows,
+    case_phases,
+    link_checks,
+    transport_costs,
+)
+from harness.report.fleetview import FleetData, fleet_data
 from harness.results.access import read_text, unreadable
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
@@ -152,6 +163,12 @@ class ReportData:
     case_spans: list[tuple[str, float, float]]  # (case, first, last sample) on that time axis
     samples_note: str | None  # why there is no time series
     warnings: list[str] = field(default_factory=list)
+    # The first screen: the operator's questions (harness/report/answers.py)
+    transports: list[TransportGroup] = field(default_factory=list)
+    phases: list[CasePhases] = field(default_factory=list)
+    links: list[PathCheck] = field(default_factory=list)
+    bounds: list[BoundRow] = field(default_factory=list)
+    fleet: FleetData | None = None
 
     @property
     def uniform_link(self) -> str | None:
@@ -262,11 +279,33 @@ def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
     )
 
 
+def _fleet_link(meta: CaseMeta) -> str | None:
+    """A fleet's links in words, one site after the other: "frankfurt: delay 1ms (each
+    way); seoul: delay 50ms, loss random 1% (each way)"; the uplink last when it has one."""
+    links = meta.testbed.get("links") if isinstance(meta.testbed, dict) else None
+    if not isinstance(links, dict) or not meta.scenario.get("secondaries"):
+        return None
+    by_site: dict[str, str] = {}
+    for host, link in links.items():
+        text = describe_link(link) if isinstance(link, dict) else None
+        if text:
+            by_site.setdefault(meta.sites.get(host, host), text)
+    parts = [f"{site}: {text}" for site, text in by_site.items()]
+    uplink = meta.scenario.get("uplink")
+    if isinstance(uplink, dict):
+        ways = [uplink.get(w) for w in ("forward", "reverse")]
+        words = [describe_direction(w) for w in ways if isinstance(w, dict)]
+        if any(w != "delay 0ms" for w in words):
+            parts.append(f"uplink: {describe_link(uplink)}")
+    return "; ".join(parts) or None
+
+
 def case_links(case_files: list[CaseMeta]) -> dict[str, str]:
-    """Case name -> link description, from the case.json files of cases/."""
+    """Case name -> link description, from the case.json files of cases/ (per site for a
+    fleet: the scenario's [link] is then only the default its sites started from)."""
     links = {}
     for meta in case_files:
-        text = describe_link(meta.link) if meta.link else None
+        text = _fleet_link(meta) or (describe_link(meta.link) if meta.link else None)
         if text:
             links[meta.case] = text
     return links
@@ -408,6 +447,7 @@ def build_report_data(
         time_wait, spans = time_wait_series(samples)
         if not time_wait:
             samples_note = f"{SAMPLES} has no server sample with a TIME_WAIT count"
+    metas = {meta.case: meta for meta in case_files}
     return ReportData(
         run=run,
         cases=rows,
@@ -418,6 +458,11 @@ def build_report_data(
         case_spans=spans,
         samples_note=samples_note,
         warnings=warnings,
+        transports=transport_costs(records),
+        phases=case_phases(records),
+        links=link_checks(records, metas),
+        bounds=bound_rows(records, metas),
+        fleet=fleet_data(summary, records, samples),
     )
 
 

@@ -16,9 +16,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.report import fmt
 from harness.report.data import SERVER_ROLES, CaseRow, ReportData
+from harness.report.fmt import short_labels
+from harness.units import format_rate
 
 ROLE_COLOURS = {"primary": "#1f77b4", "secondary": "#ff7f0e"}
+# One colour per transport in every plot (and the HTML tables' headers).
+TRANSPORT_COLOURS = {
+    "tcp": "#4c72b0",
+    "tcp-tsig": "#55a868",
+    "xot": "#c44e52",
+    "xot-tsig": "#8172b2",
+}
+# Phases: by the instant that ends them (harness/report/answers.py SEEN).
+PHASE_COLOURS = {
+    "NOTIFY": "#bdbdbd",
+    "SOA query": "#9ecae1",
+    "connect": "#4292c6",
+    "transfer end (log)": "#fd8d3c",
+    "served": "#74c476",
+    "first zone": "#9ecae1",
+    "median zone": "#4292c6",
+    "95 % of zones": "#fd8d3c",
+    "every zone": "#74c476",
+}
 ROLE_LINES = {"primary": "-", "secondary": "--"}
 POINT_COLOUR = "#4c72b0"
 BOUND_COLOUR = "#c0392b"
@@ -34,6 +56,7 @@ class Figure:
     series: dict[str, Any]
     points: int  # data points drawn (transfers, bars or samples)
     note: str | None = None  # shown instead of a plot when there is nothing to draw
+    section: str = "details"  # where the page shows it: "answers", "fleet" or "details"
 
     @property
     def drawable(self) -> bool:
@@ -49,10 +72,22 @@ def _why_empty(row: CaseRow) -> str | None:
     return "no verified transfer" + (f" ({', '.join(parts)})" if parts else "")
 
 
+def _labels(data: ReportData) -> tuple[str, dict[str, str]]:
+    """Short case labels for the plots' axes (the shared part goes to the caption)."""
+    return short_labels([row.label for row in data.cases])
+
+
+def _shared_note(shared: str) -> str:
+    return f" Every case is {shared}; the labels show what * stands for." if shared else ""
+
+
 def duration_figure(data: ReportData) -> Figure:
+    shared, short = _labels(data)
     cases = [
         {
-            "label": row.label,
+            "label": short[row.label],
+            "case": row.label,
+            "transport": row.transport,
             "points": row.durations_s,
             "median": row.median_s,
             "p10": row.p10_s,
@@ -66,8 +101,9 @@ def duration_figure(data: ReportData) -> Figure:
         id="fig-duration",
         title="Transfer duration per case",
         caption=(
-            "Duration of each verified transfer per case (dots), median (black bar) and "
-            "p10-p90 spread (line); seconds. Failed and unsupported transfers are not drawn."
+            "Duration of each verified transfer per case (dots, coloured by transport), "
+            "median (black bar) and p10-p90 spread (line); seconds. Failed and unsupported "
+            "transfers are not drawn." + _shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=points,
@@ -76,9 +112,12 @@ def duration_figure(data: ReportData) -> Figure:
 
 
 def throughput_figure(data: ReportData) -> Figure:
+    shared, short = _labels(data)
     cases = [
         {
-            "label": row.label,
+            "label": short[row.label],
+            "case": row.label,
+            "transport": row.transport,
             "points": row.throughputs_bps,
             "median": row.throughput_bps,
             "bound": row.model_bound_bps,
@@ -103,7 +142,7 @@ def throughput_figure(data: ReportData) -> Figure:
     return Figure(
         id="fig-throughput",
         title="Throughput against the model bound",
-        caption=caption + ".",
+        caption=caption + "." + _shared_note(shared),
         series={"unit": "bit/s", "bounded": bounded, "cases": cases},
         points=points,
         note=None if points else "no transfer with a byte count was counted",
@@ -113,8 +152,9 @@ def throughput_figure(data: ReportData) -> Figure:
 def cpu_figure(data: ReportData) -> Figure:
     cases = []
     bars = 0
+    shared, short = short_labels([item.case for item in data.resources])
     for item in data.resources:
-        entry: dict[str, Any] = {"label": item.case}
+        entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
             figures = item.roles.get(role)
             if figures is None or figures.cpu_total_s_per_transfer is None:
@@ -135,8 +175,9 @@ def cpu_figure(data: ReportData) -> Figure:
         title="CPU time per transfer",
         caption=(
             "Server CPU seconds per transfer (median over transfers of the CPU used between "
-            "the transfer's start and end samples), per server role: the median user time "
-            "(solid) with the median system time (hatched) stacked on it; seconds."
+            "the transfer's start and end samples: see Resources for the window they cover), "
+            "per server role: the median user time (solid) with the median system time "
+            "(hatched) stacked on it; seconds." + _shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=bars,
@@ -147,8 +188,9 @@ def cpu_figure(data: ReportData) -> Figure:
 def memory_figure(data: ReportData) -> Figure:
     cases = []
     bars = 0
+    shared, short = short_labels([item.case for item in data.resources])
     for item in data.resources:
-        entry: dict[str, Any] = {"label": item.case}
+        entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
             figures = item.roles.get(role)
             value = figures.peak_rss_bytes if figures is not None else None
@@ -163,7 +205,7 @@ def memory_figure(data: ReportData) -> Figure:
         title="Peak resident memory",
         caption=(
             "Peak resident memory of each server role during the case (cgroup anon/RSS or "
-            "VmHWM); MiB."
+            "VmHWM); MiB." + _shared_note(shared)
         ),
         series={"unit": "bytes", "cases": cases},
         points=bars,
@@ -183,32 +225,151 @@ def thin(points: list[tuple[float, int]], limit: int) -> list[tuple[float, int]]
 def time_wait_figure(data: ReportData) -> Figure:
     roles = {role: thin(pts, MAX_POINTS_PER_ROLE) for role, pts in data.time_wait.items()}
     points = sum(len(pts) for pts in roles.values())
+    shared, short = short_labels([case for case, _, _ in data.case_spans])
     return Figure(
         id="fig-timewait",
         title="TCP TIME_WAIT sockets over time",
         caption=(
             "TCP sockets in TIME_WAIT in each server's network namespace (/proc/<pid>/net/"
-            "sockstat) over the run, per role; shaded bands are the cases in the order they "
-            "ran; seconds since the first sample."
+            "sockstat) over the run, per role; the bands are the cases in the order they "
+            "ran, named above the plot; seconds since the first sample." + _shared_note(shared)
         ),
         series={
             "unit": "sockets",
             "roles": {role: [list(p) for p in pts] for role, pts in roles.items()},
-            "spans": [list(span) for span in data.case_spans],
+            "spans": [[short[case], first, last] for case, first, last in data.case_spans],
         },
         points=points,
         note=data.samples_note,
     )
 
 
+def phases_figure(data: ReportData) -> Figure:
+    shared, short = short_labels([item.label for item in data.phases])
+    cases = [
+        {
+            "label": short[item.label],
+            "case": item.case,
+            "site": item.site,
+            "repeat": item.repeat,
+            "origin": item.origin,
+            "segments": [
+                {
+                    "name": seg.name,
+                    "end": seg.name.rsplit(" -> ", 1)[-1],
+                    "start": seg.start_s,
+                    "seconds": seg.seconds,
+                }
+                for seg in item.segments
+            ],
+            "markers": item.markers,
+            "notify_at": item.offset_s,
+            "logged_secondary": item.logged_secondary_s,
+        }
+        for item in data.phases
+    ]
+    bars = sum(len(c["segments"]) for c in cases)
+    return Figure(
+        id="fig-phases",
+        title="Where the time went",
+        caption=(
+            "Per case, the transfer with the median duration, its phases end to end on one "
+            "time axis: from the reload command (notify trigger; the control command with "
+            "retransfer, the secondary's start with cold start) to the NOTIFY leaving the "
+            "primary, the secondary's SOA query and its connect (both seen on the primary's "
+            "wire), the end of the transfer by the secondary's own log (connect + its "
+            "logged duration), and the first SOA poll that answers the new serial. The "
+            "diamond marks when the primary first served the new version; seconds."
+            + _shared_note(shared)
+        ),
+        series={"unit": "s", "cases": cases},
+        points=bars,
+        note=None if bars else "no verified server-to-server transfer",
+        section="answers",
+    )
+
+
+def convergence_figure(data: ReportData) -> Figure | None:
+    if data.fleet is None:
+        return None
+    shared, short = short_labels([item.case for item in data.fleet.cases])
+    cases = [
+        {
+            "label": short[item.case],
+            "case": item.case,
+            "secondaries": item.secondaries,
+            "repeats": [
+                {"repeat": repeat, "steps": [list(step) for step in steps]}
+                for repeat, steps in item.convergence()
+            ],
+        }
+        for item in data.fleet.cases
+    ]
+    points = sum(len(r["steps"]) for c in cases for r in c["repeats"])
+    return Figure(
+        id="fig-convergence",
+        title="How the fleet converged",
+        caption=(
+            "Per fleet case and repeat, the fraction of its secondaries serving the new serial "
+            "over time: each step is one secondary's first answer with it (harness SOA polls), "
+            "counted from the repeat's first NOTIFY (harness/results/fleet.py); seconds."
+            + _shared_note(shared)
+        ),
+        series={"unit": "s", "cases": cases},
+        points=points,
+        note=None if points else "no secondary served a new serial",
+        section="fleet",
+    )
+
+
+def fleet_cost_figure(data: ReportData) -> Figure | None:
+    if data.fleet is None or not data.fleet.growth:
+        return None
+    groups = [
+        {
+            "label": growth.group,
+            "points": [
+                {
+                    "secondaries": point.secondaries,
+                    "cpu_s": point.cpu_s,
+                    "peak_connections": point.peak_connections,
+                    "tx_bytes": point.tx_bytes,
+                    "median_last_s": point.median_last_s,
+                }
+                for point in growth.points
+            ],
+        }
+        for growth in data.fleet.growth
+    ]
+    points = sum(len(g["points"]) for g in groups)
+    return Figure(
+        id="fig-fleet-cost",
+        title="The primary's cost as the fleet grows",
+        caption=(
+            "Per group of cases that differ only in fleet size: the primary's CPU seconds per "
+            "repeat (its cgroup, from the repeat's start mark to its end mark), the bytes it "
+            "sent per repeat, and the most TCP connections it held at once (from its periodic "
+            "samples: 0 when no sample fell inside a transfer), against the number of "
+            "secondaries; medians over the repeats (connections: the highest)."
+        ),
+        series={"cases": groups},
+        points=points,
+        section="fleet",
+    )
+
+
 def build_figures(data: ReportData) -> list[Figure]:
-    return [
+    figures = [
+        phases_figure(data),
+        convergence_figure(data),
+        fleet_cost_figure(data),
         duration_figure(data),
         throughput_figure(data),
         cpu_figure(data),
         memory_figure(data),
         time_wait_figure(data),
     ]
+    return [figure for figure in figures if figure is not None]
 
 
 # --- drawing: reads only Figure.series -------------------------------------------------
@@ -224,10 +385,10 @@ def _rate_scale(values: list[float]) -> tuple[float, str]:
     return 1.0, "bit/s"
 
 
-def _new_figure(rows: int) -> Any:
+def _new_figure(rows: int, per_row: float = 0.42) -> Any:
     from matplotlib.figure import Figure as MplFigure
 
-    return MplFigure(figsize=(9, max(2.4, 0.42 * rows + 1.3)), layout="constrained")
+    return MplFigure(figsize=(9, max(2.4, per_row * rows + 1.3)), layout="constrained")
 
 
 def _case_axes(mpl_figure: Any, labels: list[str]) -> Any:
@@ -258,7 +419,7 @@ def _draw_cases(ax: Any, fid: str, cases: list[dict[str, Any]], scale: float) ->
             points,
             [y + dy for dy in _offsets(len(points))],
             s=14,
-            color=POINT_COLOUR,
+            color=TRANSPORT_COLOURS.get(case.get("transport") or "", POINT_COLOUR),
             alpha=0.7,
             zorder=3,
             gid=f"{fid}-points-{y}",
@@ -287,25 +448,68 @@ def _draw_cases(ax: Any, fid: str, cases: list[dict[str, Any]], scale: float) ->
                 )
 
 
-def _x_scale(ax: Any, values: list[float]) -> None:
-    """Logarithmic when the values span more than two decades (a cold start next to a
-    small IXFR, a tiny zone's throughput next to the link's bound), else linear from 0."""
-    from matplotlib.ticker import FuncFormatter
+def seconds_tick(value: float) -> str:
+    """A time axis tick a reader takes in at once: 50 µs, 2 ms, 0.5 s, 30 s."""
+    if value <= 0:
+        return "0"
+    if value < 1e-3:
+        return f"{value * 1e6:.3g} µs"
+    if value < 1:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
 
-    if values and min(values) > 0 and max(values) / min(values) > 100:
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0.1 1 10
-    else:
-        ax.set_xlim(left=0)
+
+def rate_tick(value: float) -> str:
+    return "0" if value <= 0 else format_rate(value)
+
+
+def log_scale(values: list[float]) -> bool:
+    """Logarithmic when the values span more than two decades (a cold start next to a
+    small IXFR, a tiny zone's throughput next to the link's bound)."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) > 100
+
+
+def _log_axis(axis: Any, values: list[float], tick: Callable[[float], str]) -> None:
+    """Log ticks labelled in units (not 1e-05), at 1-2-5 steps while that stays readable."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    decades = math.log10(max(values) / min(values))
+    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: tick(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _transport_legend(figure: Any, cases: list[dict[str, Any]], extra: list[Any]) -> None:
+    from matplotlib.lines import Line2D
+
+    used = [t for t in TRANSPORT_COLOURS if any(c.get("transport") == t for c in cases)]
+    handles = [
+        Line2D([], [], ls="", marker="o", color=TRANSPORT_COLOURS[t], label=t) for t in used
+    ] + extra
+    if handles:
+        figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=8)
 
 
 def _draw_duration(series: dict[str, Any], fid: str) -> Any:
+    from matplotlib.lines import Line2D
+
     cases = series["cases"]
     figure = _new_figure(len(cases))
     ax = _case_axes(figure, [c["label"] for c in cases])
     _draw_cases(ax, fid, cases, 1.0)
-    _x_scale(ax, [p for c in cases for p in c["points"]])
-    ax.set_xlabel("transfer duration (s)")
+    values = [p for c in cases for p in c["points"]]
+    if log_scale(values):
+        ax.set_xscale("log")
+        _log_axis(ax.xaxis, values, seconds_tick)
+        ax.set_xlabel("transfer duration (log scale)")
+    else:
+        ax.set_xlim(left=0)
+        ax.set_xlabel("transfer duration (s)")
+    median = Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="median")
+    _transport_legend(figure, cases, [median])
     return figure
 
 
@@ -315,23 +519,26 @@ def _draw_throughput(series: dict[str, Any], fid: str) -> Any:
     cases = series["cases"]
     values = [p for c in cases for p in c["points"]]
     values += [c["bound"] for c in cases if c["bound"] is not None]
-    scale, unit = _rate_scale(values)
+    log = log_scale(values)
+    scale, unit = (1.0, "") if log else _rate_scale(values)
     figure = _new_figure(len(cases))
     ax = _case_axes(figure, [c["label"] for c in cases])
     _draw_cases(ax, fid, cases, scale)
-    _x_scale(ax, values)
-    ax.set_xlabel(f"throughput ({unit})")
-    handles = [
-        Line2D([], [], ls="", marker="o", color=POINT_COLOUR, label="transfer"),
-        Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="median"),
-    ]
+    if log:
+        ax.set_xscale("log")
+        _log_axis(ax.xaxis, values, rate_tick)
+        ax.set_xlabel("throughput (log scale)")
+    else:
+        ax.set_xlim(left=0)
+        ax.set_xlabel(f"throughput ({unit})")
+    handles = [Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="median")]
     if series["bounded"]:
         handles.append(
             Line2D([], [], ls="", marker="|", ms=12, mew=2.5, color=BOUND_COLOUR, label="bound")
         )
     else:
         ax.set_title("no bound: unimpaired link", fontsize=9, loc="right", color="grey")
-    figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=8)
+    _transport_legend(figure, cases, handles)
     return figure
 
 
@@ -413,22 +620,25 @@ def _draw_time_wait(series: dict[str, Any], fid: str) -> Any:
     from matplotlib.figure import Figure as MplFigure
     from matplotlib.ticker import MaxNLocator
 
-    figure = MplFigure(figsize=(9, 3.6), layout="constrained")
-    ax = figure.add_subplot()
     spans = series["spans"]
-    for index, (case, first, last) in enumerate(spans):
+    # Room above for the upright case names, so that the plot keeps its own height.
+    longest = max((len(case) for case, _, _ in spans), default=0)
+    figure = MplFigure(figsize=(9, 3.0 + min(longest, 60) * 0.055), layout="constrained")
+    ax = figure.add_subplot()
+    for index, (_, first, last) in enumerate(spans):
         if index % 2 == 0:
             ax.axvspan(first, last, color="grey", alpha=0.12, lw=0)
-        if len(spans) <= 12:
-            ax.annotate(
-                case,
-                ((first + last) / 2, 1.0),
-                xycoords=("data", "axes fraction"),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                rotation=20 if len(spans) > 4 else 0,
-            )
+    if spans:
+        # The cases' names as the ticks of a top axis, upright at their bands' middles:
+        # the layout makes room for them, however many there are.
+        top = ax.secondary_xaxis("top")
+        top.set_xticks(
+            [(first + last) / 2 for _, first, last in spans],
+            [case for case, _, _ in spans],
+            rotation=90,
+            fontsize=7 if len(spans) <= 24 else 5,
+        )
+        top.tick_params(length=0)
     for role in SERVER_ROLES:
         # One line per case: the servers of the next case are new processes in new
         # namespaces, and a line across the gap would invent values.
@@ -451,7 +661,142 @@ def _draw_time_wait(series: dict[str, Any], fid: str) -> Any:
     return figure
 
 
+def _draw_phases(series: dict[str, Any], fid: str) -> Any:
+    """Stacked segments per case on seconds, or on shares of each bar when the cases' totals
+    are too far apart for one axis (the totals are then written beside the bars)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    cases = series["cases"]
+    figure = _new_figure(len(cases), per_row=0.3)  # stacked bars need less room than dots
+    ax = _case_axes(figure, [c["label"] for c in cases])
+    totals = [sum(seg["seconds"] for seg in c["segments"]) or 1e-9 for c in cases]
+    share = max(totals) / min(totals) > 20
+    ends: list[str] = []
+    for y, (case, total) in enumerate(zip(cases, totals, strict=True)):
+        unit = total if share else 1.0
+        for part, seg in enumerate(case["segments"]):
+            ends += [seg["end"]] if seg["end"] not in ends else []
+            ax.barh(
+                y,
+                seg["seconds"] / unit,
+                left=seg["start"] / unit,
+                height=0.6,
+                color=PHASE_COLOURS.get(seg["end"], "#cccccc"),
+                edgecolor="white",
+                linewidth=0.5,
+                gid=f"{fid}-bar-{y}-{part}",
+            )
+        for at in case["markers"].values():
+            ax.plot([at / unit], [y], marker="D", ms=5, color="black", gid=f"{fid}-marker-{y}")
+        if share:
+            ax.text(1.01, y, seconds_tick(total), va="center", fontsize=7)
+    if share:
+        ax.set_xlim(0, 1.12)
+        ax.set_xlabel("share of each transfer's time, from its time 0 (total at the right)")
+    else:
+        ax.set_xlim(left=0)
+        ax.set_xlabel("seconds from the reload (or control) command")
+    handles: list[Any] = [
+        Patch(color=PHASE_COLOURS.get(e, "#cccccc"), label=f"-> {e}") for e in ends
+    ]
+    if any(c["markers"] for c in cases):
+        handles.append(
+            Line2D([], [], ls="", marker="D", ms=5, color="black", label="primary serves it")
+        )
+    figure.legend(
+        handles=handles, loc="outside upper right", ncols=min(len(handles), 6), fontsize=8
+    )
+    return figure
+
+
+def _draw_convergence(series: dict[str, Any], fid: str) -> Any:
+    from matplotlib.figure import Figure as MplFigure
+    from matplotlib.ticker import PercentFormatter
+
+    cases = series["cases"]
+    columns = 2 if len(cases) > 1 else 1
+    rows = -(-len(cases) // columns)
+    figure = MplFigure(figsize=(9, 0.4 + 2.0 * rows), layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False)
+    for index, case in enumerate(cases):
+        ax = axes[index // columns][index % columns]
+        for repeat in case["repeats"]:
+            steps = repeat["steps"]
+            if not steps:
+                continue
+            xs = [0.0] + [t for t, _ in steps]
+            ys = [0.0] + [f for _, f in steps]
+            ax.step(xs, ys, where="post", label=f"repeat {repeat['repeat']}",
+                    gid=f"{fid}-line-{index}-{repeat['repeat']}")  # fmt: skip
+        ax.set_title(f"{case['label']} ({case['secondaries']} secondaries)", fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlim(left=0)
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.xaxis.set_major_formatter(_seconds_formatter())
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        if index % columns == 0:
+            ax.set_ylabel("serving it", fontsize=8)
+        if index == 0:
+            ax.legend(fontsize=7, loc="lower right")
+    for index in range(len(cases), rows * columns):
+        axes[index // columns][index % columns].set_visible(False)
+    figure.supxlabel("time since the repeat's first NOTIFY", fontsize=9)
+    return figure
+
+
+def _seconds_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: seconds_tick(v))
+
+
+def _draw_fleet_cost(series: dict[str, Any], fid: str) -> Any:
+    from matplotlib.figure import Figure as MplFigure
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
+    figure = MplFigure(figsize=(9, 3.0), layout="constrained")
+    axes = figure.subplots(1, 3)
+    panels = (
+        ("cpu_s", "primary CPU per repeat", _seconds_formatter()),
+        ("tx_bytes", "bytes sent per repeat", FuncFormatter(lambda v, _: _bytes_tick(v))),
+        ("peak_connections", "peak TCP connections", None),
+    )
+    sizes = [p["secondaries"] for g in series["cases"] for p in g["points"]]
+    for ax, (key, title, formatter) in zip(axes, panels, strict=True):
+        for index, group in enumerate(series["cases"]):
+            points = [p for p in group["points"] if p[key] is not None]
+            ax.plot([p["secondaries"] for p in points], [p[key] for p in points],
+                    marker="o", label=group["label"], gid=f"{fid}-line-{key}-{index}")  # fmt: skip
+        ax.set_title(title, fontsize=9)
+        if sizes and max(sizes) / max(min(sizes), 1) >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(set(sizes)), [str(n) for n in sorted(set(sizes))])
+        ax.xaxis.set_minor_locator(NullLocator())
+        values = [p[key] for g in series["cases"] for p in g["points"] if p[key] is not None]
+        ax.set_ylim(0, max(values, default=0) * 1.1 or 1)  # a flat zero stays readable
+        if formatter is not None:
+            ax.yaxis.set_major_formatter(formatter)
+        else:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    figure.supxlabel("secondaries in the fleet", fontsize=9)
+    if len(series["cases"]) > 1:
+        figure.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center",
+                      ncols=min(len(series["cases"]), 3), fontsize=7)  # fmt: skip
+    return figure
+
+
+def _bytes_tick(value: float) -> str:
+    return "0" if value <= 0 else fmt.size(value)
+
+
 _DRAW: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "fig-phases": _draw_phases,
+    "fig-convergence": _draw_convergence,
+    "fig-fleet-cost": _draw_fleet_cost,
     "fig-duration": _draw_duration,
     "fig-throughput": _draw_throughput,
     "fig-cpu": _draw_cpu,

@@ -13,12 +13,79 @@ from markupsafe import Markup
 
 from harness.errors import UserInputError
 from harness.report import fmt
+from harness.report.answers import (
+    ALPHA,
+    CONFIDENCE,
+    SEEN,
+    STEADY_BDPS,
+    TransportCost,
+    TransportGroup,
+)
 from harness.report.data import ReportData, RunInfo
-from harness.report.figures import Figure, build_figures, render_svg
+from harness.report.figures import TRANSPORT_COLOURS, Figure, build_figures, render_svg
 from harness.results.access import write_text_atomic
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
+from harness.stats import min_two_sided_p, repeats_for_alpha
+from harness.terms import TRANSPORTS
 
 TEMPLATE = "report.html.j2"
+
+
+# What "CPU per transfer" covers (README, "What a transfer costs"): the report says it
+# beside the figure, so that nobody reads it as the transfer alone.
+CPU_WINDOW = (
+    "CPU per transfer is what each server's cgroup used between a sample taken just before "
+    "the harness puts the new zone version on the primary and asks it to reload, and one "
+    "taken when the secondary first answers the new serial, before verification. For the "
+    "primary it includes loading the new version, answering the harness's SOA polls (every "
+    "5 ms) until it serves it, sending NOTIFY, the secondary's SOA query and the transfer "
+    "out; for the secondary, the NOTIFY (or the control command), its SOA query, the "
+    "transfer in, applying it and answering the harness's SOA polls. Work a server defers "
+    "past that moment (writing a zone file or a journal) is not in it. Cold start: from "
+    "just after the secondary starts until it serves every zone. Client pulls: the pull "
+    "alone."
+)
+TRANSPORT_NAMES = {"tcp": "TCP", "tcp-tsig": "TCP+TSIG", "xot": "XoT", "xot-tsig": "XoT+TSIG"}
+
+
+def significance(cost: TransportCost) -> str:
+    """The Mann-Whitney verdict against TCP in a few words ("p 0.002 *")."""
+    if cost.p_value is None:
+        return ""
+    if cost.significant:
+        return f"p {cost.p_value:.2g} *"
+    return f"p {cost.p_value:.2g}" + ("" if cost.testable else " (n too small)")
+
+
+def transport_notes(groups: list[TransportGroup]) -> list[str]:
+    """The lines under the transport table: counts, and why nothing can be significant."""
+    costs = [c for g in groups for c in g.costs if c.p_value is not None]
+    counts = sorted({c.n for g in groups for c in g.costs if c.n} | {g.baseline_n for g in groups})
+    notes = [
+        f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
+        f"(p < {ALPHA:g})."
+    ]
+    untestable = [c for c in costs if not c.testable]
+    if untestable:
+        smallest = min(min_two_sided_p(g.baseline_n, c.n) for g in groups for c in g.costs
+                       if c in untestable)  # fmt: skip
+        notes.append(
+            f"{len(untestable)} of {len(costs)} comparisons have too few transfers for any "
+            f"p below {ALPHA:g} (the smallest possible is {smallest:.2g}): run at least "
+            f"{repeats_for_alpha(ALPHA)} repeats per case to tell a real cost from noise."
+        )
+    drifting = [c.case for g in groups for c in g.costs if c.drift]
+    if drifting:
+        notes.append(f"{len(drifting)} case(s) drift: their medians move while they run.")
+    return notes
+
+
+def index_text(cost: TransportCost) -> str:
+    """ "111 ±3" as the CZ.NIC table writes it."""
+    if cost.index is None:
+        return fmt.NONE
+    text = f"{cost.index:.0f}"
+    return text if cost.spread is None else f"{text} ±{cost.spread:.0f}"
 
 
 @dataclass
@@ -28,6 +95,7 @@ class RenderedFigure:
     caption: str
     points: int
     series_count: int  # cases (or roles for a time series) in the series
+    section: str
     note: str | None
     svg: Markup | None
     series_json: Markup
@@ -47,6 +115,7 @@ def rendered(figure: Figure) -> RenderedFigure:
         caption=figure.caption,
         points=figure.points if figure.drawable else 0,
         series_count=count,
+        section=figure.section,
         note=figure.note,
         svg=Markup(render_svg(figure)) if figure.drawable else None,
         series_json=series_json(figure.series),
@@ -94,9 +163,37 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        dur=fmt.seconds, rate=fmt.rate, pct=fmt.percent, mib=fmt.mib, count=fmt.count
+        dur=fmt.seconds,
+        rate=fmt.rate,
+        pct=fmt.percent,
+        mib=fmt.mib,
+        count=fmt.count,
+        size=fmt.size,
+        ratio=fmt.ratio,
+        ms=fmt.milliseconds,
+        value=lambda v: "" if v is None else v,
+        index=index_text,
+        significance=significance,
     )
     return env
+
+
+def lede(data: ReportData) -> str:
+    """One line under the title: what ran, where, on which link, and whether it finished."""
+    run = data.run
+    servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "no server"
+    state = {"complete": "complete", "interrupted": "interrupted (Ctrl-C)"}.get(
+        run.state, "unfinished (no end time)"
+    )
+    parts = [
+        f"run {run.run_id}",
+        servers,
+        f"link {data.uniform_link}" if data.uniform_link else "links per case",
+        f"{run.link_backend or '?'} link emulation",
+        f"{run.transfers} transfers, {state}",
+        f"host {run.hostname or '?'} ({run.kernel or '?'})",
+    ]
+    return " · ".join(parts)
 
 
 def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
@@ -107,10 +204,47 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
         for direction, counts in item.link.items()
     ]
     uniform_link = data.uniform_link
+    rendered_figures = [rendered(f) for f in figures]
+    shown = [
+        t for t in TRANSPORTS if any(c.transport == t for g in data.transports for c in g.costs)
+    ]
+    transport_shared, transport_short = fmt.short_labels([g.key for g in data.transports])
+    names = [row.label for row in data.cases]
+    names += [x.label for x in data.phases] + [x.label for x in data.bounds]
+    names += [x.case for x in data.links if x.cases == 1]
+    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    short_rows = [row for row in data.bounds if not row.steady and row.bound_bps]
     return (
         environment()
         .get_template(TEMPLATE)
         .render(
+            data=data,
+            lede=lede(data),
+            shared=shared,
+            short=short,
+            transports_shown=shown,
+            transport_names=TRANSPORT_NAMES,
+            transport_colours=TRANSPORT_COLOURS,
+            transport_shared=transport_shared,
+            transport_short=transport_short,
+            confidence=f"{CONFIDENCE:.0%}",
+            alpha=ALPHA,
+            steady_bdps=f"{STEADY_BDPS:g}",
+            seen=SEEN,
+            cpu_window=CPU_WINDOW,
+            transport_notes=transport_notes(data.transports),
+            steady_bounds=[row for row in data.bounds if row.steady],
+            short_bounds=short_rows,
+            unbounded=[row for row in data.bounds if not row.bound_bps],
+            longest_short=max(
+                (row for row in short_rows if row.bdps is not None),
+                key=lambda row: row.bdps or 0.0,
+                default=None,
+            ),
+            figures_by_section={
+                section: [f for f in rendered_figures if f.section == section]
+                for section in ("answers", "fleet", "details")
+            },
             run=data.run,
             warnings=data.warnings,
             meta_rows=meta_rows(data.run, uniform_link),
@@ -118,7 +252,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             uniform_link=uniform_link,
             min_stable_n=MIN_STABLE_N,
             max_cv=f"{MAX_STABLE_CV:.0%}",
-            figures=[rendered(f) for f in figures],
+            figures=rendered_figures,
             resources=data.resources,
             resources_source=data.resources_source,
             resources_note=data.resources_note,

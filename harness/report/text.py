@@ -9,26 +9,289 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.report import fmt
+from harness.report.answers import ALPHA, CONFIDENCE, STEADY_BDPS, TransportCost
 from harness.report.compare import (
+    DRIFT,
+    DRIFTING,
     FAILED_IN_B,
+    FAILURES,
+    FEW,
     IMPROVEMENT,
+    MAX_CV,
     NEW_IN_B,
     NO_DATA,
     REGRESSION,
+    SPREAD,
     CaseComparison,
     Comparison,
 )
 from harness.report.data import ReportData
+from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+
+CASE_COLUMNS = [
+    "case",
+    "method",
+    "n",
+    "ok",
+    "failed",
+    "unsup",
+    "median",
+    "p10",
+    "p90",
+    "throughput",
+    "bound",
+    "note",
+]
+NAME_WIDTH = 60  # a case label longer than this folds rather than squeezing every column
+
+# What the CPU figure covers, in one line (report.html says it in full, as the README does).
+CPU_WINDOW_SHORT = (
+    "CPU per transfer: each server's cgroup from just before the new zone version is put "
+    "on the primary and reloaded to the secondary's first answer with the new serial, "
+    "before verification (the primary's includes loading it); cold start: from the "
+    "secondary's start until it serves every zone."
+)
 
 
 def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
 
 
+def _table(title: str, columns: list[str], *, left: int = 1, names: int = 0) -> Table:
+    """A table whose text columns fold instead of cutting ("bind-bind/preset=tld,re…"
+    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns are text,
+    and the first is kept `names` wide (the longest case label) while others wrap."""
+    # The title goes above as its own line (print_table): a table's title wraps to the
+    # table's width, which for a narrow table is a column of words.
+    table = Table()
+    table.caption = title
+    for index, column in enumerate(columns):
+        justify = "left" if index < left else "right"
+        width = min(names, NAME_WIDTH) if index == 0 and names else None
+        table.add_column(column, justify=justify, overflow="fold", min_width=width)
+    return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    title, table.caption = table.caption, None
+    console.print(f"[bold]{escape(str(title))}[/]", soft_wrap=True)
+    console.print(table)
+
+
+def _ms(value: float | None) -> str:
+    """Milliseconds: 3 significant digits, whole ones from 1 s up (never 1e+03)."""
+    if value is None:
+        return fmt.NONE
+    ms = value * 1000
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def _transport_cell(cost: TransportCost) -> str:
+    if cost.index is None:
+        return f"- ({cost.missing})" if cost.missing else "-"
+    text = index_text(cost)
+    if cost.p_value is not None:
+        text += f" p{cost.p_value:.2g}" + ("*" if cost.significant else "")
+    if cost.drift:
+        text += " [yellow]drift[/]"
+    return text
+
+
+def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> None:
+    """The first screen's four answers, as report.html's top shows them."""
+    if data.transports:
+        shown = [
+            t
+            for t in TRANSPORT_NAMES
+            if any(c.transport == t for g in data.transports for c in g.costs)
+        ]
+        _, keys = fmt.short_labels([g.key for g in data.transports])
+        table = _table(
+            f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
+            f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
+            f"* below {ALPHA:g}",
+            ["pair / zone / kind", *(TRANSPORT_NAMES[t] for t in shown)],
+            names=max(len(label) for label in keys.values()),
+        )
+        for group in data.transports:
+            cells = []
+            for t in shown:
+                cost = next((c for c in group.costs if c.transport == t), None)
+                cells.append("-" if cost is None else _transport_cell(cost))
+            tcp = next(c for c in group.costs if c.transport == "tcp")
+            cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
+            cells[0] += " [yellow]drift[/]" if tcp.drift else ""
+            table.add_row(escape(keys[group.key]), *cells)
+        print_table(console, table)
+        for note in transport_notes(data.transports):
+            console.print(escape(note), soft_wrap=True)
+    else:
+        console.print(
+            "What each transport costs: no pair, zone and kind ran TCP and another transport",
+            soft_wrap=True,
+        )
+
+    if data.phases:
+        table = _table(
+            "Where the time went: the median transfer's phases, ms from the reload command "
+            "(notify), the control command (retransfer) or the start (cold start)",
+            ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
+            left=2,
+            names=max(len(short.get(x.label, x.label)) for x in data.phases),
+        )
+        for item in data.phases:
+            parts = [
+                f"{seg.name.rsplit(' -> ', 1)[-1]} {_ms(seg.seconds)}" for seg in item.segments
+            ]
+            table.add_row(
+                escape(short.get(item.label, item.label)),
+                escape(" | ".join(parts)),
+                _ms(item.duration_s),
+                _ms(item.logged_secondary_s),
+            )
+        print_table(console, table)
+
+    checks = [c for c in data.links if c.cases > 1] or data.links
+    if checks:
+        table = _table(
+            "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
+            "direction summed over the transfers, and its check (-> primary to secondary)",
+            ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
+            left=2,
+        )
+        for check in checks:
+            ways = []
+            for way in ("forward", "reverse"):
+                d = next((d for d in check.directions if d.way == way), None)
+                if d is None:
+                    ways.append("-")
+                    continue
+                measured = "-" if d.measured_pct is None else f"{d.measured_pct:.3g} %"
+                ways.append(
+                    f"{d.loss or 'none'}: {d.dropped:,} of {d.packets:,} ({measured})"
+                    + (f" {d.verdict}" if d.verdict else "")
+                )
+            rates = [
+                f"{'->' if d.way == 'forward' else '<-'} {fmt.rate(d.rate_bps)} / "
+                f"{fmt.rate(d.measured_rate_bps)}"
+                for d in check.directions
+                if d.rate_bps or d.measured_rate_bps
+            ]
+            rtt = f"{_ms(check.rtt_s)} / {_ms(check.rtt_min_s)}"
+            if check.rtt_verdict:
+                rtt += f" {check.rtt_verdict}"
+            table.add_row(
+                escape(short.get(check.case, check.case)),
+                escape(check.path),
+                escape(rtt),
+                escape(ways[0]),
+                escape(ways[1]),
+                escape("; ".join(rates) or "-"),
+            )
+        print_table(console, table)
+
+    steady = [row for row in data.bounds if row.steady]
+    if steady:
+        table = _table(
+            f"How close to the bound (zones of at least {STEADY_BDPS:g} BDPs; throughput "
+            "from connect to served)",
+            ["case", "throughput", "bound", "of it", "zone / BDP", "cc", "window adv / rmem"],
+        )
+        for row in steady:
+            table.add_row(
+                escape(short.get(row.label, row.label)),
+                fmt.rate(row.throughput_bps),
+                f"{fmt.rate(row.bound_bps)} ({row.limited_by or '?'})",
+                fmt.ratio(row.ratio),
+                f"{row.bdps:.3g}" if row.bdps is not None else "-",
+                row.sender_cc or "?",
+                f"{fmt.size(row.advertised_window)} / {fmt.size(row.receive_buffer)}",
+            )
+        print_table(console, table)
+    unbounded = [row for row in data.bounds if not row.bound_bps]
+    if unbounded:
+        console.print(
+            f"How close to the bound: {len(unbounded)} of {len(data.bounds)} have no model "
+            "bound (an unimpaired link)",
+            soft_wrap=True,
+        )
+    others = [row for row in data.bounds if not row.steady and row.bound_bps]
+    if others:
+        longest = max(others, key=lambda row: row.bdps or 0.0)
+        console.print(
+            escape(
+                f"How close to the bound: {len(others)} of {len(data.bounds)} too short to "
+                f"judge (under {STEADY_BDPS:g} BDPs of data; the longest, "
+                f"{short.get(longest.label, longest.label)}, is "
+                f"{longest.bdps or 0:.3g} BDPs)"
+            ),
+            soft_wrap=True,
+        )
+
+
+def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> None:
+    fleet = data.fleet
+    if fleet is None:
+        return
+    table = _table(
+        "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
+        "(medians over repeats)",
+        ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
+    )
+    for item in fleet.cases:
+        lasts = sorted({r.last_site for r in item.repeats if r.last_site})
+        table.add_row(
+            escape(short.get(item.case, item.case)),
+            str(item.secondaries),
+            fmt.seconds(item.median_p95_s),
+            fmt.seconds(item.median_last_s),
+            escape(", ".join(lasts) or "-"),
+            str(item.waited),
+        )
+    print_table(console, table)
+    sites = _table(
+        "Fleet per site",
+        ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
+        left=2,
+    )
+    for item in fleet.cases:
+        for site in item.sites:
+            checks = ", ".join(f"{v} x{n}" for v, n in site.loss_checks.items()) or "-"
+            sites.add_row(
+                escape(short.get(item.case, item.case)),
+                escape(site.site),
+                f"{site.ok} of {site.transfers}",
+                fmt.seconds(site.median_s),
+                fmt.rate(site.throughput_bps),
+                fmt.rate(site.bound_bps),
+                escape(checks),
+            )
+    print_table(console, sites)
+    for growth in fleet.growth:
+        table = _table(
+            f"The primary as the fleet grows: {growth.group} (per repeat, medians)",
+            ["secondaries", "CPU s", "peak connections", "bytes sent", "median last s"],
+            left=0,
+        )
+        for point in growth.points:
+            table.add_row(
+                str(point.secondaries),
+                fmt.seconds(point.cpu_s),
+                fmt.count(point.peak_connections),
+                fmt.size(point.tx_bytes),
+                fmt.seconds(point.median_last_s),
+            )
+        print_table(console, table)
+
+
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
     commit = (run.git_commit or "-")[:12] + (" (dirty)" if run.git_dirty else "")
+    names = [row.label for row in data.cases] + [x.label for x in data.phases]
+    names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
+    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    width = max((len(label) for label in short.values()), default=0)
     lines = [
         f"run {run.run_id}: scenario {run.scenario or '-'}, "
         f"spec hash {(run.spec_hash or '-')[:16]}",
@@ -38,17 +301,21 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}; "
         f"{run.transfers} transfers",
     ]
+    if shared:
+        lines.append(f"every case is {shared}; the tables show what * stands for")
     for line in lines:
         console.print(escape(line), soft_wrap=True)
     for warning in data.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    print_answers(data, console, short)
+    print_fleet(data, console, short)
 
-    table = Table(title="cases (seconds; ok = verified transfers that count)")
-    for column in ("case", "method", "n", "ok", "failed", "unsup", "median", "p10", "p90"):
-        table.add_column(column, justify="left" if column in ("case", "method") else "right")
-    table.add_column("throughput", justify="right")
-    table.add_column("bound", justify="right")
-    table.add_column("note")
+    table = _table(
+        "cases (seconds; ok = verified transfers that count)",
+        CASE_COLUMNS,
+        left=2,
+        names=width,
+    )
     for row in data.cases:
         notes = []
         if row.unstable_why:
@@ -63,7 +330,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
         table.add_row(
-            escape(row.case),
+            escape(short.get(row.label, row.label)),
             _method(row.method),
             str(row.n),
             str(row.ok),
@@ -76,22 +343,26 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             fmt.rate(row.model_bound_bps),
             escape("; ".join(notes)),
         )
-    console.print(table)
+    print_table(console, table)
 
     if data.resources:
-        resources = Table(title=f"resources per case (from {data.resources_source})")
-        for column in ("case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"):
-            resources.add_column(column, justify="left" if column in ("case", "role") else "right")
+        resources = _table(
+            f"resources per case (from {data.resources_source})",
+            ["case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"],
+            left=2,
+            names=width,
+        )
         for item in data.resources:
             for role, figures in item.roles.items():
                 resources.add_row(
-                    escape(item.case),
+                    escape(short.get(item.case, item.case)),
                     role,
                     fmt.seconds(figures.cpu_total_s_per_transfer),
                     fmt.mib(figures.peak_rss_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
-        console.print(resources)
+        print_table(console, resources)
+        console.print(escape(CPU_WINDOW_SHORT), soft_wrap=True)
     else:
         console.print(f"resources: {escape(data.resources_note or 'none')}", soft_wrap=True)
     if report is not None:
@@ -119,17 +390,71 @@ def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
         return "[bold red]slower: regression[/]"
     if item.verdict == IMPROVEMENT:
         return "[green]faster[/]"
+    if item.verdict == DRIFTING:
+        return "[yellow]slower, but it drifts: not called a regression[/]"
     if item.verdict == FAILED_IN_B:
         return "[bold red]every transfer failed in B: regression[/]"
     if item.verdict == NEW_IN_B:
         return "results only in B"
     if item.verdict == NO_DATA:
         return "no result in either run"
-    if item.change is not None and abs(item.change) <= threshold:
-        return f"no change (within {threshold:.0%})"
+    if item.identical:
+        return "no change (identical)"
+    if item.within:
+        return f"no change (within ±{threshold:.0%})"
     if item.min_p >= alpha:
-        return "too few transfers to tell"
-    return f"not significant (p >= {alpha:g})"
+        return "~ too few transfers to tell"
+    return f"~ no significant change (p >= {alpha:g})"
+
+
+def _names(items: list[CaseComparison], limit: int = 4) -> str:
+    names = [item.label for item in items[:limit]]
+    more = len(items) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more else "")
+
+
+def grouped_warnings(result: Comparison) -> list[str]:
+    """One line per kind of warning, naming the cases (not one line per case: a run
+    compared with a sibling of 3 repeats would print 30)."""
+    lines = []
+    few: dict[str, list[CaseComparison]] = {}
+    for item in result.cases:
+        for kind, text in zip(item.kinds, item.warnings, strict=True):
+            if kind == FEW:
+                few.setdefault(text, []).append(item)
+    for text, items in few.items():
+        lines.append(f"{text} ({len(items)} of {len(result.cases)}: {_names(items)})")
+    for name in ("A", "B"):
+        wide = [
+            item for item in result.cases
+            if SPREAD in item.kinds and (side := item.a if name == "A" else item.b).cv
+            and side.cv > MAX_CV
+        ]  # fmt: skip
+        if wide:
+            lines.append(
+                f"run {name} spreads wide (CV > {MAX_CV:.0%}: a busy host or a noisy link) in "
+                f"{len(wide)} of {len(result.cases)}: {_names(wide)}; their medians move a lot"
+            )
+    failures = [item for item in result.cases if FAILURES in item.kinds]
+    if failures:
+        parts = [
+            f"{item.label} ({item.a.failed} of {item.a.attempts} in A, "
+            f"{item.b.failed} of {item.b.attempts} in B)"
+            for item in failures[:4]
+        ]
+        more = len(failures) - len(parts)
+        lines.append(
+            "failed or unverified transfers differ: "
+            + "; ".join(parts)
+            + (f" and {more} more" if more else "")
+        )
+    drifting = [item for item in result.cases if DRIFT in item.kinds]
+    for item in drifting[:4]:
+        texts = [t for k, t in zip(item.kinds, item.warnings, strict=True) if k == DRIFT]
+        lines.append(f"{item.label} drifts: " + "; ".join(texts))
+    if len(drifting) > 4:
+        lines.append(f"{len(drifting) - 4} more cases drift")
+    return lines
 
 
 def print_comparison(result: Comparison, console: Console) -> None:
@@ -141,26 +466,37 @@ def print_comparison(result: Comparison, console: Console) -> None:
         ),
         soft_wrap=True,
     )
-    table = Table(title="median transfer duration, seconds (B against A)")
-    for column in ("case", "n A", "n B", "median A", "median B", "change", "p", "verdict"):
-        table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
-    for item in result.cases:
-        table.add_row(
-            escape(item.label),
-            str(item.a.n),
-            str(item.b.n),
-            fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
-            fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
-            _change(item),
-            "-" if item.p_value is None else f"{item.p_value:.3g}",
-            verdict_text(item, result.threshold, result.alpha),
+    if result.identical:
+        console.print(
+            f"no change: A and B hold the same values in all {len(result.cases)} compared "
+            "figures (a run compared with itself?)",
+            soft_wrap=True,
         )
-    console.print(table)
-    for item in result.cases:
-        for warning in item.warnings:
-            console.print(
-                f"[yellow]warning:[/] {escape(item.label)}: {escape(warning)}", soft_wrap=True
+    else:
+        shared, short = fmt.short_labels([item.label for item in result.cases])
+        if shared:
+            console.print(escape(f"every case is {shared}; the table shows what * stands for"))
+        table = Table(title="median transfer duration, seconds (B against A)")
+        for column in ("case", "n A", "n B", "median A", "median B", "change", "p", "verdict"):
+            justify = "left" if column in ("case", "verdict") else "right"
+            width = max(len(label) for label in short.values()) if column == "case" else None
+            table.add_column(
+                justify=justify, header=column, overflow="fold", min_width=width and min(width, 40)
             )
+        for item in result.cases:
+            table.add_row(
+                escape(short[item.label]),
+                str(item.a.n),
+                str(item.b.n),
+                fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
+                fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
+                _change(item),
+                "-" if item.p_value is None else f"{item.p_value:.3g}",
+                verdict_text(item, result.threshold, result.alpha),
+            )
+        console.print(table)
+        for line in grouped_warnings(result):
+            console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if result.differences:
@@ -171,6 +507,13 @@ def print_comparison(result: Comparison, console: Console) -> None:
         console.print(escape(f"only in A: {', '.join(result.only_in_a)}"), soft_wrap=True)
     if result.only_in_b:
         console.print(escape(f"only in B: {', '.join(result.only_in_b)}"), soft_wrap=True)
+    if result.drifting:
+        console.print(
+            f"[yellow]{len(result.drifting)} slower case(s) not called a regression because "
+            f"their repeats drift[/]: {escape(_names(result.drifting, 10))}; re-run them, "
+            "with more repeats, before trusting either run's median",
+            soft_wrap=True,
+        )
     regressions = result.regressions
     if regressions:
         names = ", ".join(item.label for item in regressions)

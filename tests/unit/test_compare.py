@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from harness.cli import main
 from harness.errors import UserInputError
 from harness.report.compare import (
+    DRIFTING,
     FAILED_IN_B,
     IMPROVEMENT,
     NO_CHANGE,
@@ -138,7 +140,7 @@ def test_change_within_threshold_is_not_significant(
     assert item.p_value == pytest.approx(2 / 924)  # every B above every A
     assert not item.significant and item.verdict == NO_CHANGE
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "no change (within 5%)" in out
+    assert status == 0 and "no change (within ±5%)" in out
     # a stricter threshold makes the same runs a regression
     assert run_cli(capsys, a, b, "--threshold", "0.01")[0] == 1
 
@@ -153,7 +155,7 @@ def test_large_but_noisy_change_is_not_significant(
     assert item.p_value is not None and item.p_value > 0.05
     assert item.verdict == NO_CHANGE
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "not significant (p >= 0.05)" in out
+    assert status == 0 and "~ no significant change (p >= 0.05)" in out
     assert any("CV" in w and "run A" in w for w in item.warnings)  # 1.0 .. 3.0 is wide
 
 
@@ -286,3 +288,135 @@ def test_broken_transfers_file_is_bad_input(tmp_path: Path, capsys: pytest.Captu
     (b / "transfers.jsonl").write_text("\n".join(lines) + "\n")
     status, _, err = run_cli(capsys, a, b)
     assert status == 2 and "transfers.jsonl:1" in err
+
+
+# --- quiet output, wide intervals, drift --------------------------------------------------
+
+
+def test_a_run_against_itself_prints_a_short_no_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sixteen noisy cases of three transfers, as scenarios/quick.toml runs them: compared
+    with itself, a few lines that say no change, not a warning per case."""
+    cases = {f"bind-bind/preset=tiny/c{i}/axfr": [0.08, 0.3 + i / 100, 0.09] for i in range(16)}
+    a = make_run(tmp_path, "a", cases)
+    result = load_and_compare(a, a)
+    assert result.identical and all(c.identical and not c.warnings for c in result.cases)
+    status, out, _ = run_cli(capsys, a, a)
+    assert status == 0
+    assert "no change: A and B hold the same values in all 16 compared figures" in out
+    assert "warning" not in out and len(out.splitlines()) <= 5
+
+
+def test_warnings_are_one_line_per_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cases = {f"bind-bind/c{i}/tcp/axfr": [0.08, 0.3, 0.09] for i in range(16)}
+    other = {name: [0.081, 0.29, 0.091] for name in cases}
+    a, b = make_run(tmp_path, "a", cases), make_run(tmp_path, "b", other)
+    result = load_and_compare(a, b)
+    assert all(len(c.warnings) >= 3 for c in result.cases)  # few, and wide in A and in B
+    status, out, _ = run_cli(capsys, a, b)
+    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert status == 0 and len(warnings) == 3
+    assert "n=3 vs 3" in warnings[0] and "(16 of 16:" in warnings[0] and "12 more" in warnings[0]
+    assert "run A spreads wide" in warnings[1] and "run B spreads wide" in warnings[2]
+    assert out.count("~ too few transfers to tell") == 16
+
+
+def test_a_wide_interval_is_marked_not_claimed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """+3 %, with transfers spread over ±20 %: neither a change nor shown to be none."""
+    noisy = [1.0, 1.2, 0.85, 1.1, 0.9, 1.15, 0.8, 1.05]
+    a = make_run(tmp_path, "a", {CASE: noisy})
+    b = make_run(tmp_path, "b", {CASE: scaled(noisy, 1.03)})
+    (item,) = load_and_compare(a, b).cases
+    assert item.verdict == NO_CHANGE and not item.within
+    assert item.change_ci is not None and item.change_ci[0] < -0.05 < 0.05 < item.change_ci[1]
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 0 and "~ no significant change" in out
+
+
+def test_a_slower_drifting_case_is_not_called_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steady = [1.00, 1.01, 0.99, 1.02, 0.98, 1.005, 0.995, 1.015]
+    climbing = [1.10, 1.14, 1.18, 1.22, 1.26, 1.30, 1.34, 1.38]  # +3 %/repeat, all slower
+    a = make_run(tmp_path, "a", {CASE: steady})
+    b = make_run(tmp_path, "b", {CASE: climbing})
+    (item,) = load_and_compare(a, b).cases
+    assert item.significant and item.change is not None and item.change > 0.05
+    assert item.b.drifting and not item.a.drifting
+    assert item.verdict == DRIFTING and not item.regression
+    status, out, _ = run_cli(capsys, a, b)
+    words = " ".join(out.replace("│", " ").split())
+    assert status == 0
+    assert "slower, but it drifts: not called a regression" in words
+    assert "1 slower case(s) not called a regression because their repeats drift" in words
+    assert f"{CASE} drifts: run B: drift: +" in words
+
+
+def test_a_small_trend_does_not_hide_a_regression(tmp_path: Path) -> None:
+    """Values that rise by 0.1 % a repeat drift, significantly, but by less than the
+    threshold over the run: a 20 % slow-down is still a regression."""
+    rising = [1.000, 1.001, 1.002, 1.003, 1.004, 1.005]
+    a = make_run(tmp_path, "a", {CASE: rising})
+    b = make_run(tmp_path, "b", {CASE: scaled(rising, 1.2)})
+    (item,) = load_and_compare(a, b).cases
+    assert item.a.drift and not item.a.drifting
+    assert item.verdict == REGRESSION
+
+
+# --- fleets -------------------------------------------------------------------------------
+
+FLEET_CASE = "bind-bind/tcp/axfr"
+
+
+def make_fleet_run(root: Path, name: str, far_factor: float, repeats: int = 6) -> Path:
+    """Two sites of two secondaries; the far site's durations scaled by `far_factor`."""
+    with RunStore.create(root, name, None, META) as store:
+        for repeat in range(1, repeats + 1):
+            for site, base in (("near", 0.05), ("far", 0.5)):
+                for index in (1, 2):
+                    jitter = [0.0, 0.004, -0.003, 0.002, -0.001, 0.003][repeat - 1]
+                    duration = (base + 0.01 * index + jitter) * (
+                        far_factor if site == "far" else 1.0
+                    )
+                    store.append(
+                        TransferRecord(
+                            run_id=name, case=FLEET_CASE, repeat=repeat, primary="bind",
+                            secondary="bind", transport="tcp", xfr="axfr", zone="tld.",
+                            serial=2 + repeat, records=1000, bytes=100_000, messages=10,
+                            duration_s=round(duration, 6), started_at=1000.0 + repeat,
+                            ok=True, verified=True, trigger="notify",
+                            phases={"notify_sent": 0.01 * index, "served": duration},
+                            extra={"host": f"{site}-{index}", "site": site},
+                        )
+                    )  # fmt: skip
+    return store.folder
+
+
+def test_fleets_are_compared_per_site_and_on_their_propagation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = make_fleet_run(tmp_path, "a", 1.0)
+    b = make_fleet_run(tmp_path, "b", 1.3)  # the far site 30 % slower
+    result = load_and_compare(a, b)
+    items = {c.label: c for c in result.cases}
+    assert list(items) == [
+        f"{FLEET_CASE} @ near",
+        f"{FLEET_CASE} @ far",
+        f"{FLEET_CASE}: fleet last",
+        f"{FLEET_CASE}: fleet p95",
+    ]
+    near, far = items[f"{FLEET_CASE} @ near"], items[f"{FLEET_CASE} @ far"]
+    assert near.verdict == NO_CHANGE and near.identical and near.a.n == 12
+    assert far.verdict == REGRESSION and far.change == pytest.approx(0.3, abs=0.005)
+    last = items[f"{FLEET_CASE}: fleet last"]
+    # one value per repeat: the last secondary's time from the repeat's first NOTIFY
+    assert last.a.n == 6 and last.a.median_s == pytest.approx(
+        statistics.median(0.5 + 0.02 + j + 0.01 for j in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003))
+    )
+    assert last.verdict == REGRESSION and last.figure == "fleet last"
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 1 and f"{FLEET_CASE} @ far" in out and "fleet last" in out
+    assert run_cli(capsys, a, a)[0] == 0

@@ -3,6 +3,7 @@ terminal summary, on synthetic run folders whose figures are computed by hand he
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -351,6 +352,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     page_text = render_html(load_report_data(folder))
     page = Page(page_text)
     assert list(page.figures) == [
+        "fig-phases",
         "fig-duration",
         "fig-throughput",
         "fig-cpu",
@@ -390,7 +392,8 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     cpu = page.figures["fig-cpu"]
     assert cpu["attrs"]["data-points"] == "4"
     first = cpu["series"]["cases"][0]
-    assert first["label"] == CASE1
+    # the resources' two cases share "tcp/axfr": the axis shows what tells them apart
+    assert (first["case"], first["label"]) == (CASE1, "bind-bind")
     assert first["primary"]["total"] == pytest.approx(0.4)
     assert first["secondary"]["user"] == pytest.approx(0.5)
     assert len(drawn(cpu["svg"], "fig-cpu-bar-")) == 8  # 4 bars of 2 segments
@@ -426,6 +429,13 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     assert page.cells[(CASE1, s2s, "bound")]["text"] == "80 Mbit/s (rate)"
     assert page.cells[(CASE1, s2s, "throughput")]["text"] == "66.7 Mbit/s"
     assert page.cells[(CASE1, "primary", "cpu-per-transfer")]["text"] == "0.4"
+    # beside CPU per transfer, the window it covers (README, "What a transfer costs")
+    words = " ".join(html.unescape(page_text).split())
+    assert (
+        "CPU per transfer is what each server's cgroup used between a sample taken just "
+        "before the harness puts the new zone version on the primary" in words
+    )
+    assert "Cold start: from just after the secondary starts until it serves every zone" in words
     assert page.cells[(CASE1, "secondary", "peak-rss")]["text"] == "30.0"
 
 
@@ -505,6 +515,7 @@ def test_cli_report_writes_the_page_and_prints_a_summary(
     assert "run r1: scenario synthetic" in out and "bind 9.18.49" in out
     assert CASE2 in out and "2 failed: not verified;" in out
     assert "1.5" in out  # the median of case 1
+    assert "CPU per transfer: each server's cgroup from just before the new zone" in out
     other = tmp_path / "elsewhere.html"
     assert main(["report", str(folder), "--out", str(other)]) == 0
     assert 'id="fig-duration"' in other.read_text()
