@@ -46,14 +46,9 @@ from harness.xfr.poll import (
 from harness.xfr.pull import xot_context
 from harness.xfr.rrsum import ZoneSum, soa_bump
 from harness.xfr.update import query_soa, send_update, serial_update, with_serial
-from harness.xfr.verify import (
-    apply_diff_file,
-    check_copy,
-    verify_copy,
-    verify_many,
-    zone_file_sum,
-)
+from harness.xfr.verify import check_copy, verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch
+from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import read_diff
 from harness.zonegen.cache import link_or_copy
 

@@ -29,6 +29,8 @@ from typing import Literal
 
 from harness.xfr import PullResult, TsigKey, XfrKind
 from harness.xfr.digest import zone_digest_dnspython
+from harness.xfr.digest_pool import DigestFailed
+from harness.xfr.zonefile_sum import axfr_text_file_sum
 
 _RECEIVED = re.compile(
     r"^;; Received (?P<bytes>\d+) B(?: \((?P<messages>\d+) messages?, (?P<records>\d+) records?\))?"
@@ -235,8 +237,6 @@ def kdig_pull(
         result.ok = True
         full_zone = xfr == "axfr" or result.ixfr_style == "axfr-style"
         if digest == "rrsum" and full_zone:
-            from harness.xfr.verify import DigestFailed, axfr_text_file_sum
-
             try:
                 result.digest = axfr_text_file_sum(out_path, zone_text).text
             except DigestFailed as exc:

@@ -45,7 +45,8 @@ Everything here is pure (no I/O): ``sum_message`` and ``sum_stream`` for transfe
 (fast paths for the types of the generated zones, ``canonical_rdata`` for the rest),
 ``sum_lines`` for zone-file lines (one RR per line, as zonegen, kdig and
 ``dnssec-signzone -O full`` write them), ``sum_rrsets`` for dnspython objects (the
-reference). File and socket I/O around them lives in ``harness.xfr.verify``.
+reference). File and socket I/O around them lives in ``harness.xfr.verify`` (copies read
+by AXFR) and ``harness.xfr.zonefile_sum`` (zone files, diffs).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ import pytest
 from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import query_soa_serial
 from harness.xfr.rrsum import ZoneSum
-from harness.xfr.verify import apply_diff_file, check_copy, verify_copy, zone_file_sum
+from harness.xfr.verify import check_copy, verify_copy
+from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import ZoneSpec, change_set, generate
 
 pytestmark = [pytest.mark.root, pytest.mark.servers]

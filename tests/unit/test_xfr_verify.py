@@ -13,15 +13,10 @@ import pytest
 
 from harness.errors import UserInputError
 from harness.xfr import PullResult
+from harness.xfr.digest_pool import DigestFailed
 from harness.xfr.rrsum import ZoneSum, sum_zone_object
-from harness.xfr.verify import (
-    DigestFailed,
-    StreamDigester,
-    axfr_text_file_sum,
-    check_copy,
-    verify_copy,
-    zone_file_sum,
-)
+from harness.xfr.verify import StreamDigester, check_copy, verify_copy
+from harness.xfr.zonefile_sum import axfr_text_file_sum, zone_file_sum
 from harness.zonegen import ZoneSpec, generate
 from tests.unit.test_xfr_pull import KEY, fake_server, responses
 from tests.unit.test_xfr_rrsum import axfr, records_of
@@ -143,8 +138,8 @@ def test_zone_file_sum_workers_inline_and_cache(tld, tmp_path: Path, monkeypatch
     copy.write_bytes(path.read_bytes())
     assert zone_file_sum(copy, "tld.", workers=0, cache=False) == expected
     # Force ranges and worker processes on a small file.
-    monkeypatch.setattr("harness.xfr.verify.INLINE_BYTES", 1000)
-    monkeypatch.setattr("harness.xfr.verify.TEXT_CHUNK_BYTES", 20_000)
+    monkeypatch.setattr("harness.xfr.zonefile_sum.INLINE_BYTES", 1000)
+    monkeypatch.setattr("harness.xfr.zonefile_sum.TEXT_CHUNK_BYTES", 20_000)
     assert zone_file_sum(copy, "tld.", workers=2, cache=True) == expected
     cache = copy.with_name(copy.name + ".rrsum")
     assert expected.text in cache.read_text()
@@ -162,8 +157,8 @@ def test_zone_file_sum_names_the_bad_line(tmp_path: Path, monkeypatch) -> None: 
     lines[2345] = "h2345.example. 300 IN A 192.0.2.999\n"
     path = tmp_path / "bad.zone"
     path.write_text("".join(lines))
-    monkeypatch.setattr("harness.xfr.verify.INLINE_BYTES", 1000)
-    monkeypatch.setattr("harness.xfr.verify.TEXT_CHUNK_BYTES", 10_000)
+    monkeypatch.setattr("harness.xfr.zonefile_sum.INLINE_BYTES", 1000)
+    monkeypatch.setattr("harness.xfr.zonefile_sum.TEXT_CHUNK_BYTES", 10_000)
     for workers in (0, 2):
         with pytest.raises(UserInputError, match=r"bad\.zone:2346: bad rdata") as info:
             zone_file_sum(path, "example.", workers=workers, cache=False)

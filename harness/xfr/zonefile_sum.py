@@ -1,0 +1,204 @@
+"""The RRSUM of zone files, change-set diffs and kdig's AXFR text: the file I/O around
+``harness.xfr.rrsum``.
+
+``zone_file_sum`` digests byte ranges of a zone file (cut at line ends) in digest workers
+(``digest_pool``) and keeps the result beside the file (``<file>.rrsum``) keyed by size
+and mtime, so a zone is read once: it is the reference a secondary's copy is checked
+against, without pulling the primary's copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from harness.errors import UserInputError
+from harness.xfr.digest_pool import (
+    DEFAULT_WORKERS,
+    INLINE_BYTES,
+    WORKER_NICE,
+    BadLine,
+    DigestFailed,
+    DigestPool,
+    offset_of,
+    strip_offset,
+    sum_range,
+)
+from harness.xfr.rrsum import (
+    SCHEME,
+    LineError,
+    LineSummer,
+    ZoneSum,
+    apply_diff_lines,
+    diff_sums,
+    sum_lines,
+)
+
+TEXT_CHUNK_BYTES = 4 << 20
+CACHE_SUFFIX = ".rrsum"
+
+
+def _line_ranges(fd: int, size: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """Byte ranges of about ``chunk`` bytes covering the file, each ending after a newline
+    (the last one at the end of the file)."""
+    start = 0
+    while start < size:
+        cut = start + chunk
+        if cut >= size:
+            yield start, size
+            return
+        while True:
+            probe = os.pread(fd, 65536, cut)
+            nl = probe.find(b"\n")
+            if nl >= 0:
+                cut += nl + 1
+                break
+            if not probe:
+                cut = size
+                break
+            cut += len(probe)
+        yield start, cut
+        start = cut
+
+
+def _cache_path(path: Path) -> Path:
+    return path.with_name(path.name + CACHE_SUFFIX)
+
+
+def _cache_key(path: Path, origin: str) -> dict[str, Any]:
+    st = path.stat()
+    return {
+        "scheme": SCHEME,
+        "origin": origin.lower(),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+    }
+
+
+def _read_cache(path: Path, origin: str) -> ZoneSum | None:
+    try:
+        data = json.loads(_cache_path(path).read_text())
+        if {k: data.get(k) for k in ("scheme", "origin", "size", "mtime_ns")} != _cache_key(
+            path, origin
+        ):
+            return None
+        return ZoneSum.from_text(data["sum"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cache(path: Path, origin: str, value: ZoneSum) -> None:
+    target = _cache_path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps({**_cache_key(path, origin), "sum": value.text}) + "\n")
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a read-only place: computing again next time is fine
+
+
+def _line_number(path: Path, offset: int) -> int:
+    with open(path, "rb") as fh:
+        return fh.read(offset).count(b"\n") + 1
+
+
+def zone_file_sum(
+    path: Path | str,
+    origin: str,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    cache: bool = True,
+    timeout: float = 3600.0,
+) -> ZoneSum:
+    """The RRSUM of a zone file with one RR per line (zonegen, ``dnssec-signzone -O full``,
+    ``named-compilezone -s full``), read in ranges by ``workers`` processes (in the driver
+    for small files), in bounded memory. With ``cache`` the result for a file over
+    ``INLINE_BYTES`` is kept in ``<file>.rrsum`` and reused while the file's size and mtime
+    are unchanged."""
+    path = Path(path)
+    size = path.stat().st_size
+    cache = cache and size > INLINE_BYTES  # a small zone costs less to read than its cache
+    if cache and (hit := _read_cache(path, origin)) is not None:
+        return hit
+    fix = (
+        "write the zone one RR per line with absolute names, e.g. "
+        f"`named-compilezone -s full -o out.zone {origin} {path.name}`"
+    )
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        try:
+            if workers <= 0 or size <= INLINE_BYTES:
+                value = _sum_file_inline(fd, size, origin)
+            else:
+                pool = DigestPool(workers, fd, "zone", [origin], WORKER_NICE)
+                try:
+                    for start, end in _line_ranges(fd, size, TEXT_CHUNK_BYTES):
+                        pool.submit(start, end)
+                    value = pool.results(time.monotonic() + timeout)
+                finally:
+                    pool.kill()
+        except (DigestFailed, BadLine) as exc:
+            offset = exc.offset if isinstance(exc, BadLine) else offset_of(str(exc))
+            where = f"{path}:{_line_number(path, offset)}" if offset is not None else str(path)
+            raise UserInputError(strip_offset(str(exc)), file=where, fix=fix) from None
+    if cache:
+        _write_cache(path, origin, value)
+    return value
+
+
+def _sum_file_inline(fd: int, size: int, origin: str) -> ZoneSum:
+    summer = LineSummer(origin)
+    for start, end in _line_ranges(fd, size, TEXT_CHUNK_BYTES):
+        sum_range(summer, fd, start, end)
+    return summer.result()
+
+
+def diff_file_sums(path: Path | str, origin: str) -> tuple[ZoneSum, ZoneSum]:
+    """(deleted, added) sums of a zonegen change-set diff (``ChangeSet.diff_path``)."""
+    with open(path, "rb") as fh:
+        try:
+            return diff_sums(fh, origin)
+        except LineError as exc:
+            raise UserInputError(str(exc), file=path, fix="use a zonegen change set diff") from None
+
+
+def apply_diff_file(base: ZoneSum, path: Path | str, origin: str) -> ZoneSum:
+    """The primary's sum after the change set in ``path``: ``base - deleted + added``."""
+    with open(path, "rb") as fh:
+        try:
+            return apply_diff_lines(base, fh, origin)
+        except LineError as exc:
+            raise UserInputError(str(exc), file=path, fix="use a zonegen change set diff") from None
+
+
+def _is_tsig_line(line: bytes) -> bool:
+    """kdig prints the TSIG of a signed transfer as an RR line; it is not zone data."""
+    fields = line.split(None, 4)
+    return len(fields) >= 4 and b"TSIG" in (fields[2].upper(), fields[3].upper())
+
+
+def axfr_text_file_sum(path: Path | str, origin: str) -> ZoneSum:
+    """The sum of a zone printed as an AXFR, one RR per line (kdig's output): every record
+    but the last one, the closing SOA; comment lines (``;;``) are skipped. Streams."""
+    last: list[bytes] = []
+
+    def records(fh: BinaryIO) -> Iterator[bytes]:
+        for line in fh:
+            stripped = line.strip()
+            if stripped and not stripped.startswith(b";") and not _is_tsig_line(stripped):
+                last[:] = [line]
+                yield line
+
+    summer = LineSummer(origin)
+    with open(path, "rb") as fh:
+        try:
+            summer.add_lines(records(fh))
+            if not last:
+                return ZoneSum()
+            return summer.result() - sum_lines(last, origin)
+        except LineError as exc:
+            raise DigestFailed(f"{path}: {exc}") from None
