@@ -17,9 +17,11 @@ from harness import ui
 from harness.compose.backend import Backend, prepare
 from harness.errors import UserInputError
 from harness.link.probe import probe_kernel
+from harness.measure import wall
 from harness.measure.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.measure.records import RecordContext
 from harness.measure.session import Binaries, GroupSession, RunContext, fail_record, slug
+from harness.measure.wall import WallClock
 from harness.metrics.exporter import Exporter
 from harness.metrics.openmetrics import write_openmetrics
 from harness.metrics.sampler import Sampler
@@ -185,9 +187,11 @@ def run_scenario(
             "xfrbench run needs root (network namespaces, iptables, sysctls)",
             fix="run it with sudo, or check the scenario with --dry-run",
         )
-    backend = prepare(loaded, backend)
-    plans = [plan_case(case) for case in loaded.cases]
-    per_case, distinct = resolve_binaries(plans, backend, loaded.path)
+    spent = WallClock()  # from here on, the run's wall time is accounted for
+    with spent.phase("start"):
+        backend = prepare(loaded, backend)
+        plans = [plan_case(case) for case in loaded.cases]
+        per_case, distinct = resolve_binaries(plans, backend, loaded.path)
     console = ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
@@ -218,7 +222,7 @@ def run_scenario(
                 tally = Tally(store, progress.advance)
                 runnable = unsupported_cases(plans, per_case, store.run_id, tally.emit)
                 run = RunContext(
-                    store.run_id, tally.emit, per_case, backend, sampler, progress.status
+                    store.run_id, tally.emit, per_case, backend, sampler, progress.status, spent
                 )
                 run_cases(loaded, runnable, run, tally, store.folder)
         except KeyboardInterrupt:
@@ -231,9 +235,12 @@ def run_scenario(
                 sample_cost_s=sampler.sample_cost_s,
                 errors=sampler.errors,
             )
+            split = spent.split()
+            store.meta.wall = split.to_json()
             store.finish(interrupted=interrupted)
     write_openmetrics(store.folder)
     print_summary(load_report_data(store.folder), console)
+    console.print(wall.describe(split))
     if interrupted:
         raise KeyboardInterrupt
     return store.folder

@@ -26,6 +26,7 @@ from harness.measure.protocol import (
     Verification,
 )
 from harness.measure.servers import RunningServer
+from harness.measure.wall import WallClock
 from harness.metrics.procfs import parse_port_range
 from harness.metrics.sampler import Sampler, Target
 from harness.plan import CasePlan, GroupPlan
@@ -80,6 +81,7 @@ class LiveCase:
         tsig: TsigKey | None,
         tls: TlsFiles | None,
         sampler: Sampler | None = None,
+        spent: WallClock | None = None,
     ) -> None:
         self.group = plan if isinstance(plan, GroupPlan) else GroupPlan((plan,))
         self.plan = self.group.first
@@ -90,6 +92,7 @@ class LiveCase:
         self.tsig = tsig
         self.tls = tls
         self.sampler = sampler
+        self.spent = spent or WallClock()
         self.zones = [z.origin for z in zones.files]
         self.first_zone = self.zones[0]
         self.base_serial = zones.files[0].serial

@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from harness.link.bounds import with_advertised_window
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
+from harness.measure.wall import WallClock
 from harness.plan import CasePlan
 from harness.results.model import TransferRecord
 from harness.terms import Method
@@ -115,6 +116,7 @@ class Bench(Protocol):
     first_zone: str
     zones: list[str]
     base_serial: int
+    spent: WallClock  # where the wall time goes (measure/wall.py), on the bench's clock
 
     def clock(self) -> float: ...
 
@@ -193,18 +195,20 @@ def prepare_updates(bench: Bench) -> int:
     update; returns the serial the warm-up published (the next repeat publishes +1)."""
     plan = bench.plan
     zone, hosts = bench.first_zone, _names(plan)
-    bench.prepare_secondaries()
-    bench.start_secondaries()
-    first = bench.wait_served(
-        hosts, zone, bench.base_serial, bench.clock() + START_TIMEOUT + plan.timeout
-    )
+    with bench.spent.phase("first_copies"):
+        bench.prepare_secondaries()
+        bench.start_secondaries()
+        first = bench.wait_served(
+            hosts, zone, bench.base_serial, bench.clock() + START_TIMEOUT + plan.timeout
+        )
     _require_all(hosts, first, START_TIMEOUT + plan.timeout, zone, bench.base_serial)
     warmup = bench.base_serial + 1
-    bench.publish(warmup)
-    if plan.trigger == "retransfer":
-        for host in hosts:
-            bench.control(host, "refresh", zone)
-    served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
+    with bench.spent.phase("warmup"):
+        bench.publish(warmup)
+        if plan.trigger == "retransfer":
+            for host in hosts:
+                bench.control(host, "refresh", zone)
+        served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
     _require_all(hosts, served, plan.timeout, zone, warmup)
     return warmup
 
@@ -217,12 +221,15 @@ def update_repeat(
     record (the repeat's place in the schedule)."""
     plan = ctx.plan
     zone, hosts = bench.first_zone, _names(plan)
-    bench.between_repeats()
+    spent = bench.spent
+    with spent.phase("settle") as settle:
+        bench.between_repeats()
     started_at = bench.wall()
     bench.mark("transfer-start", repeat)
     bench.begin_observation()
     try:
-        triggered = _trigger(bench, serial, zone)
+        with spent.phase("publish") as publish:
+            triggered = _trigger(bench, serial, zone)
         t0, phases = triggered.t0, triggered.phases
     except _Timeout as exc:
         bench.finish_observation()
@@ -230,18 +237,29 @@ def update_repeat(
         for host in hosts:
             emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at, extra))
         return
-    done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
-    bench.finish_observation()
-    bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
+    with spent.phase("transfer") as transfer:
+        done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+        bench.finish_observation()
+        bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
     for host in hosts:
         if host not in done:
             text = _timeout_text(plan.timeout, host, zone, serial)
             emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra))
             continue
         duration = done[host] - t0[host]
-        facts = bench.observation(host, t0[host], done[host])
-        check = bench.verify(host, zone, serial)
-        logged = bench.logged(host, zone, serial, started_at)
+        with spent.phase("observe") as observe:
+            facts = bench.observation(host, t0[host], done[host])
+        with spent.phase("verify") as verify:
+            check = bench.verify(host, zone, serial)
+        with spent.phase("observe") as observe_logs:
+            logged = bench.logged(host, zone, serial, started_at)
+        wall = {
+            "settle_s": settle.seconds,
+            "publish_s": publish.seconds,
+            "transfer_s": transfer.seconds,
+            "verify_s": verify.seconds,
+            "observe_s": observe.seconds + observe_logs.seconds,
+        }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
         wire = facts.get("wire", {})
         seen = {k: wire[f"{k}_s"] for k in ("soa_query", "connect") if f"{k}_s" in wire}
@@ -269,6 +287,7 @@ def update_repeat(
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
+                "wall": {k: round(v, 4) for k, v in wall.items()},
             }
             | facts
             | extra,
@@ -347,14 +366,18 @@ def cold_start_repeat(
     hosts = _names(plan)
     serial, origins = bench.base_serial, bench.zones
     label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
-    bench.between_repeats()
-    bench.prepare_secondaries()
+    spent = bench.spent
+    with spent.phase("settle") as settle:
+        bench.between_repeats()
+    with spent.phase("testbed") as prepare:
+        bench.prepare_secondaries()
     started_at = bench.wall()
-    t0 = bench.clock()
-    bench.start_secondaries()
-    bench.mark("transfer-start", repeat)
-    served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
-    bench.mark("transfer-end", repeat)
+    with spent.phase("cold_start") as cold:
+        t0 = bench.clock()
+        bench.start_secondaries()
+        bench.mark("transfer-start", repeat)
+        served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
+        bench.mark("transfer-end", repeat)
     for host in hosts:
         if host not in served:
             emit(_failed(ctx, host, repeat, label, serial, errors[host], started_at, extra))
@@ -362,11 +385,22 @@ def cold_start_repeat(
         times = sorted(served[host].values())
         duration = times[-1] - t0
         problems, records = [], 0
-        for origin, check in bench.verify_zones(host, origins, serial).items():
+        with spent.phase("verify") as verify:
+            checks = bench.verify_zones(host, origins, serial)
+        for origin, check in checks.items():
             records += check.records or 0
             if not check.ok:
                 problems.append(f"{origin}: {check.problem}")
-        log = bench.cold_start_log(host)
+        with spent.phase("observe") as observe:
+            log = bench.cold_start_log(host)
+            polling = bench.cold_start_polling(host)
+        wall = {
+            "settle_s": settle.seconds,
+            "prepare_s": prepare.seconds,
+            "cold_start_s": cold.seconds,
+            "verify_s": verify.seconds,
+            "observe_s": observe.seconds,
+        }
         observed = Observed(
             serial=serial,
             duration_s=duration,
@@ -385,12 +419,14 @@ def cold_start_repeat(
             extra={
                 "zones": len(origins),
                 "served_curve": served_curve(times, t0),
-                "polling": bench.cold_start_polling(host),
+                "polling": polling,
+                "wall": {k: round(v, 4) for k, v in wall.items()},
             }
             | extra,
         )
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
-    bench.stop_secondaries()
+    with spent.phase("teardown"):
+        bench.stop_secondaries()
 
 
 def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:
@@ -407,10 +443,17 @@ def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> N
     host = plan.secondaries[0].name
     for method in plan.client_pulls:
         name: Method = f"client-pull-{method}"  # type: ignore[assignment]
-        bench.between_repeats()
+        with bench.spent.phase("settle"):
+            bench.between_repeats()
         bench.mark("transfer-start", repeat)
+        start = bench.clock()
         got = bench.pull(method, host)
+        elapsed = bench.clock() - start
         bench.mark("transfer-end", repeat)
+        # The pull's own duration is the servers'; the rest (its digest) is verification.
+        pulled = min(got.duration_s or 0.0, elapsed)
+        bench.spent.add("client_pull", pulled)
+        bench.spent.add("verify", elapsed - pulled)
         verified = got.ok and got.digest_matches
         error = got.error
         if got.ok and not verified:

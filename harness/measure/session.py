@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -26,6 +26,7 @@ from harness.measure.driver import TLS_HOSTNAME, LiveCase
 from harness.measure.protocol import client_pulls, cold_start_repeat, prepare_updates, update_repeat
 from harness.measure.records import RecordContext, failure, transfer_record
 from harness.measure.servers import CONTROL_DIR, CaseFailed
+from harness.measure.wall import WallClock
 from harness.metrics.sampler import Sampler
 from harness.plan import CasePlan, GroupPlan
 from harness.results.meta import CaseMeta, ServerInfo
@@ -49,6 +50,7 @@ class RunContext:
     backend: Backend
     sampler: Sampler | None = None
     status: Callable[[str], None] = lambda text: None
+    spent: WallClock = field(default_factory=WallClock)  # where the run's wall time goes
 
 
 def slug(name: str) -> str:
@@ -86,10 +88,12 @@ class GroupSession:
 
     def __enter__(self) -> GroupSession:
         group, run = self.group, self.run_ctx
+        spent = run.spent
         self._stack = contextlib.ExitStack()
         try:
             run.status(f"{group.name}: generating zones")
-            zones = zonegen.generate(group.first.zone_spec)
+            with spent.phase("generate"):
+                zones = zonegen.generate(group.first.zone_spec)
             self.dir.mkdir(parents=True, exist_ok=True)
             CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
             algorithm = group.tsig_algorithm
@@ -97,27 +101,30 @@ class GroupSession:
             servers = {host.name: (host.role, host.server) for host in group.first.hosts}
             provider = run.backend.provider(servers, (self.dir, CONTROL_DIR))
             run.status(f"{group.name}: building the testbed")
-            self.bed = self._stack.enter_context(
-                Testbed.of(
-                    group.first.endpoints(),
-                    self.dir / "testbed",
-                    label=group.first.name,
-                    provider=provider,
+            with spent.phase("testbed"):
+                self.bed = self._stack.enter_context(
+                    Testbed.of(
+                        group.first.endpoints(),
+                        self.dir / "testbed",
+                        label=group.first.name,
+                        provider=provider,
+                    )
                 )
+                tls = None
+                if group.tls:
+                    tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
+                self._bounds()
+            self.live = LiveCase(
+                group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent
             )
-            tls = None
-            if group.tls:
-                tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
-            self._bounds()
-            self.live = LiveCase(group, self.dir, self.bed, self.binaries, zones, tsig, tls,
-                                 run.sampler)  # fmt: skip
             self._stack.callback(self._close_live)
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
-            self.live.start_primary()
+            with spent.phase("primary_load"):
+                self.live.start_primary()
         except (CaseFailed, XfrTimeout) as exc:
             self.broken = str(exc)
         except BaseException:
-            self._stack.close()
+            self._teardown()
             raise
         return self
 
@@ -131,6 +138,10 @@ class GroupSession:
             if self.bed is not None:
                 self._write_case_files()  # while the testbed still describes itself
         finally:
+            self._teardown()
+
+    def _teardown(self) -> None:
+        with self.run_ctx.spent.phase("teardown"):
             self._stack.close()
 
     def _close_live(self) -> None:
@@ -160,7 +171,8 @@ class GroupSession:
             return
         assert self.live is not None
         try:
-            switched = self.live.select(plan)
+            with self.run_ctx.spent.phase("switch"):
+                switched = self.live.select(plan)
             extra["schedule"]["switched"] = switched
             status = self.run_ctx.status
             if plan.cold_start:

@@ -97,6 +97,8 @@ class RunMeta(_Meta):
     host: HostInfo = Field(default_factory=HostInfo)
     sampler: SamplerInfo | None = None
     transfers: int | None = None
+    # Where the wall time went: servers, harness, settle, per phase (measure/wall.py).
+    wall: dict[str, Any] | None = None
 
     @property
     def state(self) -> str:

@@ -255,3 +255,9 @@ def test_run_json_records_provenance(tmp_path: Path) -> None:
     assert meta.format_version == 1 and meta.link_backend in {"netem", "linkem"}
     assert any(s.kind == "bind" and s.version for s in meta.servers.values())
     assert meta.host.kernel and meta.scenario["zones"]["preset"] == "tiny"
+    # Where the run's wall time went: each side and phase measured, adding up to the total.
+    wall = meta.wall
+    assert wall is not None and wall["phases"]["transfer"] > 0 and wall["phases"]["verify"] > 0
+    assert records[0].extra["wall"]["transfer_s"] > 0
+    sides = wall["servers_s"] + wall["harness_s"] + wall["settle_s"]
+    assert sides == pytest.approx(wall["total_s"], abs=0.01)

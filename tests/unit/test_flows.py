@@ -23,6 +23,7 @@ from harness.measure.protocol import (
     Verification,
 )
 from harness.measure.records import RecordContext
+from harness.measure.wall import WallClock, describe
 from harness.plan import CasePlan, HostPlan, plan_case
 from harness.results.model import TransferRecord
 from harness.xfr import XfrTimeout
@@ -48,7 +49,9 @@ class FakeBench:
         self.verified = script.get("verified", {})
         self.publish_fails = script.get("publish_fails", set())
         self.zone_times = script.get("zone_times", {})
+        self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
         self._trigger_at = self.now
+        self.spent = WallClock(clock=self.clock)
 
     # clocks
     def clock(self) -> float:
@@ -112,6 +115,7 @@ class FakeBench:
         self.now += self.control_s
 
     def verify(self, host: str, zone: str, serial: int) -> Verification:
+        self.now += self.verify_s
         ok = self.verified.get(host, True)
         return Verification(ok, None if ok else "digest differs: primary 1234…", 42)
 
@@ -324,3 +328,24 @@ def test_records_name_their_secondary_only_in_a_fleet(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "repeats = 1\n", secondaries=2)
     assert isinstance(plan.secondaries[0], HostPlan)
     assert plan.transfers() == 2
+
+
+def test_each_repeat_says_where_its_wall_time_went(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 2\ntrigger = "notify"\n', secondaries=2)
+    bench = FakeBench(plan, verify_s=0.7)
+    records = _run(bench)
+    wall = records[0].extra["wall"]
+    # The repeat: the reload returns after 0.2 s; the NOTIFY leaves 0.3 s after the reload
+    # command and the secondaries serve 1.0 s after it, 1.1 s after the reload returned.
+    assert wall["publish_s"] == pytest.approx(0.2)
+    assert wall["transfer_s"] == pytest.approx(1.1)
+    assert wall["verify_s"] == pytest.approx(0.7)  # each secondary's copy, its own
+    split = bench.spent.split()
+    assert split.phases["verify"] == pytest.approx(4 * 0.7)  # 2 repeats x 2 secondaries
+    assert split.phases["transfer"] == pytest.approx(2 * 1.1)
+    assert split.phases["warmup"] == pytest.approx(0.2 + 1.1)
+    # Verification is the harness's; publishing and transfers are the servers'.
+    assert split.harness_s == pytest.approx(4 * 0.7)
+    servers = split.phases["first_copies"] + 1.3 + 2 * 0.2 + 2 * 1.1
+    assert split.servers_s == pytest.approx(servers)
+    assert "verify 2.8" in describe(split)
