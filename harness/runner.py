@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -81,6 +82,15 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
         link_backend=kernel.link_backend,
         host=HostInfo.model_validate(collect()),
     )
+
+
+def driver_usage() -> dict[str, float]:
+    """The driver's own peak RSS and CPU so far: the harness must not be the bottleneck."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+    }
 
 
 class Tally:
@@ -237,10 +247,15 @@ def run_scenario(
             )
             split = spent.split()
             store.meta.wall = split.to_json()
+            store.meta.driver = driver_usage()
             store.finish(interrupted=interrupted)
     write_openmetrics(store.folder)
     print_summary(load_report_data(store.folder), console)
-    console.print(wall.describe(split))
+    usage = store.meta.driver or {}
+    console.print(
+        f"{wall.describe(split)}; driver peak RSS {usage.get('peak_rss_mib', 0):.0f} MiB, "
+        f"CPU {usage.get('cpu_s', 0):.1f} s"
+    )
     if interrupted:
         raise KeyboardInterrupt
     return store.folder

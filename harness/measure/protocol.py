@@ -91,6 +91,10 @@ class ColdStartLog:
     # Failed attempts by category in its own wording, and the first one's time since it
     # started (harness.servers.failures.FailureCounts.to_json()).
     failures: dict[str, Any]
+    # When its log says the last incoming transfer ended, seconds since it was started,
+    # and the resolution of its stamps (Knot: 1 s): the servers' own view of the duration.
+    last_transfer_s: float | None = None
+    stamp_resolution_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -415,6 +419,8 @@ def cold_start_repeat(
             server_logged={
                 "secondary_transfers": log.transfers,
                 "secondary_failures": log.failures,
+                "secondary_last_transfer_s": log.last_transfer_s,
+                "stamp_resolution_s": log.stamp_resolution_s,
             },
             extra={
                 "zones": len(origins),

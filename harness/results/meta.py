@@ -99,6 +99,8 @@ class RunMeta(_Meta):
     transfers: int | None = None
     # Where the wall time went: servers, harness, settle, per phase (measure/wall.py).
     wall: dict[str, Any] | None = None
+    # The driver process itself: peak RSS and CPU seconds (its digest workers not included).
+    driver: dict[str, float] | None = None
 
     @property
     def state(self) -> str:

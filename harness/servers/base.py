@@ -124,6 +124,7 @@ class LoggedTransfer:
     bytes: int | None
     logged_at: str  # the line's own timestamp, as written
     peer: str | None
+    at_unix: float | None = None  # that stamp as unix time (to its resolution; Knot: 1 s)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

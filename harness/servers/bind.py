@@ -151,6 +151,7 @@ class Bind(Server):
                     int(match["bytes"]),
                     match["at"],
                     match["peer"],
+                    bind_timestamp(line),
                 )
             )
         return out

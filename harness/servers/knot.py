@@ -152,6 +152,7 @@ class Knot(Server):
                     int(match["bytes"]),
                     match["at"],
                     match["peer"],
+                    knot_timestamp(line),
                 )
             )
         return out

@@ -124,6 +124,7 @@ class Nsd(Server):
                         None,
                         match["at"],
                         match["peer"],
+                        nsd_timestamp(line),
                     )
                 )
         return out

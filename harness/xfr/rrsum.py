@@ -52,10 +52,11 @@ by AXFR) and ``harness.xfr.zonefile_sum`` (zone files, diffs).
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,8 @@ _DIGEST = hashlib.blake2s.digest
 _NAME_TYPES = frozenset({2, 3, 4, 5, 7, 8, 9, 12, 39})
 _MX = 15
 _SOA = 6
+_TXT = 16
+_TXT_STRINGS = re.compile(rb'\s*"([^"\\]*)"')  # quoted, no escapes (else dnspython)
 _LEN2 = tuple(i.to_bytes(2, "big") for i in range(256))  # RDLENGTH of a name, up to 255
 _LEN1 = tuple(bytes((i,)) for i in range(64))  # a label's length octet
 _POINTERS = tuple(bytes((0xC0 | i >> 8, i & 0xFF)) for i in range(0x4000))  # offset -> pointer
@@ -378,6 +381,38 @@ class LineError(ValueError):
     """A zone-file line the line parser cannot read; the text says what."""
 
 
+def _origin_free(rdtype: int, text: bytes) -> bool:
+    """Whether rdata in this text means the same in any zone (no relative name in it)."""
+    if rdtype in (1, 28, 43, _TXT):
+        return True
+    return (rdtype in _NAME_TYPES or rdtype == _MX) and text.rstrip().endswith(b".")
+
+
+def _txt_wire(text: bytes) -> bytes | None:
+    """TXT rdata of quoted strings without escapes; None for anything else."""
+    out = []
+    pos = 0
+    while pos < len(text):
+        match = _TXT_STRINGS.match(text, pos)
+        if match is None:
+            return None if text[pos:].strip() else b"".join(out) or None
+        string = match[1]
+        if len(string) > 255:
+            return None
+        out.append(bytes((len(string),)) + string)
+        pos = match.end()
+    return b"".join(out) or None
+
+
+@dataclass
+class LineCaches:
+    """What a LineSummer learns as it reads: the heads (TTL, class, type) it has seen, and
+    per type the wire form of rdata texts."""
+
+    heads: dict[tuple[bytes, bytes, bytes], _Head] = field(default_factory=dict)
+    rdata: dict[tuple[int, int], dict[bytes, bytes]] = field(default_factory=dict)
+
+
 class LineSummer:
     """Sums zone-file lines of the form ``owner ttl class type rdata`` (whitespace between;
     comment and blank lines skipped), as zonegen, kdig and ``dnssec-signzone -O full``
@@ -389,7 +424,7 @@ class LineSummer:
     parentheses are not accepted: they would make a line depend on the lines before it.
     """
 
-    def __init__(self, origin: str) -> None:
+    def __init__(self, origin: str, caches: LineCaches | None = None) -> None:
         import dns.name
 
         self.origin = dns.name.from_text(origin)
@@ -398,8 +433,13 @@ class LineSummer:
         self._suffix = b"." + self._origin_text if self._origin_text != b"." else b"."
         self._owner_text = b""
         self._owner_wire = b""
-        self._heads: dict[tuple[bytes, bytes, bytes], _Head] = {}  # (ttl, class, type) text
-        self._rdata: dict[tuple[int, int], dict[bytes, bytes]] = {}  # rdata text -> wire
+        # `caches` shared by the summers of many zones (small zones repeat their heads and
+        # their providers' NS rdata): then only rdata that means the same in any zone is
+        # cached.
+        self._shared = caches is not None
+        caches = caches or LineCaches()
+        self._heads = caches.heads
+        self._rdata = caches.rdata
         self.total = 0
         self.records = 0
 
@@ -504,6 +544,8 @@ class LineSummer:
         if rdata is None:
             rdata = self._dnspython(head.rdtype, head.rdclass, text)
         value = len(rdata).to_bytes(2, "big") + rdata
+        if self._shared and not _origin_free(head.rdtype, text):
+            return value
         if len(head.cache) >= _RDATA_CACHE_MAX:
             head.cache.clear()
         head.cache[text] = value
@@ -528,6 +570,14 @@ class LineSummer:
                 return None
             pref, name = text.split()
             return struct.pack("!H", int(pref)) + self._name(name)
+        if rdtype == _SOA:  # one per zone, but many small zones make it the common case
+            fields = text.split()
+            if len(fields) != 7 or b";" in text or b"(" in text:
+                return None
+            mname, rname, *numbers = fields
+            return self._name(mname) + self._name(rname) + struct.pack("!5I", *map(int, numbers))
+        if rdtype == _TXT:
+            return _txt_wire(text)
         return None
 
     def _dnspython(self, rdtype: int, rdclass: int, text: bytes) -> bytes:

@@ -261,3 +261,4 @@ def test_run_json_records_provenance(tmp_path: Path) -> None:
     assert records[0].extra["wall"]["transfer_s"] > 0
     sides = wall["servers_s"] + wall["harness_s"] + wall["settle_s"]
     assert sides == pytest.approx(wall["total_s"], abs=0.01)
+    assert meta.driver and meta.driver["peak_rss_mib"] > 0

@@ -126,7 +126,7 @@ class FakeBench:
         return Logged({"bytes": 4000, "messages": 2}, {"records": 43}, {"timed_out": 1})
 
     def cold_start_log(self, host: str) -> ColdStartLog:
-        return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0})
+        return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0}, 2.49, 0.001)
 
     def mark(self, event: str, repeat: int) -> None:
         self.calls.append(("mark", event, repeat))
@@ -297,6 +297,8 @@ def test_cold_start_is_timed_to_the_last_zone_and_reports_the_log(tmp_path: Path
     assert records[0].server_logged == {
         "secondary_transfers": 3,
         "secondary_failures": {"address_not_available": 0},
+        "secondary_last_transfer_s": 2.49,  # the server's own view, beside the harness's
+        "stamp_resolution_s": 0.001,
     }
     # Prepared (rendered, old copy removed) before t0, started after it, stopped at the end.
     kinds = [c[0] for c in bench.calls if c[0] in ("prepare", "start", "stop", "mark")]

@@ -56,3 +56,16 @@ def test_bind_failed_transfers_are_not_counted_as_transfers() -> None:
     incoming = [e for e in Bind.parse_log(text) if e.direction == "in"]
     assert len(incoming) == len(completed) - len(empty)
     assert all(e.messages and e.serial for e in incoming)
+
+
+def test_each_logged_transfer_carries_its_stamp_as_unix_time() -> None:
+    # Local-time stamps (BIND, NSD) are read in this host's zone, as the servers ran here;
+    # Knot writes its offset and whole seconds.
+    for dialect, name in ((Bind, "bind_xfer.log"), (Knot, "knot_xfer.log"), (Nsd, "nsd_xfer.log")):
+        entries = dialect.parse_log((FIXTURES / name).read_text())
+        stamps = [e.at_unix for e in entries]
+        assert entries and all(s is not None for s in stamps), name
+        assert stamps == sorted(stamps)  # the order they were written in
+    nsd = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
+    assert nsd[1].at_unix is not None and nsd[0].at_unix is not None
+    assert round(nsd[1].at_unix - nsd[0].at_unix, 3) == 0.048

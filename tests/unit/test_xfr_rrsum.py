@@ -20,7 +20,9 @@ import pytest
 
 from harness.xfr.rrsum import (
     MODULUS,
+    LineCaches,
     LineError,
+    LineSummer,
     ZoneSum,
     apply_changes,
     apply_diff_lines,
@@ -333,3 +335,28 @@ def test_bad_lines_raise_line_errors() -> None:
         sum_lines(["a.example. 300 IN"], "example.")
     with pytest.raises(LineError, match="unknown class"):
         sum_lines(["a.example. 300 XX A 192.0.2.1"], "example.")
+
+
+def test_txt_and_soa_fast_paths_equal_dnspython() -> None:
+    origin = dns.name.from_text("example.")
+    texts = ['"hello" "World"', '""', '"a\\"b" "c d"', "unquoted words", '"x"  "y" ', '"é"']
+    for text in texts:
+        rd = dns.rdata.from_text("IN", "TXT", text, origin)
+        line = f"t.example. 300 IN TXT {text}"
+        expected = reference([(dns.name.from_text("t.example."), 300, rd)])
+        assert sum_lines([line], "example.") == expected, text
+    soa = "Ns1.Example. hostmaster 7 900 300 604800 900"
+    rd = dns.rdata.from_text("IN", "SOA", soa, origin, relativize=False)
+    expected = reference([(origin, 3600, rd)])
+    assert sum_lines([f"@ 3600 IN SOA {soa}"], "example.") == expected
+
+
+def test_summers_sharing_caches_keep_relative_names_to_their_own_zone() -> None:
+    lines = [b"@ 3600 IN NS ns1", b"@ 3600 IN NS ns.provider.test.", b"www 300 IN A 192.0.2.1"]
+    caches = LineCaches()
+    first = LineSummer("a.example.", caches)
+    first.add_lines(lines)
+    second = LineSummer("b.example.", caches)
+    second.add_lines(lines)
+    assert first.result() == sum_lines(lines, "a.example.")
+    assert second.result() == sum_lines(lines, "b.example.") != first.result()

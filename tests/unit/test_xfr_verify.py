@@ -16,7 +16,7 @@ from harness.xfr import PullResult
 from harness.xfr.digest_pool import DigestFailed
 from harness.xfr.rrsum import ZoneSum, sum_zone_object
 from harness.xfr.verify import StreamDigester, check_copy, verify_copy
-from harness.xfr.zonefile_sum import axfr_text_file_sum, zone_file_sum
+from harness.xfr.zonefile_sum import axfr_text_file_sum, zone_file_sum, zone_set_sums
 from harness.zonegen import ZoneSpec, generate
 from tests.unit.test_xfr_pull import KEY, fake_server, responses
 from tests.unit.test_xfr_rrsum import axfr, records_of
@@ -185,3 +185,21 @@ def test_axfr_text_file_sum_reads_kdig_output(tld, tmp_path: Path) -> None:  # t
     assert "\tTSIG\t" in tsig
     out.write_text("\n".join([*text[:-2], tsig, *text[-2:]]))
     assert axfr_text_file_sum(out, "tld.") == expected
+
+
+def test_zone_set_sums_equal_each_file_and_are_cached_until_one_changes(tmp_path: Path) -> None:
+    spec = ZoneSpec(preset="hosting", records=12, origin="set.example.", zones=40)
+    files = [(f.path, f.origin) for f in generate(spec, cache_dir=tmp_path / "zones").files]
+    cache = tmp_path / "rrsums.json"
+    sums = zone_set_sums(files, cache_file=cache)
+    assert sums == {origin: zone_file_sum(path, origin, cache=False) for path, origin in files}
+    assert zone_set_sums(files, cache_file=cache) == sums and cache.exists()
+    # A changed file is read again, not taken from the cache.
+    path, origin = files[3]
+    text = path.read_text().splitlines()
+    path.write_text("\n".join(text[:-1]) + "\n")
+    again = zone_set_sums(files, cache_file=cache)
+    assert again[origin] != sums[origin] and again[origin].records == sums[origin].records - 1
+    assert {o: s for o, s in again.items() if o != origin} == {
+        o: s for o, s in sums.items() if o != origin
+    }
