@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.poll import query_soa_serial
 from harness.xfr.rrsum import ZoneSum
+from harness.xfr.soa_query import query_soa_serial
 from harness.xfr.verify import apply_diff_file, check_copy, verify_copy, zone_file_sum
 from harness.zonegen import ZoneSpec, change_set, generate
 
