@@ -33,7 +33,7 @@ from harness.plan import CasePlan
 from harness.results.model import TransferRecord
 from harness.terms import Method
 from harness.xfr import XfrTimeout
-from harness.xfr.poll import served_curve, served_distribution
+from harness.xfr.served_times import served_curve, served_distribution
 
 START_TIMEOUT = 120.0  # a server that does not serve its zones by then has failed to start
 Emit = Callable[[TransferRecord], None]

@@ -17,9 +17,11 @@ most ``window`` queries are in flight: a server (or a poller) short of CPU stret
 round instead of dropping queries. A zone's time is late by at most one round (the rounds'
 lengths are in the result) plus one round trip.
 
-Answers are read without dnspython: ``fast_serial`` for the common clean answer,
-``parse_soa_reply`` for everything else (both pure functions over the wire bytes; at 100 k
-answers a second the parse is a large part of the poller's cost).
+Answers are read without dnspython by the pure functions of ``harness.xfr.soa_wire``:
+``fast_serial`` for the common clean answer, ``parse_soa_reply`` for everything else (at
+100 k answers a second the parse is a large part of the poller's cost). A single question
+(and the TCP retry of a truncated answer) is in ``harness.xfr.soa_query``; the percentiles
+and curve of the times zones were first served are in ``harness.xfr.served_times``.
 """
 
 from __future__ import annotations
@@ -29,316 +31,32 @@ import math
 import random
 import select
 import socket
-import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from harness.netns import socket_in
 from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
 from harness.xfr.serial import serial_ge
+from harness.xfr.served_times import served_curve, served_distribution
+from harness.xfr.soa_query import address_family, tcp_soa_serial
+from harness.xfr.soa_wire import (
+    fast_serial,
+    name_wire,
+    parse_soa_answer,
+    parse_soa_reply,
+    soa_query,
+    soa_query_tail,
+)
 
 MAX_INTERVAL = 0.010  # seconds; finer polling is the point of this module
 _OUTSTANDING = 4096  # query ids remembered while waiting
 
-CLASS_IN = 1
-RCODE_NAMES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
-RCODE_NAMES.update({6: "YXDOMAIN", 7: "YXRRSET", 8: "NXRRSET", 9: "NOTAUTH", 10: "NOTZONE"})
-_QUESTION_FIXED = struct.Struct("!HH")
-_OWNER_IS_QNAME = b"\xc0\x0c"  # a pointer to the question name at offset 12
-_SOA_RDATA_MIN = 22  # two root names and five 32-bit fields
 
-
-def _family(address: str) -> int:
-    return socket.AF_INET6 if ":" in address else socket.AF_INET
-
-
-# --- pure wire logic --------------------------------------------------------------------
-
-
-def name_wire(zone: str) -> bytes:
-    """Uncompressed wire form of a zone name, case kept ("example.com." or "example.com")."""
-    if "\\" in zone:  # escapes (\. \DDD): leave them to dnspython
-        import dns.name
-
-        return bytes(dns.name.from_text(zone).to_wire())
-    stripped = zone.rstrip(".")
-    labels = [label.encode("ascii") for label in stripped.split(".")] if stripped else []
-    out = bytearray()
-    for label in labels:
-        if not 0 < len(label) < 64:
-            raise ValueError(f"zone name {zone!r} has an empty or over-long label")
-        out.append(len(label))
-        out += label
-    out.append(0)
-    if len(out) > 255:
-        raise ValueError(f"zone name {zone!r} is longer than 255 octets")
-    return bytes(out)
-
-
-def soa_query_tail(zone: str) -> bytes:
-    """An SOA query for ``zone`` without its 2-byte id: flags (no RD: we ask the
-    authoritative server itself), one question, no EDNS."""
-    return b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00" + name_wire(zone) + b"\x00\x06\x00\x01"
-
-
-def soa_query(zone: str, qid: int) -> bytes:
-    """Wire form of a plain SOA query for ``zone`` with message id ``qid``."""
-    return w.U16.pack(qid) + soa_query_tail(zone)
-
-
-class SoaReply(NamedTuple):
-    """What an answer to an SOA query says (see ``parse_soa_reply``)."""
-
-    id: int
-    qname: bytes  # question name, lower-cased uncompressed wire; b"" without a question
-    qtype: int
-    rcode: int
-    authoritative: bool
-    truncated: bool
-    serial: int | None  # serial of the SOA owned by qname in the answer section, if any
-
-    @property
-    def serving(self) -> int | None:
-        """The serial the server says it serves: only from an authoritative NOERROR answer
-        carrying the zone's SOA (not SERVFAIL while loading, REFUSED, NOTAUTH, a referral,
-        a non-authoritative cache, nor a truncated answer)."""
-        if self.rcode or not self.authoritative or self.truncated or self.qtype != w.SOA:
-            return None
-        return self.serial
-
-    def state(self) -> str:
-        """A short description for error messages ("SERVFAIL", "serial 7", ...)."""
-        if self.truncated:
-            return "truncated"
-        if self.rcode:
-            return RCODE_NAMES.get(self.rcode, f"rcode {self.rcode}")
-        if not self.authoritative:
-            return "not authoritative"
-        if self.serial is None:
-            return "no SOA in the answer"
-        return f"serial {self.serial}"
-
-
-def _question_name_end(msg: bytes) -> int:
-    # The first name of a message cannot be compressed: a pointer would aim into the header.
-    pos = 12
-    size = len(msg)
-    while pos < size:
-        length = msg[pos]
-        if length == 0:
-            if pos + 1 - 12 > 255:
-                raise w.WireError("question name is longer than 255 octets")
-            return pos + 1
-        if length > 63:
-            raise w.WireError(f"label length {length} at offset {pos} in the question name")
-        pos += 1 + length
-    raise w.WireError("question name runs past the end of the message")
-
-
-def parse_soa_reply(msg: bytes) -> SoaReply:
-    """Parse an answer to an SOA query; raises ``WireError`` for anything malformed or a
-    message that is not a response.
-
-    Only the header, the question and the answer records up to the zone's SOA are read:
-    OPT, authority and additional records after it are never touched. The answer's SOA is
-    usually owned by a pointer to the question name (checked by bytes); any other owner is
-    decompressed and compared.
-    """
-    if len(msg) < 12:
-        raise w.WireError(f"message of {len(msg)} bytes is shorter than a DNS header")
-    qid, flags, qdcount, ancount, _, _ = w.HEADER.unpack_from(msg, 0)
-    if not flags & w.FLAG_QR:
-        raise w.WireError(f"message {qid} is a query, not a response")
-    rcode = flags & 0x000F
-    aa = bool(flags & w.FLAG_AA)
-    tc = bool(flags & w.FLAG_TC)
-    if qdcount != 1:  # FORMERR and some NOTIMP answers carry no question
-        return SoaReply(qid, b"", 0, rcode, aa, tc, None)
-    end = _question_name_end(msg)
-    if end + 4 > len(msg):
-        raise w.WireError("question section runs past the end of the message")
-    qname = msg[12:end].lower()
-    qtype, qclass = _QUESTION_FIXED.unpack_from(msg, end)
-    serial = None
-    if qclass == CLASS_IN and ancount and not tc:
-        off = end + 4
-        size = len(msg)
-        for _ in range(ancount):
-            if msg[off : off + 2] == _OWNER_IS_QNAME:
-                pos, same = off + 2, True
-            else:
-                owner, _, pos = w.read_name(msg, off, {})
-                same = owner == qname
-            if pos + 10 > size:
-                raise w.WireError(f"record at offset {off} runs past the end of the message")
-            rdtype, rdclass, _, rdlen = w.RR_FIXED.unpack_from(msg, pos)
-            rdata = pos + 10
-            off = rdata + rdlen
-            if off > size:
-                raise w.WireError(f"rdata at offset {rdata} runs past the end of the message")
-            if same and rdtype == w.SOA and rdclass == CLASS_IN:
-                # The serial opens the five 32-bit fields that end the rdata: no need to
-                # walk the two names before it.
-                if rdlen < _SOA_RDATA_MIN:
-                    raise w.WireError(f"SOA rdata at offset {rdata} is too short ({rdlen})")
-                serial = w.U32.unpack_from(msg, off - 20)[0]
-                break
-    return SoaReply(qid, qname, qtype, rcode, aa, tc, serial)
-
-
-def parse_soa_answer(data: bytes, zone: str) -> tuple[int, int | None, bool]:
-    """(message id, serial or None, truncated) of an answer to an SOA query for ``zone``.
-
-    None when the answer is for another name or is not an authoritative NOERROR answer
-    carrying the zone's SOA (see ``SoaReply.serving``).
-    """
-    reply = parse_soa_reply(data)
-    if reply.truncated:
-        return reply.id, None, True
-    if reply.qname != name_wire(zone).lower():
-        return reply.id, None, False
-    return reply.id, reply.serving, False
-
-
-def zone_slot(zone: int, sockets: int) -> tuple[int, int]:
-    """(socket, message id) of every query for zone number ``zone``: the id names the zone
-    on its socket, so an answer costs no lookup and a late answer still finds its zone."""
-    return zone % sockets, zone // sockets
-
-
-def slot_zone(sock: int, qid: int, sockets: int) -> int:
-    """The zone number an answer on socket ``sock`` with id ``qid`` belongs to (the inverse
-    of ``zone_slot``); the caller checks that the question is that zone's."""
-    return qid * sockets + sock
-
-
-def sockets_needed(zones: int, wanted: int) -> int:
-    """At least ``wanted`` sockets, and enough that no socket has more than 65536 zones."""
-    return max(wanted, -(-zones // 0x10000))
-
-
-def fast_serial(msg: bytes, question: bytes) -> int | None:
-    """The serial in ``msg`` when it is the common clean answer to ``question`` (the
-    question section exactly as sent: name, type SOA, class IN): authoritative NOERROR, not
-    truncated, its first answer record the SOA with the owner compressed to the question.
-    None means "not that shape": read it with ``parse_soa_reply`` (an error rcode, a name
-    in other case, another record first...). Raises nothing on short input."""
-    end = 12 + len(question)
-    if len(msg) < end + 12 or msg[12:end] != question:
-        return None
-    # QR and AA set, TC clear, rcode NOERROR; one question; at least one answer record.
-    if ((msg[2] << 8) | msg[3]) & 0x860F != 0x8400 or msg[4:6] != b"\x00\x01":
-        return None
-    if msg[6:8] == b"\x00\x00" or msg[end : end + 2] != _OWNER_IS_QNAME:
-        return None
-    rdtype, rdclass, _, rdlen = w.RR_FIXED.unpack_from(msg, end + 2)
-    stop = end + 12 + rdlen
-    if rdtype != w.SOA or rdclass != CLASS_IN or rdlen < _SOA_RDATA_MIN or stop > len(msg):
-        return None
-    return int(w.U32.unpack_from(msg, stop - 20)[0])
-
-
-def _nearest_rank(ordered: Sequence[float], fraction: float) -> float:
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
-
-
-def served_distribution(times: Iterable[float], since: float) -> dict[str, float]:
-    """first, p50, p95, last of the times zones were first served, in seconds after
-    ``since`` (nearest-rank percentiles: each is one zone's real time). Empty: {}."""
-    ordered = sorted(t - since for t in times)
-    if not ordered:
-        return {}
-    return {
-        "first": ordered[0],
-        "p50": _nearest_rank(ordered, 0.50),
-        "p95": _nearest_rank(ordered, 0.95),
-        "last": ordered[-1],
-    }
-
-
-def served_curve(times: Iterable[float], since: float, points: int = 50) -> list[list[float]]:
-    """The curve of zones served over time: ``points`` pairs [seconds after since, zones
-    served by then], evenly spaced up to the last zone's time (which ends the curve)."""
-    if points < 1:
-        raise ValueError(f"a curve needs at least one point, not {points}")
-    ordered = sorted(t - since for t in times)
-    if not ordered:
-        return []
-    last = ordered[-1]
-    out: list[list[float]] = []
-    count = 0
-    for k in range(1, points + 1):
-        at = last * k / points
-        while count < len(ordered) and ordered[count] <= at:
-            count += 1
-        out.append([round(at, 6), count])
-    out[-1][1] = len(ordered)  # the last zone counts despite rounding
-    return out
-
-
-# --- I/O --------------------------------------------------------------------------------
-
-
-def _tcp_soa(address: str, zone: str, port: int, netns: str | None, timeout: float) -> int | None:
-    qid = random.getrandbits(16)
-    sock = socket_in(netns, _family(address), socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect((address, port))
-        sock.sendall(w.frame(soa_query(zone, qid)))
-        buf = b""
-        while True:
-            messages, _ = w.split_messages(buf)
-            if messages:
-                got_id, serial, _ = parse_soa_answer(messages[0], zone)
-                return serial if got_id == qid else None
-            chunk = sock.recv(65536)
-            if not chunk:
-                return None
-            buf += chunk
-    except (OSError, w.WireError):
-        return None
-    finally:
-        sock.close()
-
-
-def query_soa_serial(
-    address: str,
-    zone: str,
-    *,
-    port: int = 53,
-    netns: str | None = None,
-    timeout: float = 0.5,
-) -> int | None:
-    """The serial ``address`` serves for ``zone``, or None (no answer in ``timeout``, not
-    authoritative, SERVFAIL, REFUSED...). UDP first, TCP when the answer is truncated."""
-    qid = random.getrandbits(16)
-    deadline = time.monotonic() + timeout
-    sock = socket_in(netns, _family(address), socket.SOCK_DGRAM)
-    try:
-        sock.connect((address, port))  # connected: ICMP errors surface, strangers are dropped
-        sock.send(soa_query(zone, qid))
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            sock.settimeout(remaining)
-            data = sock.recv(65535)
-            with contextlib.suppress(w.WireError):
-                got_id, serial, truncated = parse_soa_answer(data, zone)
-                if got_id != qid:
-                    continue
-                if truncated:
-                    return _tcp_soa(address, zone, port, netns, max(0.05, remaining))
-                return serial
-    except OSError:  # timeout, connection refused (ICMP port unreachable), no route
-        return None
-    finally:
-        sock.close()
+# --- one zone, one server -----------------------------------------------------------------
 
 
 def wait_for_serial(
@@ -362,7 +80,7 @@ def wait_for_serial(
         raise ValueError(f"interval must be in (0, {MAX_INTERVAL}] s, got {interval}")
     deadline = since + timeout
     where = f"{address}#{port}" if port != 53 else address
-    sock = socket_in(netns, _family(address), socket.SOCK_DGRAM)
+    sock = socket_in(netns, address_family(address), socket.SOCK_DGRAM)
     outstanding: dict[int, None] = {}  # ids of queries sent, oldest first
     last_seen: Any = None
     try:
@@ -408,7 +126,7 @@ def wait_for_serial(
                 if got_id not in outstanding:
                     continue
                 if truncated:
-                    got = _tcp_soa(address, zone, port, netns, 0.5)
+                    got = tcp_soa_serial(address, zone, port, netns, 0.5)
                     arrived = time.monotonic()
                 if got is None:
                     continue
@@ -421,7 +139,7 @@ def wait_for_serial(
 
 def _same_address(a: str, b: str) -> bool:
     try:
-        family = _family(b)
+        family = address_family(b)
         return socket.inet_pton(family, a) == socket.inet_pton(family, b)
     except OSError:
         return False
@@ -434,6 +152,23 @@ DEFAULT_MAX_RATE = 100_000.0  # queries per second: a round over 100 k zones tak
 DEFAULT_WINDOW = 256  # queries in flight: about what a server's UDP socket buffer holds
 _SEND_SLICE = 0.001  # seconds of the round's queries sent per burst
 _SOCKET_BUFFER = 4 << 20  # bytes; a burst of answers must not overflow the receive queue
+
+
+def zone_slot(zone: int, sockets: int) -> tuple[int, int]:
+    """(socket, message id) of every query for zone number ``zone``: the id names the zone
+    on its socket, so an answer costs no lookup and a late answer still finds its zone."""
+    return zone % sockets, zone // sockets
+
+
+def slot_zone(sock: int, qid: int, sockets: int) -> int:
+    """The zone number an answer on socket ``sock`` with id ``qid`` belongs to (the inverse
+    of ``zone_slot``); the caller checks that the question is that zone's."""
+    return qid * sockets + sock
+
+
+def sockets_needed(zones: int, wanted: int) -> int:
+    """At least ``wanted`` sockets, and enough that no socket has more than 65536 zones."""
+    return max(wanted, -(-zones // 0x10000))
 
 
 class ZonesTimeout(XfrTimeout):
@@ -517,7 +252,7 @@ def wait_for_zones(
     deadline = since + timeout
     where = f"{address}#{port}" if port != 53 else address
     target = (address, port)
-    socks = [socket_in(netns, _family(address), socket.SOCK_DGRAM) for _ in range(nsock)]
+    socks = [socket_in(netns, address_family(address), socket.SOCK_DGRAM) for _ in range(nsock)]
     slot_of_fd = {sock.fileno(): k for k, sock in enumerate(socks)}
     poller = select.poll()
     pending = list(range(total))
@@ -557,7 +292,7 @@ def wait_for_zones(
                     continue  # the id of zone i, but not its question: not ours
                 got = reply.serving
                 if reply.truncated:
-                    got = _tcp_soa(address, zones[i], port, netns, 0.5)
+                    got = tcp_soa_serial(address, zones[i], port, netns, 0.5)
                     arrived = monotonic()
                 if got is None:
                     result.answers += 1
@@ -725,7 +460,7 @@ def wait_for_serials(
     qname = name_wire(zone).lower()
     try:
         for name, (address, netns) in targets.items():
-            sock = socket_in(netns, _family(address), socket.SOCK_DGRAM)
+            sock = socket_in(netns, address_family(address), socket.SOCK_DGRAM)
             sock.setblocking(False)
             socks[sock.fileno()] = (name, sock)
         addresses = {name: (address, port) for name, (address, _) in targets.items()}

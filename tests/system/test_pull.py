@@ -26,8 +26,9 @@ from harness.secrets import new_tls
 from harness.xfr import TsigKey, compare_zones
 from harness.xfr.digest import zone_digest_dnspython
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.poll import query_soa_serial, wait_for_serial
+from harness.xfr.poll import wait_for_serial
 from harness.xfr.pull import pull, pull_verified_copy, xot_context
+from harness.xfr.soa_query import query_soa_serial
 
 pytestmark = [pytest.mark.root]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from harness.link.bounds import window_limit_bps
-from harness.metrics import sockdiag
+from harness.metrics import sockdiag, sockdiag_wire, tcp_info
 from harness.netns import socket_in
 
 pytestmark = [
@@ -143,7 +143,7 @@ def test_advertised_window_stays_below_tcp_rmem_and_is_what_the_sender_sees() ->
         transfer.receiver.close()
     assert rx.error is None and tx.error is None
     assert looked_up is not None and looked_up.key == found.key
-    assert sockdiag.INET_DIAG_INFO in looked_up.attrs
+    assert sockdiag_wire.INET_DIAG_INFO in looked_up.attrs
     assert transfer.received == sent
     got, saw = rx.peaks(), tx.peaks()
     assert got["samples"] >= 2 and saw["samples"] >= 2
@@ -158,5 +158,5 @@ def test_advertised_window_stays_below_tcp_rmem_and_is_what_the_sender_sees() ->
     # So the bound a transfer should be read against is the advertised window over the RTT,
     # lower than tcp_rmem's maximum over the RTT for every RTT.
     rtt = 0.56
-    bound = sockdiag.advertised_window_bound_bps(got, rtt)
+    bound = tcp_info.advertised_window_bound_bps(got, rtt)
     assert bound is not None and bound < window_limit_bps(RMEM_MAX, rtt)

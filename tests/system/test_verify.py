@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.poll import query_soa_serial
 from harness.xfr.rrsum import ZoneSum
+from harness.xfr.soa_query import query_soa_serial
 from harness.xfr.verify import check_copy, verify_copy
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import ZoneSpec, change_set, generate

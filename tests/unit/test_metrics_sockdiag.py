@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import procfs, sockdiag
+from harness.metrics import procfs, sockdiag_wire, tcp_info
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sockdiag"
 RANGE = (40000, 40999)
@@ -42,19 +42,22 @@ def proc_texts() -> list[str]:
 
 
 def test_request_layout() -> None:
-    req = sockdiag.request(socket.AF_INET6, 1 << sockdiag.TCP_TIME_WAIT, ext=0b10, seq=7)
-    length, kind, flags, seq, _ = sockdiag.NLMSGHDR.unpack_from(req, 0)
-    assert (length, kind, seq) == (len(req), sockdiag.SOCK_DIAG_BY_FAMILY, 7)
+    req = sockdiag_wire.request(socket.AF_INET6, 1 << sockdiag_wire.TCP_TIME_WAIT, ext=0b10, seq=7)
+    length, kind, flags, seq, _ = sockdiag_wire.NLMSGHDR.unpack_from(req, 0)
+    assert (length, kind, seq) == (len(req), sockdiag_wire.SOCK_DIAG_BY_FAMILY, 7)
     assert length == 16 + 56  # nlmsghdr + inet_diag_req_v2
-    assert flags == sockdiag.NLM_F_REQUEST | sockdiag.NLM_F_DUMP
+    assert flags == sockdiag_wire.NLM_F_REQUEST | sockdiag_wire.NLM_F_DUMP
     family, protocol, ext, states = struct.unpack_from("=BBBxI", req, 16)
     assert (family, protocol, ext, states) == (socket.AF_INET6, socket.IPPROTO_TCP, 2, 64)
     assert req[24:] == bytes(48)  # an all-zero socket id: every socket
-    assert sockdiag.ext_bits(sockdiag.INET_DIAG_INFO, sockdiag.INET_DIAG_SKMEMINFO) == 0b1000010
+    assert (
+        sockdiag_wire.ext_bits(sockdiag_wire.INET_DIAG_INFO, sockdiag_wire.INET_DIAG_SKMEMINFO)
+        == 0b1000010
+    )
 
 
 def test_sockets_as_set_up() -> None:
-    found = sockdiag.parse_sockets(all_chunks())
+    found = sockdiag_wire.parse_sockets(all_chunks())
     assert len(found) == 2 * (1 + 25 + 2)
     for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         mine = [s for s in found if s.family == family]
@@ -67,33 +70,33 @@ def test_sockets_as_set_up() -> None:
 
 
 def test_summary_equals_the_proc_text_of_the_same_moment() -> None:
-    diag = sockdiag.summarise(all_chunks(), RANGE)
+    diag = sockdiag_wire.summarise(all_chunks(), RANGE)
     assert diag == ({"established": 4, "listen": 2, "time_wait": 50}, 52)
     assert diag == procfs.summarise_tcp(proc_texts(), RANGE)
-    assert sockdiag.summarise(all_chunks(), (1, 65535)) == procfs.summarise_tcp(
+    assert sockdiag_wire.summarise(all_chunks(), (1, 65535)) == procfs.summarise_tcp(
         proc_texts(), (1, 65535)
     )
-    assert sockdiag.summarise(all_chunks(), None)[1] == 0
+    assert sockdiag_wire.summarise(all_chunks(), None)[1] == 0
 
 
 def test_one_dump_of_both_families_gives_the_same_figures() -> None:
     both = chunks("both_all")
-    found = sockdiag.parse_sockets(both)
+    found = sockdiag_wire.parse_sockets(both)
     assert {s.family for s in found} == {socket.AF_INET, socket.AF_INET6}
-    assert sockdiag.NLMSGHDR.unpack_from(both[0], 0)[1] == sockdiag.TCPDIAG_GETSOCK
-    assert sockdiag.summarise(both, RANGE) == procfs.summarise_tcp(proc_texts(), RANGE)
+    assert sockdiag_wire.NLMSGHDR.unpack_from(both[0], 0)[1] == sockdiag_wire.TCPDIAG_GETSOCK
+    assert sockdiag_wire.summarise(both, RANGE) == procfs.summarise_tcp(proc_texts(), RANGE)
 
 
 def test_time_wait_chunks_take_the_fast_path() -> None:
     records, done = chunks("inet_tw")
     # With CAP_NET_ADMIN a TIME_WAIT record carries INET_DIAG_MARK: 96 bytes, not 88.
-    assert sockdiag.uniform_records(records) == (25, 96)
-    assert sockdiag.uniform_records(done) == (0, sockdiag.RECORD_LEN)
-    assert sockdiag.is_done(done) and not sockdiag.is_done(records)
-    assert sockdiag.uniform_records(chunks("inet_rest")[0]) is not None  # same length...
+    assert sockdiag_wire.uniform_records(records) == (25, 96)
+    assert sockdiag_wire.uniform_records(done) == (0, sockdiag_wire.RECORD_LEN)
+    assert sockdiag_wire.is_done(done) and not sockdiag_wire.is_done(records)
+    assert sockdiag_wire.uniform_records(chunks("inet_rest")[0]) is not None  # same length...
     # ...but it holds a listener, which the fast path leaves to the walk (ports differ).
     rest = chunks("inet_rest")
-    assert sockdiag.summarise(rest, (1, 65535)) == procfs.summarise_tcp(
+    assert sockdiag_wire.summarise(rest, (1, 65535)) == procfs.summarise_tcp(
         [_only_family(proc_texts()[0], "rest")], (1, 65535)
     )
 
@@ -109,12 +112,12 @@ def _big_time_wait_chunk(count: int, strip_mark: bool) -> tuple[bytes, set[int]]
     """``count`` TIME_WAIT records made from a captured one, each with its own port, and
     NLMSG_DONE; the record as captured (96 bytes) or without its attribute (88)."""
     records, done = chunks("inet_tw")
-    step = sockdiag.uniform_records(records)
+    step = sockdiag_wire.uniform_records(records)
     assert step is not None
     one = bytearray(records[: step[1]])
     if strip_mark:
-        one = one[: sockdiag.RECORD_LEN]
-        struct.pack_into("=I", one, 0, sockdiag.RECORD_LEN)
+        one = one[: sockdiag_wire.RECORD_LEN]
+        struct.pack_into("=I", one, 0, sockdiag_wire.RECORD_LEN)
     out = bytearray()
     ports = set()
     for k in range(count):
@@ -128,16 +131,16 @@ def _big_time_wait_chunk(count: int, strip_mark: bool) -> tuple[bytes, set[int]]
 @pytest.mark.parametrize("strip_mark", [True, False])
 def test_fast_path_equals_the_walk_on_30k_sockets(strip_mark: bool) -> None:
     chunk, ports = _big_time_wait_chunk(30_000, strip_mark)
-    assert sockdiag.uniform_records(chunk) is not None
-    walked = sockdiag.parse_sockets([chunk])
+    assert sockdiag_wire.uniform_records(chunk) is not None
+    walked = sockdiag_wire.parse_sockets([chunk])
     assert len(walked) == 30_000 and {s.sport for s in walked} == ports
-    states, in_range = sockdiag.summarise([chunk], (2000, 9999))
+    states, in_range = sockdiag_wire.summarise([chunk], (2000, 9999))
     assert states == {"time_wait": 30_000}
     assert in_range == len([p for p in ports if 2000 <= p <= 9999])
     # A record of another length in the middle breaks the shape: the walk takes over.
     mixed = chunk[:-20] + chunks("inet_rest")[0]
-    assert sockdiag.uniform_records(mixed) is None
-    assert sockdiag.summarise([mixed], None)[0] == {
+    assert sockdiag_wire.uniform_records(mixed) is None
+    assert sockdiag_wire.summarise([mixed], None)[0] == {
         "established": 2,
         "listen": 1,
         "time_wait": 30_000,
@@ -146,21 +149,21 @@ def test_fast_path_equals_the_walk_on_30k_sockets(strip_mark: bool) -> None:
 
 def test_malformed_and_refused_dumps() -> None:
     records = chunks("inet_tw")[0]
-    with pytest.raises(sockdiag.SockDiagError, match="length"):
-        sockdiag.parse_sockets([records[:-5]])
+    with pytest.raises(sockdiag_wire.SockDiagError, match="length"):
+        sockdiag_wire.parse_sockets([records[:-5]])
     error = (
-        sockdiag.NLMSGHDR.pack(36, sockdiag.NLMSG_ERROR, 0, 1, 0)
+        sockdiag_wire.NLMSGHDR.pack(36, sockdiag_wire.NLMSG_ERROR, 0, 1, 0)
         + struct.pack("=i", -errno.EPERM)
         + bytes(16)
     )
     with pytest.raises(OSError) as caught:
-        sockdiag.is_done(error)
+        sockdiag_wire.is_done(error)
     assert caught.value.errno == errno.EPERM
 
 
-def _info_connections() -> list[sockdiag.TcpConnection]:
-    found = sockdiag.parse_sockets(chunks("inet_info") + chunks("inet6_info"))
-    return sockdiag.connections_to(found, None)
+def _info_connections() -> list[tcp_info.TcpConnection]:
+    found = sockdiag_wire.parse_sockets(chunks("inet_info") + chunks("inet6_info"))
+    return tcp_info.connections_to(found, None)
 
 
 def test_tcp_info_of_the_small_window_receiver() -> None:
@@ -168,8 +171,8 @@ def test_tcp_info_of_the_small_window_receiver() -> None:
     assert len(conns) == 4 and {c.state for c in conns} == {"established"}
     assert {c.congestion for c in conns} == {"reno"}
     for host in ("127.0.0.1", "::1"):
-        (receiver,) = sockdiag.connections_to(
-            sockdiag.parse_sockets(chunks("inet_info") + chunks("inet6_info")), (host, 5300)
+        (receiver,) = tcp_info.connections_to(
+            sockdiag_wire.parse_sockets(chunks("inet_info") + chunks("inet6_info")), (host, 5300)
         )
         (sender,) = [c for c in conns if c.src == host and c.sport == 5300]
         assert receiver.info["bytes_received"] == 300_000
@@ -184,49 +187,53 @@ def test_tcp_info_of_the_small_window_receiver() -> None:
 
 
 def test_tcp_info_length_decides_the_fields() -> None:
-    found = sockdiag.parse_sockets(chunks("inet_info"))
-    raw = found[0].attrs[sockdiag.INET_DIAG_INFO]
-    full = sockdiag.parse_tcp_info(raw)
+    found = sockdiag_wire.parse_sockets(chunks("inet_info"))
+    raw = found[0].attrs[sockdiag_wire.INET_DIAG_INFO]
+    full = tcp_info.parse_tcp_info(raw)
     assert len(raw) >= 236 and "rcv_wnd" in full  # this kernel (>= 6.2) has it
-    pre_62 = sockdiag.parse_tcp_info(raw[:232])  # Linux 5.4 .. 6.1: up to snd_wnd
+    pre_62 = tcp_info.parse_tcp_info(raw[:232])  # Linux 5.4 .. 6.1: up to snd_wnd
     assert "snd_wnd" in pre_62 and "rcv_wnd" not in pre_62
     assert pre_62 == {k: v for k, v in full.items() if k in pre_62}
-    old = sockdiag.parse_tcp_info(raw[:104])  # before 3.15: up to total_retrans
+    old = tcp_info.parse_tcp_info(raw[:104])  # before 3.15: up to total_retrans
     assert "total_retrans" in old and "pacing_rate" not in old
     assert {"snd_wscale", "rcv_wscale"} <= set(full) and "wscale" not in full
     assert full["options"] & 4  # TCPI_OPT_WSCALE: window scaling was agreed
-    assert sockdiag.parse_skmeminfo(found[0].attrs[sockdiag.INET_DIAG_SKMEMINFO])["sndbuf"] > 0
+    assert tcp_info.parse_skmeminfo(found[0].attrs[sockdiag_wire.INET_DIAG_SKMEMINFO])["sndbuf"] > 0
 
 
 def test_exact_request_names_one_socket() -> None:
     (receiver,) = [c for c in _info_connections() if c.dport == 5300 and c.dst == "127.0.0.1"]
     assert receiver.key is not None
-    req = sockdiag.exact_request(receiver.key, ext=sockdiag.INFO_EXT)
-    length, kind, flags, _, _ = sockdiag.NLMSGHDR.unpack_from(req, 0)
-    assert (length, kind, flags) == (72, sockdiag.SOCK_DIAG_BY_FAMILY, sockdiag.NLM_F_REQUEST)
+    req = sockdiag_wire.exact_request(receiver.key, ext=tcp_info.INFO_EXT)
+    length, kind, flags, _, _ = sockdiag_wire.NLMSGHDR.unpack_from(req, 0)
+    assert (length, kind, flags) == (
+        72,
+        sockdiag_wire.SOCK_DIAG_BY_FAMILY,
+        sockdiag_wire.NLM_F_REQUEST,
+    )
     assert struct.unpack_from("!HH", req, 24) == (receiver.sport, 5300)
     assert req[28:32] == socket.inet_aton("127.0.0.1") and req[44:48] == req[28:32]
     low, high = struct.unpack_from("=II", req, 64)
     assert (high << 32) | low == receiver.key.cookie != 0
-    v1 = sockdiag.request(None, sockdiag.CONNECTED_STATES, sockdiag.INFO_EXT)
-    assert sockdiag.NLMSGHDR.unpack_from(v1, 0)[:2] == (16 + 60, sockdiag.TCPDIAG_GETSOCK)
+    v1 = sockdiag_wire.request(None, sockdiag_wire.CONNECTED_STATES, tcp_info.INFO_EXT)
+    assert sockdiag_wire.NLMSGHDR.unpack_from(v1, 0)[:2] == (16 + 60, sockdiag_wire.TCPDIAG_GETSOCK)
 
 
 def test_connection_peaks_and_the_window_bound() -> None:
     conns = [c for c in _info_connections() if c.dport == 5300]  # both receivers
-    peaks = sockdiag.connection_peaks(conns)
+    peaks = tcp_info.connection_peaks(conns)
     assert peaks["samples"] == 2 and peaks["connections"] == 2
     assert peaks["rcv_wnd_max"] == max(c.info["rcv_wnd"] for c in conns)
     assert peaks["rcvbuf_max"] == 2 * 16384 and peaks["congestion"] == "reno"
     assert peaks["bytes_received"] == 300_000
     assert peaks["cwnd_bytes_max"] == max(c.info["snd_cwnd"] * c.info["snd_mss"] for c in conns)
-    bound = sockdiag.advertised_window_bound_bps(peaks, 0.5)
+    bound = tcp_info.advertised_window_bound_bps(peaks, 0.5)
     assert bound == 8 * peaks["rcv_wnd_max"] / 0.5
-    assert sockdiag.advertised_window_bound_bps({}, 0.5) is None
-    assert sockdiag.connection_peaks([]) == {}
+    assert tcp_info.advertised_window_bound_bps({}, 0.5) is None
+    assert tcp_info.connection_peaks([]) == {}
     # A kernel without tcpi_rcv_wnd: the figure is left out, not made up.
     old = [
-        sockdiag.TcpConnection(
+        tcp_info.TcpConnection(
             c.src,
             c.sport,
             c.dst,
@@ -238,5 +245,5 @@ def test_connection_peaks_and_the_window_bound() -> None:
         )
         for c in conns
     ]
-    assert "rcv_wnd_max" not in sockdiag.connection_peaks(old)
-    assert sockdiag.advertised_window_bound_bps(sockdiag.connection_peaks(old), 0.5) is None
+    assert "rcv_wnd_max" not in tcp_info.connection_peaks(old)
+    assert tcp_info.advertised_window_bound_bps(tcp_info.connection_peaks(old), 0.5) is None

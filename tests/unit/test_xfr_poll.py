@@ -25,17 +25,18 @@ from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
 from harness.xfr.poll import (
     ZonesTimeout,
+    slot_zone,
+    sockets_needed,
+    wait_for_zones,
+    zone_slot,
+)
+from harness.xfr.served_times import served_curve, served_distribution
+from harness.xfr.soa_wire import (
     fast_serial,
     name_wire,
     parse_soa_answer,
     parse_soa_reply,
-    served_curve,
-    served_distribution,
-    slot_zone,
     soa_query,
-    sockets_needed,
-    wait_for_zones,
-    zone_slot,
 )
 
 ZONE = "Zone-7.Hosting.Example."
