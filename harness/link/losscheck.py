@@ -3,7 +3,7 @@
 `check_loss(loss, passed, dropped)` compares the drops the emulator counted in one direction
 during a transfer (the deltas of linkem's `passed` and `dropped_loss`; netem's qdisc counter
 mixes loss with queue overflow, so use it only when nothing overflowed) with the configured
-model (harness/spec.py LossSpec, netem's meanings, percent) and returns a verdict a report
+model (harness/spec/link.py LossSpec, netem's meanings, percent) and returns a verdict a report
 can print:
 
 - "ok": the count is consistent with the model;

@@ -2,7 +2,7 @@
 
     promtool tsdb create-blocks-from openmetrics results/<run-id>/metrics.om DATA_DIR
 
-The file replays the live exporter's fold (``harness.metrics.exporter.MetricState``) over
+The file replays the live exporter's fold (``harness.metrics.series.MetricState``) over
 run.json, transfers.jsonl and samples.jsonl in time order, and writes the value of every
 series each event changed, timestamped (seconds) when the event happened: a transfer at its
 ``started_at + duration_s``, a sample at its ``t``. So the file has exactly the live names,
@@ -29,15 +29,9 @@ from typing import Any
 
 from prometheus_client.utils import floatToGoString
 
-from harness.metrics.exporter import (
-    FAMILIES,
-    HistogramValue,
-    MetricState,
-    SeriesKey,
-    Value,
-    transfer_time,
-)
+from harness.metrics.families import FAMILIES
 from harness.metrics.resources import load_samples
+from harness.metrics.series import HistogramValue, MetricState, SeriesKey, Value, transfer_time
 from harness.results.access import write_text_atomic
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError, TransferRecord

@@ -31,7 +31,7 @@ DRIFTING = ("drift", "possible drift")
 
 def transport_group(case: str, transport: str) -> str | None:
     """The case's name without its transport: "bind-bind/preset=tiny/axfr". Case names are
-    "pair/axes.../transport/xfr" (harness/spec.py), so the cases of one pair, zone and kind
+    "pair/axes.../transport/xfr" (harness/spec/loader.py), so the cases of one pair, zone and kind
     differ only in that segment; None for a name that does not follow it."""
     parts = case.split("/")
     if len(parts) < 3 or parts[-2] != transport:

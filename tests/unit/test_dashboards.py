@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.metrics.exporter import FAMILIES
+from harness.metrics.families import FAMILIES
 from harness.results.store import new_run_id
 
 DASHBOARDS = Path(__file__).parent.parent.parent / "dashboards"
