@@ -45,7 +45,8 @@ from harness.xfr.poll import (
     wait_for_zones,
 )
 from harness.xfr.pull import xot_context
-from harness.xfr.rrsum import ZoneSum, soa_bump
+from harness.xfr.rrsum import ZoneSum
+from harness.xfr.rrsum_text import soa_bump
 from harness.xfr.update import query_soa, send_update, serial_update, with_serial
 from harness.xfr.verify import check_copy, verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch

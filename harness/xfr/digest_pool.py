@@ -24,7 +24,8 @@ from pathlib import Path
 
 import harness
 from harness.errors import XfrbenchError
-from harness.xfr.rrsum import LineError, LineSummer, ZoneSum, sum_stream
+from harness.xfr.rrsum import ZoneSum, sum_stream
+from harness.xfr.rrsum_text import LineError, LineSummer
 from harness.xfr.wire import WireError
 
 INLINE_BYTES = 2 << 20  # below this a stream or file is digested in the driver

@@ -28,12 +28,11 @@ from harness.xfr.digest_pool import (
     strip_offset,
     sum_range,
 )
-from harness.xfr.rrsum import (
-    SCHEME,
+from harness.xfr.rrsum import SCHEME, ZoneSum
+from harness.xfr.rrsum_text import (
     LineCaches,
     LineError,
     LineSummer,
-    ZoneSum,
     apply_diff_lines,
     diff_sums,
     sum_lines,
