@@ -165,6 +165,21 @@ def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
         raise ScenarioError("\n".join(lines)) from None
 
 
+def _labelled(path: Path, key: str, value: Any) -> tuple[str | None, Any]:
+    """(its label, the value) for one value of a matrix axis. A table may name itself with
+    `label = "..."` (a name for the case instead of every key of the table); the label is
+    not part of the value."""
+    if not isinstance(value, dict) or "label" not in value:
+        return None, value
+    label = value["label"]
+    if not isinstance(label, str) or not label or not all(c.isalnum() or c in "-_." for c in label):
+        raise ScenarioError(
+            f"{path}: matrix.{key}: label {label!r} must be a short name of letters, digits, "
+            "'-', '_' or '.', e.g. label = \"tw-reuse\""
+        )
+    return label, {k: v for k, v in value.items() if k != "label"}
+
+
 def _case_label(value: Any) -> str:
     if isinstance(value, dict):
         return ",".join(f"{k}={_case_label(v)}" for k, v in value.items())
@@ -194,18 +209,19 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                 f"{path}: matrix.{key}: cannot vary {key} in the matrix; "
                 "list the values in the top-level key instead"
             )
+    axes = [(key, [_labelled(path, key, v) for v in values]) for key, values in axes]
     cases: list[Case] = []
     for combo in itertools.product(*(values for _, values in axes)):
         variant = copy.deepcopy({k: v for k, v in raw.items() if k != "matrix"})
         chosen: dict[str, Any] = {}
-        for (key, _), value in zip(axes, combo, strict=True):
+        for (key, _), (label, value) in zip(axes, combo, strict=True):
             try:
                 _set_path(variant, key, value)
             except KeyError:
                 raise ScenarioError(
                     f"{path}: matrix.{key}: {key} is not a table path of the scenario"
                 ) from None
-            chosen[key] = value
+            chosen[key] = value if label is None else label
         where = f" (in the matrix case {_case_label(chosen)})" if chosen else ""
         scenario = _validate(variant, path, where)
         for transport in base.transports:

@@ -199,6 +199,26 @@ def test_matrix_table_values_merge_into_the_table(tmp_path: Path) -> None:
     ] == [("tiny", 2, 7), ("tld", 5000, 7)]
 
 
+def test_matrix_tables_may_name_themselves_with_a_label(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(
+        '[matrix]\n"hosts.secondary.sysctl" = [\n'
+        '  { label = "default-range", "net.ipv4.ip_local_port_range" = "32768 60999" },\n'
+        '  { label = "tw-reuse", "net.ipv4.tcp_tw_reuse" = 1 },\n]\n'
+    )
+    cases = spec.load(path).cases
+    assert [c.name for c in cases] == [
+        "bind-bind/sysctl=default-range/tcp/axfr",
+        "bind-bind/sysctl=tw-reuse/tcp/axfr",
+    ]
+    assert cases[1].axes == {"hosts.secondary.sysctl": "tw-reuse"}
+    # The label names the case; it is not a sysctl.
+    assert cases[1].scenario.hosts.secondary.sysctl == {"net.ipv4.tcp_tw_reuse": 1}
+    path.write_text('[matrix]\n"hosts.secondary.sysctl" = [{ label = "a b", x = 1 }]\n')
+    with pytest.raises(ScenarioError, match=r"matrix\.hosts\.secondary\.sysctl: label 'a b'"):
+        spec.load(path)
+
+
 def test_no_matrix_gives_one_case_per_transport_and_xfr(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text('transports=["tcp","tcp-tsig","xot","xot-tsig"]\nxfr=["axfr","ixfr"]')
