@@ -101,6 +101,7 @@ def _check_run_options(args: argparse.Namespace) -> None:
 def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> list[str]:
     """What the backend can tell without root: suites it can run, and (netns) the server
     binaries on this host, which it returns described. Images are checked by `run`."""
+    from harness.capacity import check_memory, host_memory_bytes
     from harness.compose.backend import Backend, check_scenario
     from harness.plan import plan_case
     from harness.servers.binaries import check_host_binaries
@@ -108,13 +109,11 @@ def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> lis
 
     assert isinstance(loaded, LoadedScenario)
     check_scenario(loaded, Backend(args.backend))
+    plans = [plan_case(case) for case in loaded.cases]
+    check_memory(plans, host_memory_bytes(), loaded.path)
     if args.backend != "netns":
         return []
-    servers = [
-        (host.role, host.server.kind, host.server.binary)
-        for case in loaded.cases
-        for host in plan_case(case).hosts
-    ]
+    servers = [(host.role, host.server.kind, host.server.binary) for p in plans for host in p.hosts]
     found = check_host_binaries(servers, loaded.path)
     return [f"{b.kind} {b.version} ({b.path})" for b in found.values()]
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness import ui
+from harness.capacity import check_memory, host_memory_bytes
 from harness.compose.backend import Backend, prepare
 from harness.errors import UserInputError
 from harness.link.probe import probe_kernel
@@ -201,6 +202,7 @@ def run_scenario(
     with spent.phase("start"):
         backend = prepare(loaded, backend)
         plans = [plan_case(case) for case in loaded.cases]
+        check_memory(plans, host_memory_bytes(), loaded.path)
         per_case, distinct = resolve_binaries(plans, backend, loaded.path)
     console = ui.console()
     interrupted = False

@@ -82,6 +82,20 @@ class ServerSetup:
 
 
 @dataclass(frozen=True)
+class Footprint:
+    """About how much memory one server of a kind holds while it takes a zone: a base, and
+    bytes per record and per zone (measured here: servers' RSS during transfers of the tld
+    and hosting presets). An estimate to refuse fleets that cannot fit, not a figure."""
+
+    base_mib: float
+    record_bytes: float
+    zone_bytes: float
+
+    def bytes_for(self, records: int, zones: int) -> float:
+        return self.base_mib * 2**20 + records * self.record_bytes + zones * self.zone_bytes
+
+
+@dataclass(frozen=True)
 class Support:
     """One capability of one version: whether it has it, and why not when it has not."""
 
@@ -169,6 +183,7 @@ class Server(ABC):
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
+    footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/capacity.py)
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from harness.servers.base import (
     Capabilities,
+    Footprint,
     LoggedTransfer,
     Server,
     Support,
@@ -109,6 +110,8 @@ class Bind(Server):
         "min-retry-time": int,
     }
     failures = FAILURES
+    # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
+    footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
 
     @classmethod
     def publish_method(cls, ixfr: bool) -> str:
