@@ -29,7 +29,7 @@ TRANSPORT_COLOURS = {
     "xot": "#c44e52",
     "xot-tsig": "#8172b2",
 }
-# Phases: by the instant that ends them (harness/report/answers.py SEEN).
+# Phases: by the instant that ends them (harness/report/phases.py SEEN).
 PHASE_COLOURS = {
     "NOTIFY": "#bdbdbd",
     "SOA query": "#9ecae1",
