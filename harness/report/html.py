@@ -14,7 +14,8 @@ from markupsafe import Markup
 from harness.errors import UserInputError
 from harness.report import fmt
 from harness.report.data import ReportData, RunInfo
-from harness.report.figures import TRANSPORT_COLOURS, Figure, build_figures, render_svg
+from harness.report.figures import build_figures, render_svg
+from harness.report.figures_common import TRANSPORT_COLOURS, Figure
 from harness.report.phases import SEEN
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
