@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserInputError
-from harness.report.answers import drift_messages
 from harness.report.data import SERVER_TO_SERVER, case_label, load_records
+from harness.report.transport_costs import drift_messages
 from harness.results.fleet import fleet_repeats
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord

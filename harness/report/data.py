@@ -24,17 +24,11 @@ from typing import Any
 from harness.errors import UserInputError
 from harness.link.describe import describe_direction, describe_link
 from harness.metrics.resources import load_samples, summarize_resources
-from harness.report.answers import (
-    BoundRow,
-    CasePhases,
-    PathCheck,
-    TransportGroup,
-    bound_rows,
-    case_phases,
-    link_checks,
-    transport_costs,
-)
 from harness.report.fleetview import FleetData, fleet_data
+from harness.report.link_checks import PathCheck, link_checks
+from harness.report.phases import CasePhases, case_phases
+from harness.report.throughput_bound import BoundRow, bound_rows
+from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.access import read_text, unreadable
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
@@ -163,7 +157,7 @@ class ReportData:
     case_spans: list[tuple[str, float, float]]  # (case, first, last sample) on that time axis
     samples_note: str | None  # why there is no time series
     warnings: list[str] = field(default_factory=list)
-    # The first screen: the operator's questions (harness/report/answers.py)
+    # The first screen: transport_costs.py, phases.py, link_checks.py, throughput_bound.py
     transports: list[TransportGroup] = field(default_factory=list)
     phases: list[CasePhases] = field(default_factory=list)
     links: list[PathCheck] = field(default_factory=list)

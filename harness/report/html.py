@@ -13,16 +13,12 @@ from markupsafe import Markup
 
 from harness.errors import UserInputError
 from harness.report import fmt
-from harness.report.answers import (
-    ALPHA,
-    CONFIDENCE,
-    SEEN,
-    STEADY_BDPS,
-    TransportCost,
-    TransportGroup,
-)
 from harness.report.data import ReportData, RunInfo
-from harness.report.figures import TRANSPORT_COLOURS, Figure, build_figures, render_svg
+from harness.report.figures import build_figures, render_svg
+from harness.report.figures_common import TRANSPORT_COLOURS, Figure
+from harness.report.phases import SEEN
+from harness.report.throughput_bound import STEADY_BDPS
+from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 from harness.stats import min_two_sided_p, repeats_for_alpha

@@ -9,7 +9,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.report import fmt
-from harness.report.answers import ALPHA, CONFIDENCE, STEADY_BDPS, TransportCost
 from harness.report.compare import (
     DRIFT,
     DRIFTING,
@@ -27,6 +26,8 @@ from harness.report.compare import (
 )
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+from harness.report.throughput_bound import STEADY_BDPS
+from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 
 CASE_COLUMNS = [
     "case",

@@ -16,7 +16,9 @@ import pytest
 
 from harness.cli import main
 from harness.report.data import load_report_data
-from harness.report.figures import Figure, build_figures, thin, write_png
+from harness.report.figures import build_figures, write_png
+from harness.report.figures_common import Figure
+from harness.report.figures_resources import thin
 from harness.report.html import render_html
 from harness.results import RunStore, TransferRecord
 

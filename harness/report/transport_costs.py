@@ -1,0 +1,202 @@
+"""What each transport costs (pure): per server pair, zone and transfer kind, each transport's
+median duration against TCP's (TCP = 100), the bootstrap interval of that ratio, the
+Mann-Whitney test against TCP, and the drift flags that say when a case's durations trend.
+
+One of the first screen's answers: ``data.build_report_data`` calls ``transport_costs`` with
+the parsed records, and the renderers (HTML, terminal) only format the result; compare uses
+``drift_messages`` too. Every figure comes from the server-to-server records that count (ok
+and verified), through the statistics of harness/stats.py, so the report says what the rest
+of the harness says.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from harness.results.model import TransferRecord
+from harness.stats import bootstrap_intervals, drift_check, mann_whitney_p, min_two_sided_p
+from harness.terms import SERVER_TO_SERVER, TRANSPORTS
+
+BASELINE = "tcp"  # the transport the others are normalised to (= 100)
+ALPHA = 0.05  # significance level of the Mann-Whitney test against TCP
+CONFIDENCE = 0.95  # of the bootstrap interval of the ratio of medians
+DRIFTING = ("drift", "possible drift")
+
+
+def transport_group(case: str, transport: str) -> str | None:
+    """The case's name without its transport: "bind-bind/preset=tiny/axfr". Case names are
+    "pair/axes.../transport/xfr" (harness/spec/loader.py), so the cases of one pair, zone
+    and kind differ only in that segment; None for a name that does not follow it."""
+    parts = case.split("/")
+    if len(parts) < 3 or parts[-2] != transport:
+        return None
+    return "/".join(parts[:-2] + parts[-1:])
+
+
+def drift_messages(durations: list[float]) -> list[str]:
+    """drift_check's lines for a case's durations in the order they ran, [] when it does not
+    drift (or has too few values to tell: fewer than 4)."""
+    check = drift_check(durations)
+    if check.verdict in DRIFTING or (check.first is not None and check.first.outlier):
+        return list(check.messages)
+    return []
+
+
+def host_drift(records: list[TransferRecord]) -> list[str]:
+    """drift_messages per secondary host, in the order its transfers ran: a fleet's hosts
+    take turns in a case's records, and a first-notified host beside a late one is no
+    trend."""
+    series: dict[str, list[float]] = {}
+    for record in records:
+        if record.counts and record.duration_s is not None:
+            host = str(record.extra.get("host", ""))
+            series.setdefault(host, []).append(float(record.duration_s))
+    if len(series) == 1:
+        return drift_messages(next(iter(series.values())))
+    return [f"{host}: {line}" for host, values in series.items() for line in drift_messages(values)]
+
+
+@dataclass
+class TransportCost:
+    transport: str
+    case: str | None  # None: the group has no case of this transport
+    n: int  # transfers that count
+    median_s: float | None
+    index: float | None  # 100 x median / TCP's median
+    ci: tuple[float, float] | None  # bootstrap interval of the index
+    p_value: float | None  # two-sided Mann-Whitney against TCP's durations
+    testable: bool  # whether these sample sizes allow p < ALPHA at all
+    significant: bool
+    drift: list[str] = field(default_factory=list)
+    missing: str | None = None  # why there is no figure ("unsupported: ...", "3 failed")
+
+    @property
+    def spread(self) -> float | None:
+        """The larger side of the interval: "111 ±3" as the CZ.NIC table writes it."""
+        if self.ci is None or self.index is None:
+            return None
+        return max(self.index - self.ci[0], self.ci[1] - self.index)
+
+
+@dataclass
+class TransportGroup:
+    key: str  # the case name without its transport
+    primary: str | None
+    secondary: str | None
+    xfr: str | None
+    baseline_case: str
+    baseline_median_s: float
+    baseline_n: int
+    costs: list[TransportCost]  # in TRANSPORTS order, TCP first
+
+    @property
+    def drifting(self) -> bool:
+        return any(cost.drift for cost in self.costs)
+
+
+def _why_missing(records: list[TransferRecord]) -> str:
+    unsupported = [r for r in records if r.unsupported]
+    if unsupported:
+        return "unsupported: " + (unsupported[0].error or "").removeprefix("unsupported: ")
+    failed = [r for r in records if not r.counts]
+    return f"{len(failed)} failed" if failed else "no transfer"
+
+
+def transport_costs(
+    records: Iterable[TransferRecord], *, alpha: float = ALPHA, confidence: float = CONFIDENCE
+) -> list[TransportGroup]:
+    """Per server pair, zone and transfer kind with a TCP case that has figures: each
+    transport's median duration as an index (TCP = 100), the bootstrap interval of that
+    ratio of medians, the Mann-Whitney p against TCP's durations, and drift flags."""
+    by_case: dict[str, list[TransferRecord]] = {}
+    for record in records:
+        if record.method == SERVER_TO_SERVER:
+            by_case.setdefault(record.case, []).append(record)
+    groups: dict[str, dict[str, str]] = {}  # group -> transport -> case
+    for case, items in by_case.items():
+        key = transport_group(case, items[0].transport)
+        if key is not None:
+            groups.setdefault(key, {})[items[0].transport] = case
+
+    def durations(case: str) -> list[float]:
+        return [float(r.duration_s) for r in by_case[case] if r.counts and r.duration_s]
+
+    out = []
+    for key, cases in groups.items():
+        if BASELINE not in cases or not durations(cases[BASELINE]) or len(cases) < 2:
+            continue  # nothing to normalise against, or nothing to compare
+        base = durations(cases[BASELINE])
+        base_median = statistics.median(base)
+        first = by_case[cases[BASELINE]][0]
+        costs = []
+        for transport in TRANSPORTS:
+            case = cases.get(transport)
+            if case is None:
+                continue
+            values = durations(case)
+            if not values:
+                costs.append(
+                    TransportCost(
+                        transport=transport,
+                        case=case,
+                        n=0,
+                        median_s=None,
+                        index=None,
+                        ci=None,
+                        p_value=None,
+                        testable=False,
+                        significant=False,
+                        missing=_why_missing(by_case[case]),
+                    )
+                )
+                continue
+            median = statistics.median(values)
+            drift = host_drift(by_case[case])
+            if transport == BASELINE:
+                costs.append(
+                    TransportCost(
+                        transport=transport,
+                        case=case,
+                        n=len(values),
+                        median_s=median,
+                        index=100.0,
+                        ci=None,
+                        p_value=None,
+                        testable=False,
+                        significant=False,
+                        drift=drift,
+                    )
+                )
+                continue
+            _, _, change = bootstrap_intervals(base, values, confidence)
+            ci = (100 * (1 + change[0]), 100 * (1 + change[1])) if change else None
+            p = mann_whitney_p(base, values)
+            costs.append(
+                TransportCost(
+                    transport=transport,
+                    case=case,
+                    n=len(values),
+                    median_s=median,
+                    index=100 * median / base_median,
+                    ci=ci,
+                    p_value=p,
+                    testable=min_two_sided_p(len(base), len(values)) < alpha,
+                    significant=p is not None and p < alpha,
+                    drift=drift,
+                )
+            )
+        out.append(
+            TransportGroup(
+                key=key,
+                primary=first.primary,
+                secondary=first.secondary,
+                xfr=first.xfr,
+                baseline_case=cases[BASELINE],
+                baseline_median_s=base_median,
+                baseline_n=len(base),
+                costs=costs,
+            )
+        )
+    return out
