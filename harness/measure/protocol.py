@@ -229,8 +229,9 @@ def update_repeat(
     with spent.phase("settle") as settle:
         bench.between_repeats()
     started_at = bench.wall()
-    bench.mark("transfer-start", repeat)
-    bench.begin_observation()
+    with spent.phase("observe") as watch:
+        bench.mark("transfer-start", repeat)
+        bench.begin_observation()
     try:
         with spent.phase("publish") as publish:
             triggered = _trigger(bench, serial, zone)
@@ -243,6 +244,7 @@ def update_repeat(
         return
     with spent.phase("transfer") as transfer:
         done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+    with spent.phase("observe") as watched:
         bench.finish_observation()
         bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
     for host in hosts:
@@ -262,7 +264,7 @@ def update_repeat(
             "publish_s": publish.seconds,
             "transfer_s": transfer.seconds,
             "verify_s": verify.seconds,
-            "observe_s": observe.seconds + observe_logs.seconds,
+            "observe_s": watch.seconds + watched.seconds + observe.seconds + observe_logs.seconds,
         }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
         wire = facts.get("wire", {})

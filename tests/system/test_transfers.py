@@ -257,8 +257,12 @@ def test_run_json_records_provenance(tmp_path: Path) -> None:
     assert meta.host.kernel and meta.scenario["zones"]["preset"] == "tiny"
     # Where the run's wall time went: each side and phase measured, adding up to the total.
     wall = meta.wall
-    assert wall is not None and wall["phases"]["transfer"] > 0 and wall["phases"]["verify"] > 0
-    assert records[0].extra["wall"]["transfer_s"] > 0
+    assert wall is not None and wall["phases"]["verify"] > 0
+    # A tiny zone's NOTIFY-driven copy may be served while the harness still waits for the
+    # primary to serve the new serial: then its transfer time falls within "publish".
+    assert wall["phases"]["publish"] + wall["phases"]["transfer"] > 0
+    repeat_wall = records[0].extra["wall"]
+    assert repeat_wall["publish_s"] + repeat_wall["transfer_s"] > 0
     sides = wall["servers_s"] + wall["harness_s"] + wall["settle_s"]
     assert sides == pytest.approx(wall["total_s"], abs=0.01)
     assert meta.driver and meta.driver["peak_rss_mib"] > 0
