@@ -326,6 +326,7 @@ class LiveCase:
             "rounds": seen.rounds,
             "queries": seen.queries,
             "round_max_s": max(seen.round_s, default=None),
+            "zones_served": len(seen.served),
         }
 
     # --- Bench: new serials and triggers -----------------------------------------------------
@@ -470,7 +471,8 @@ class LiveCase:
         text = srv.read_text(running.server.log_path)
         incoming = [e for e in dialect.parse_log(text) if e.direction == "in"]
         stamps = [e.at_unix for e in incoming if e.at_unix is not None]
-        last = max(stamps) - running.started_at if stamps and running.started_at else None
+        # A stamp starts an interval of its resolution (Knot: whole seconds): never before 0.
+        last = max(0.0, max(stamps) - running.started_at) if stamps and running.started_at else None
         return ColdStartLog(
             transfers=len(incoming),
             bytes=sum(e.bytes or 0 for e in incoming),

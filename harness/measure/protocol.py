@@ -386,7 +386,15 @@ def cold_start_repeat(
         bench.mark("transfer-end", repeat)
     for host in hosts:
         if host not in served:
-            emit(_failed(ctx, host, repeat, label, serial, errors[host], started_at, extra))
+            # Timed out: what the secondary logged (the cliff's failures, their first time)
+            # and how many zones it served are the evidence of why; keep them.
+            with spent.phase("observe"):
+                log = bench.cold_start_log(host)
+                polling = bench.cold_start_polling(host)
+            observed = failure(serial, errors[host], started_at)
+            observed.server_logged = _cold_start_logged(log)
+            observed.extra = {"zones": len(origins), "polling": polling} | extra
+            emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
             continue
         times = sorted(served[host].values())
         duration = times[-1] - t0
@@ -418,12 +426,7 @@ def cold_start_repeat(
             bytes=log.bytes,
             messages=log.messages,
             phases=zones_served_phases(times, t0) | {"served": duration},
-            server_logged={
-                "secondary_transfers": log.transfers,
-                "secondary_failures": log.failures,
-                "secondary_last_transfer_s": log.last_transfer_s,
-                "stamp_resolution_s": log.stamp_resolution_s,
-            },
+            server_logged=_cold_start_logged(log),
             extra={
                 "zones": len(origins),
                 "served_curve": served_curve(times, t0),
@@ -435,6 +438,15 @@ def cold_start_repeat(
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
     with spent.phase("teardown"):
         bench.stop_secondaries()
+
+
+def _cold_start_logged(log: ColdStartLog) -> dict[str, Any]:
+    return {
+        "secondary_transfers": log.transfers,
+        "secondary_failures": log.failures,
+        "secondary_last_transfer_s": log.last_transfer_s,
+        "stamp_resolution_s": log.stamp_resolution_s,
+    }
 
 
 def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:

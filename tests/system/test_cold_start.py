@@ -68,3 +68,39 @@ options = {{ "serial-query-rate" = 2000, "transfers-in" = 50 }}
     assert polling["rounds"] >= 2
     dist = record.phases
     assert 0 < dist["zones_first"] <= dist["zones_p50"] <= dist["zones_p95"] <= dist["served"]
+
+
+def test_the_port_cliff_is_recorded_in_the_servers_own_words(tmp_path: Path) -> None:
+    # The CZ.NIC cliff made small: 100 ephemeral ports in TIME_WAIT for 60 s each cannot
+    # carry 1,000 transfers in 30 s. Knot says "address is not available" for each
+    # connect that finds no port; the record must count them, and say when the first came.
+    path = tmp_path / "cliff.toml"
+    path.write_text(
+        """
+repeats = 1
+timeout = "30s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "cold-start"
+[zones]
+preset = "hosting"
+zones = 1000
+origin = "cliff.example."
+[servers.primary]
+kind = "knot"
+[servers.secondary]
+kind = "knot"
+[hosts.secondary.sysctl]
+"net.ipv4.ip_local_port_range" = "40000 40099"
+"""
+    )
+    run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
+    _, records = load_run(run_dir)
+    (record,) = records
+    assert not record.ok and record.error and record.error.startswith("timeout"), record.error
+    failures = record.server_logged["secondary_failures"]
+    assert failures["server"] == "knot"
+    assert failures["address_not_available"] > 0, failures
+    assert failures["first_failure_s"] is not None and 0 <= failures["first_failure_s"] < 30
+    served = record.extra["polling"]["zones_served"]
+    assert 0 < served < 1000  # the ports ran out on the way

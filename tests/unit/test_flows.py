@@ -310,6 +310,9 @@ def test_cold_start_timeout_is_recorded(tmp_path: Path) -> None:
     bench = FakeBench(plan)  # no zone times: the secondary never serves
     (record,) = _run(bench)
     assert not record.ok and record.error and record.error.startswith("timeout")
+    # Why it timed out is in the secondary's log: its failures are kept with the record.
+    assert record.server_logged["secondary_failures"] == {"address_not_available": 0}
+    assert record.extra["zones"] == 1 and record.extra["polling"] == {"rounds": 3}
 
 
 def test_client_pulls_verify_against_the_primary(tmp_path: Path) -> None:
