@@ -245,6 +245,7 @@ def run_scenario(
             store.meta.sampler = SamplerInfo(
                 interval_s=sample_interval,
                 sample_cost_s=sampler.sample_cost_s,
+                longest_interval_s=sampler.longest_interval_s,
                 errors=sampler.errors,
             )
             split = spent.split()

@@ -28,6 +28,10 @@ from harness.metrics.cgroup import Cgroup, CgroupUsage
 log = logging.getLogger(__name__)
 
 MARK_EVENTS = ("transfer-start", "transfer-end")
+# The most of one core periodic samples may take. A sample costs about 3 ms per server (a
+# sock_diag dump walks the kernel's whole TCP hash table, shared by every namespace): a fleet
+# of 100 would take half a core at one sample a second, so the interval stretches instead.
+CPU_BUDGET = 0.1
 
 
 @dataclass
@@ -143,6 +147,7 @@ class Sampler:
         self._file: IO[str] | None = None
         self._thread: threading.Thread | None = None
         self._cost: list[float] = []
+        self.longest_interval_s = interval  # the interval as stretched to keep to CPU_BUDGET
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -234,10 +239,13 @@ class Sampler:
             with self._lock:
                 if self._watch is not None and self._file is not None:
                     self._sample_locked("periodic")
-            # Keep to the grid; after a long stall skip the missed ticks instead of bursting.
-            due += self.interval
+            # Keep to the grid, stretched so that sampling stays within its CPU budget; after
+            # a long stall skip the missed ticks instead of bursting.
+            step = max(self.interval, (self._cost[-1] if self._cost else 0.0) / CPU_BUDGET)
+            self.longest_interval_s = max(self.longest_interval_s, step)
+            due += step
             if due < time.monotonic():
-                due = time.monotonic() + self.interval
+                due = time.monotonic() + step
 
     def _sample_locked(self, event: str) -> list[dict[str, Any]]:
         watch = self._watch

@@ -72,6 +72,7 @@ class HostInfo(_Meta):
 class SamplerInfo(_Meta):
     interval_s: float | None = None
     sample_cost_s: float | None = None
+    longest_interval_s: float | None = None  # stretched to keep sampling's CPU in budget
     errors: list[str] = Field(default_factory=list)
 
 

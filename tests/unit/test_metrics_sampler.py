@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -11,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from harness.metrics import sampler as sampler_module
 from harness.metrics.procfs import read_port_range
 from harness.metrics.resources import load_samples
-from harness.metrics.sampler import Sampler, Target, normalize_link_counters
+from harness.metrics.sampler import CPU_BUDGET, Sampler, Target, normalize_link_counters
 
 SERVER_KEYS = {
     "t",
@@ -119,6 +121,29 @@ def test_samples_own_process_periodically_and_at_marks(tmp_path: Path) -> None:
     assert last[0]["repeat"] is None and servers[0]["repeat"] is None
     times = [line["t"] for line in lines]
     assert times == sorted(times)
+
+
+def test_slow_samples_stretch_the_interval_to_keep_their_cpu_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fleet's sample takes ~3 ms per server; here each takes 20 ms: at a 10 % budget the
+    # periodic samples come every 0.2 s at least, not every 0.05 s asked for.
+    real = sampler_module.read_usage
+
+    def slow(target: Target) -> Any:
+        time.sleep(0.02)
+        return real(target)
+
+    monkeypatch.setattr(sampler_module, "read_usage", slow)
+    out = tmp_path / "samples.jsonl"
+    me = Target(role="secondary", server="knot", pid=os.getpid())
+    with Sampler(out, interval=0.05) as sampler:
+        sampler.watch("case-a", [me], None, {"secondary": read_port_range(None)})
+        _wait_for(lambda: len(out.read_text().splitlines()) >= 4, "four samples")
+        sampler.unwatch()
+    assert sampler.longest_interval_s >= 0.02 / CPU_BUDGET
+    times = [line["t"] for line in load_samples(out)]
+    assert all(b - a >= 0.18 for a, b in itertools.pairwise(times[1:-1]))
 
 
 def test_exited_process_is_skipped_quietly(tmp_path: Path) -> None:
