@@ -87,6 +87,8 @@ bench: setup
 	$(PYTHON) bench/pull
 	$(PYTHON) bench/verify --sizes 1000000
 	$(PYTHON) bench/transfers --quick
+	$(PYTHON) bench/scale --only tld --records 1000000 --repeats 2
+	$(PYTHON) bench/fleet --only hosts --sizes 1,16
 
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi
