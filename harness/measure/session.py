@@ -21,7 +21,7 @@ from typing import Any
 
 from harness import zonegen
 from harness.compose.backend import Backend
-from harness.link.linktest import compute_bound, configured_rtt, through
+from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.driver import TLS_HOSTNAME, LiveCase
 from harness.measure.protocol import client_pulls, cold_start_repeat, prepare_updates, update_repeat
 from harness.measure.records import RecordContext, failure, transfer_record
