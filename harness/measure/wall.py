@@ -27,7 +27,7 @@ SETTLE = "settle"
 
 PHASES: dict[str, str] = {
     "start": HARNESS,  # checking the backend, finding and versioning the server binaries
-    "generate": HARNESS,  # zone files (cached between runs)
+    "generate": HARNESS,  # zone files and the sum of a single zone (cached between runs)
     "testbed": HARNESS,  # namespaces, links, sysctls; or compose services
     "primary_load": SERVERS,  # the primary starts and serves its zones
     "first_copies": SERVERS,  # secondaries start and take their first copy

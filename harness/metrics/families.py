@@ -284,4 +284,3 @@ FAMILIES: tuple[Family, ...] = (
         "bytes",
     ),
 )
-FAMILY = {f.name: f for f in FAMILIES}

@@ -31,26 +31,12 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
+from harness.metrics import sockdiag
+from harness.metrics.tcp_states import TCP_STATES, PortRange
 from harness.netns import entered
 
 log = logging.getLogger(__name__)
 
-# include/net/tcp_states.h
-TCP_STATES = {
-    0x01: "established",
-    0x02: "syn_sent",
-    0x03: "syn_recv",
-    0x04: "fin_wait1",
-    0x05: "fin_wait2",
-    0x06: "time_wait",
-    0x07: "close",
-    0x08: "close_wait",
-    0x09: "last_ack",
-    0x0A: "listen",
-    0x0B: "closing",
-    0x0C: "new_syn_recv",
-    0x0D: "bound_inactive",
-}
 _LISTEN_HEX = "0A"
 # "  12: 0100007F:14B4 0100007F:9CB4 01 ..." (IPv6: 32 hex digits per address): the local
 # port and the state. No line anchor: a pattern that starts with a literal ':' is found by a
@@ -58,8 +44,6 @@ _LISTEN_HEX = "0A"
 # and no other ':' of a line is followed by what the rest demands.
 _TCP_ROW = re.compile(r":([0-9A-F]{4}) [0-9A-F]{8,32}:[0-9A-F]{4} ([0-9A-F]{2}) ")
 _CHUNK = 1 << 18
-
-PortRange = tuple[int, int]
 
 
 class ProcessGone(Exception):
@@ -339,8 +323,6 @@ def read_net(pid: int, port_range: PortRange, *, sock_diag: bool = True) -> NetS
 
 
 def _sock_diag_summary(pid: int, port_range: PortRange) -> tuple[dict[str, int], int] | None:
-    from harness.metrics import sockdiag  # sockdiag imports this module
-
     try:
         return sockdiag.tcp_summary(port_range, pid=pid)
     except FileNotFoundError as exc:  # /proc/<pid>/ns/net

@@ -30,7 +30,6 @@ import time
 from typing import Any
 
 from harness.errors import EnvironmentProblem
-from harness.metrics.procfs import PortRange
 from harness.metrics.sockdiag_wire import (
     ALL_STATES,
     CONNECTED_STATES,
@@ -45,6 +44,7 @@ from harness.metrics.sockdiag_wire import (
     summarise,
 )
 from harness.metrics.tcp_info import INFO_EXT, Peaks, TcpConnection, connections_to, same_address
+from harness.metrics.tcp_states import PortRange
 from harness.netns import _setns, entered
 
 NETLINK_SOCK_DIAG = 4

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from harness.metrics.procfs import TCP_STATES, PortRange
+from harness.metrics.tcp_states import TCP_STATES, PortRange
 
 SOCK_DIAG_BY_FAMILY = 20
 TCPDIAG_GETSOCK = 18  # the original inet_diag request: both families in one dump

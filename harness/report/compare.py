@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserInputError
-from harness.report.data import SERVER_TO_SERVER, case_label, load_records
+from harness.report.data import case_label, load_records
 from harness.report.transport_costs import drift_messages
 from harness.results.fleet import fleet_repeats
 from harness.results.meta import RunMeta
@@ -43,6 +43,7 @@ from harness.stats import (
     min_two_sided_p,
     repeats_for_alpha,
 )
+from harness.terms import SERVER_TO_SERVER
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05

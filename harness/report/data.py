@@ -34,11 +34,10 @@ from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.store import RUN_JSON, SAMPLES, SUMMARY_JSON, TRANSFERS, load_run
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, summarize_case
-from harness.terms import ROLES
+from harness.terms import ROLES, SERVER_TO_SERVER
 
 REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
-SERVER_TO_SERVER = "server-to-server"
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from harness.link.losscheck import check_loss, expected_loss_rate
+from harness.link.path import configured_rtt, through
 from harness.results.meta import CaseMeta
 from harness.results.model import TransferRecord
+from harness.spec import DirectionSpec, LinkSpec
 from harness.terms import SERVER_TO_SERVER
 
 FORWARD, REVERSE = "forward", "reverse"
@@ -62,12 +67,8 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _link_spec(data: Any) -> Any:
+def _link_spec(data: Any) -> LinkSpec | None:
     """A LinkSpec from its JSON form in case.json, None when it is not one."""
-    from pydantic import ValidationError
-
-    from harness.spec import LinkSpec
-
     if not isinstance(data, dict):
         return None
     try:
@@ -81,22 +82,18 @@ class CaseLinks:
     """One case's configured links, from its case.json: per secondary host its own link,
     and the primary's uplink."""
 
-    hosts: dict[str, Any]  # host -> LinkSpec
-    uplink: Any  # LinkSpec or None
+    hosts: dict[str, LinkSpec]
+    uplink: LinkSpec | None
     sites: dict[str, str]  # host -> site
 
-    def path(self, host: str) -> Any:
+    def path(self, host: str) -> LinkSpec | None:
         """The path a transfer to `host` crosses (its link after the uplink), or None."""
-        from harness.link.linktest import through
-
         link = self.hosts.get(host)
         if link is None:
             return None
         return through(link, self.uplink) if self.uplink is not None else link
 
     def rtt_s(self, host: str) -> float | None:
-        from harness.link.linktest import configured_rtt
-
         path = self.path(host)
         return configured_rtt(path) if path is not None else None
 
@@ -156,7 +153,7 @@ class PathCheck:
         return rtt_verdict(self.rtt_s, self.rtt_min_s)
 
 
-def _loss_words(spec: Any) -> str | None:
+def _loss_words(spec: DirectionSpec) -> str | None:
     loss = spec.loss
     if not loss.active:
         return None
@@ -169,11 +166,9 @@ def _loss_words(spec: Any) -> str | None:
 
 
 def _direction_check(
-    way: str, spec: Any, entries: list[tuple[dict[str, Any], float | None]]
+    way: str, spec: DirectionSpec | None, entries: list[tuple[dict[str, Any], float | None]]
 ) -> DirectionCheck:
     """A direction's counts summed over the case's repeats, tested against its model."""
-    from harness.link.losscheck import check_loss, expected_loss_rate
-
     dropped = packets = 0
     linkem = any("dropped_loss" in entry for entry, _ in entries)
     for entry, _ in entries:
@@ -219,7 +214,7 @@ class _PathCounts:
     rtt_s: float | None = None
     rtts: list[float] = field(default_factory=list)
     ways: dict[str, list[tuple[dict[str, Any], float | None]]] = field(default_factory=dict)
-    specs: dict[str, Any] = field(default_factory=dict)
+    specs: dict[str, DirectionSpec] = field(default_factory=dict)
 
     def check(self, case: str, path: str) -> PathCheck:
         return PathCheck(

@@ -20,7 +20,7 @@ from harness.terms import ServerKind
 SITE_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
 RESERVED_NAMES = {"primary", "router", "link", "secondary"}
 # The address block (198.18.0.0/15) holds this many point-to-point segments of /30; the
-# primary takes one. Memory is checked against the host at run time (plan.check_capacity).
+# primary takes one. Memory is checked against the host before a run (capacity.check_memory).
 MAX_SECONDARIES = 2 ** (32 - 15 - 2) - 1
 
 

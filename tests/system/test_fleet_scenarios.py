@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness import spec
+from harness.report.data import load_report_data
 from harness.results.store import load_run
 from harness.runner import run_scenario
 
@@ -42,7 +43,9 @@ def shipped(name: str, change: Any) -> spec.LoadedScenario:
 def test_fleet_toml_with_four_secondaries_on_two_sites(tmp_path: Path) -> None:
     def small(raw: dict[str, Any]) -> None:
         raw |= {"repeats": 2, "timeout": "120s", "xfr": ["axfr", "ixfr"]}
-        raw["zones"] |= {"records": 3000, "ixfr_changes": 20}
+        # 10 k records: enough packets through seoul's 1 % that no drop at all is a
+        # 1-in-10^8 event, not a flaky test.
+        raw["zones"] |= {"records": 10000, "ixfr_changes": 20}
         frankfurt, _, seoul, *_ = raw["secondaries"]
         seoul["count"] = 2
         seoul["link"] = {"delay": "50ms", "loss": "1%"}  # long and lossy, kept short
@@ -83,6 +86,19 @@ def test_fleet_toml_with_four_secondaries_on_two_sites(tmp_path: Path) -> None:
         assert {s["site"] for s in figures["sites"]} == {"frankfurt", "seoul"}
         cost = figures["primary"]
         assert len(cost) == 2 and all(c["tx_bytes"] and c["cpu_s"] is not None for c in cost)
+    # The configured loss happened, as the report's link check reads it from the records:
+    # seoul's packets were dropped, at a rate consistent with its 1 %; frankfurt has no loss
+    # to check.
+    checks = load_report_data(run_dir).links
+
+    def ways(site: str) -> list[Any]:
+        return [way for check in checks if check.path == site for way in check.directions]
+
+    seoul = ways("seoul")
+    assert seoul and sum(way.dropped for way in seoul) > 0
+    assert all(way.verdict in ("ok", "too few packets") for way in seoul), seoul
+    assert any(way.verdict == "ok" for way in seoul)
+    assert ways("frankfurt") and all(way.verdict is None for way in ways("frankfurt"))
 
 
 def test_fanout_toml_with_one_and_eight_secondaries(tmp_path: Path) -> None:

@@ -1,0 +1,101 @@
+"""The package's import graph: no cycles, and no imports hidden in functions to dodge one.
+
+A function-level import of a harness module is allowed only in the command-line entry
+points, where it keeps `xfrbench --help` from loading pydantic, matplotlib and the servers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+HARNESS = Path(__file__).resolve().parents[2] / "harness"
+LAZY_ALLOWED = {"harness.cli", "harness.report.cli", "harness.link.cli"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(HARNESS.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in HARNESS.rglob("*.py")}
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The harness modules an import statement loads (a submodule, not its package, for
+    `from harness.pkg import submodule`)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name in MODULES}
+    if node.level or not node.module or node.module not in MODULES:
+        return set()
+    subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+    return subs | ({node.module} if len(subs) < len(node.names) else set())
+
+
+def _is_type_checking(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """(modules imported at the top level, modules imported inside functions)."""
+    top: set[str] = set()
+    lazy: set[str] = set()
+    for statement in ast.parse(path.read_text()).body:
+        if _is_type_checking(statement):
+            continue
+        deferred = isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                (lazy if deferred else top).update(_imported(node))
+    return top, lazy
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_sees_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: imports(path)[0] for name, path in MODULES.items()}
+    assert cycles(graph) == []
+
+
+def test_harness_modules_are_imported_at_the_top_outside_the_entry_points() -> None:
+    hidden = {
+        name: sorted(lazy)
+        for name, path in MODULES.items()
+        if name not in LAZY_ALLOWED and (lazy := imports(path)[1])
+    }
+    assert hidden == {}
