@@ -72,9 +72,12 @@ compose-images: setup
 compose-stop-dockerd: venv
 	$(PYTHON) -m harness.compose.images --stop-dockerd
 
+# The benchmarks are scripts without a .py suffix, which ruff only reads when named.
+BENCH_SCRIPTS := $(shell find bench -maxdepth 1 -type f ! -name '*.*')
+
 lint: venv
-	$(VENV)/bin/ruff check harness tests bench
-	$(VENV)/bin/ruff format --check harness tests
+	$(VENV)/bin/ruff check harness tests bench $(BENCH_SCRIPTS)
+	$(VENV)/bin/ruff format --check harness tests bench $(BENCH_SCRIPTS)
 
 test: setup lint
 	cargo test --release --quiet --manifest-path linkem/Cargo.toml
