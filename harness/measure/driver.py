@@ -383,15 +383,18 @@ class LiveCase:
                 f"timeout after {self.plan.timeout:g} s: the primary never served "
                 f"{self.first_zone} serial {serial} ({method})"
             )
+        return Publication(issued, served, method)
+
+    def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
+        assert self.wire is not None
+        deadline = self.clock() + wait
         notified: dict[str, float] = {}
-        if self.plan.notify:
-            deadline = issued + self.plan.timeout
-            for host in self.plan.secondaries:
-                address = self.testbed.hosts[host.name].address
-                sent = self.wire.wait_notify(serial, max(0.0, deadline - self.clock()), address)
-                if sent is not None and sent >= issued:
-                    notified[host.name] = sent
-        return Publication(issued, served, notified, method)
+        for host in self.plan.secondaries:
+            address = self.testbed.hosts[host.name].address
+            sent = self.wire.wait_notify(serial, max(0.0, deadline - self.clock()), address)
+            if sent is not None and sent >= since:
+                notified[host.name] = sent
+        return notified
 
     def control(self, host: str, action: Control, zone: str) -> None:
         running = self.secondaries[host]

@@ -102,11 +102,15 @@ class FakeBench:
             raise XfrTimeout(f"timeout after 30 s: the primary never served serial {serial}")
         issued = self.now
         served = issued + self.reload_s
-        notified = {h: issued + s for h, s in self.notify_after.items() if s is not None}
+        self._notified = {h: issued + s for h, s in self.notify_after.items() if s is not None}
         self.now = served
         if self.plan.notify:
-            self._trigger_at = min(notified.values(), default=served)
-        return Publication(issued, served, notified if self.plan.notify else {})
+            self._trigger_at = min(self._notified.values(), default=served)
+        return Publication(issued, served)
+
+    def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
+        self.calls.append(("notifications", serial))
+        return {h: at for h, at in self._notified.items() if at >= since}
 
     def control(self, host: str, action: str, zone: str) -> None:
         if self.calls[-1][0] != "control":  # the first command of a trigger starts it
@@ -265,6 +269,18 @@ def test_a_publication_that_times_out_fails_that_repeat_for_every_secondary(
     assert all("never served serial 12" in (r.error or "") for r in records[:3])
     # Each secondary's own time: from its own NOTIFY to its own first answer.
     assert [r.duration_s for r in records[3:]] == pytest.approx([1.0, 2.0, 3.0])
+
+
+def test_secondaries_are_polled_before_the_notifies_are_read(tmp_path: Path) -> None:
+    # A server paces its NOTIFYs (BIND: 20 a second): waiting for the last one before
+    # polling would find the first secondaries already served and date them late.
+    plan = _plan(tmp_path, "repeats = 1\n", secondaries=3)
+    bench = FakeBench(plan, notify_after={"site-0": 0.3, "site-1": 0.8, "site-2": 1.3})
+    records = _run(bench)
+    order = [c[0] for c in bench.calls if c[0] in ("publish", "wait", "notifications")]
+    assert order[-3:] == ["publish", "wait", "notifications"]
+    phases = {r.extra["host"]: r.phases["notify_sent"] for r in records}
+    assert phases == pytest.approx({"site-0": 0.3, "site-1": 0.8, "site-2": 1.3})
 
 
 def test_a_missing_notify_is_a_failure_not_a_guess(tmp_path: Path) -> None:
