@@ -257,9 +257,11 @@ def update_repeat(
         bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
     for host in hosts:
         if host not in done or host not in t0:
-            text = _timeout_text(plan.timeout, host, zone, serial)
-            if host not in t0:
-                text = _no_notify_text(plan.timeout, host, serial)
+            text = (
+                _timeout_text(plan.timeout, host, zone, serial)
+                if host in t0
+                else _no_notify_text(plan.timeout, host, serial)
+            )
             emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra))
             continue
         duration = done[host] - t0[host]

@@ -64,11 +64,11 @@ class TransportCost:
     case: str | None  # None: the group has no case of this transport
     n: int  # transfers that count
     median_s: float | None
-    index: float | None  # 100 x median / TCP's median
-    ci: tuple[float, float] | None  # bootstrap interval of the index
-    p_value: float | None  # two-sided Mann-Whitney against TCP's durations
-    testable: bool  # whether these sample sizes allow p < ALPHA at all
-    significant: bool
+    index: float | None = None  # 100 x median / TCP's median
+    ci: tuple[float, float] | None = None  # bootstrap interval of the index
+    p_value: float | None = None  # two-sided Mann-Whitney against TCP's durations
+    testable: bool = False  # whether these sample sizes allow p < ALPHA at all
+    significant: bool = False
     drift: list[str] = field(default_factory=list)
     missing: str | None = None  # why there is no figure ("unsupported: ...", "3 failed")
 
@@ -137,37 +137,14 @@ def transport_costs(
                 continue
             values = durations(case)
             if not values:
-                costs.append(
-                    TransportCost(
-                        transport=transport,
-                        case=case,
-                        n=0,
-                        median_s=None,
-                        index=None,
-                        ci=None,
-                        p_value=None,
-                        testable=False,
-                        significant=False,
-                        missing=_why_missing(by_case[case]),
-                    )
-                )
+                missing = _why_missing(by_case[case])
+                costs.append(TransportCost(transport, case, 0, None, missing=missing))
                 continue
             median = statistics.median(values)
             drift = host_drift(by_case[case])
             if transport == BASELINE:
                 costs.append(
-                    TransportCost(
-                        transport=transport,
-                        case=case,
-                        n=len(values),
-                        median_s=median,
-                        index=100.0,
-                        ci=None,
-                        p_value=None,
-                        testable=False,
-                        significant=False,
-                        drift=drift,
-                    )
+                    TransportCost(transport, case, len(values), median, index=100.0, drift=drift)
                 )
                 continue
             _, _, change = bootstrap_intervals(base, values, confidence)
