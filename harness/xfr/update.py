@@ -44,16 +44,22 @@ def serial_update(
     deleted: Iterable[Record] = (),
     added: Iterable[Record] = (),
 ) -> dns.update.UpdateMessage:
-    """One UPDATE that deletes `deleted`, adds `added` and replaces the SOA with `serial`
-    (an explicit SOA keeps the server from choosing the serial itself)."""
+    """One UPDATE that adds `added`, deletes `deleted` and replaces the SOA with `serial`
+    (an explicit SOA keeps the server from choosing the serial itself).
+
+    Additions come first: a server applies the update section in order and ignores a
+    delete of the last NS RR at the apex (RFC 2136 §3.4.2.4), so a change set that
+    replaces a zone's only NS must add the new one before it deletes the old. A CNAME
+    added where one exists replaces it (§3.4.2.2), and the delete after it finds nothing:
+    the same end state in either order."""
     origin = dns.name.from_text(zone)
     update = dns.update.UpdateMessage(origin)
-    for name, _ttl, rdata in deleted:
-        if rdata.rdtype != dns.rdatatype.SOA:
-            update.delete(name, rdata)
     for name, ttl, rdata in added:
         if rdata.rdtype != dns.rdatatype.SOA:
             update.add(name, ttl, rdata)
+    for name, _ttl, rdata in deleted:
+        if rdata.rdtype != dns.rdatatype.SOA:
+            update.delete(name, rdata)
     new = with_serial(soa, serial)
     update.replace(new.name, new.ttl, *list(new))
     tsig = key.to_dnspython()
