@@ -1,6 +1,6 @@
 """Running shipped scenarios from the benches, changed where a bench needs it.
 
-`run_changed` runs a scenario file through harness.runner.run_scenario (what `xfrbench run`
+`run_changed` runs a scenario file through harness.run.runner.run_scenario (what `xfrbench run`
 calls) in a child process of its own, so the run's recorded driver RSS and CPU are the
 run's alone, with `changes` applied to the file's table first: dotted keys
 ("zones.records", "secondaries.edge.count" for the site named edge, "matrix") to values.
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness import spec  # noqa: E402
-from harness.runner import run_scenario  # noqa: E402
+from harness.run.runner import run_scenario  # noqa: E402
 
 
 def apply_changes(raw: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

@@ -12,15 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import ui
-from harness.errors import UserInputError, XfrbenchError
+from harness.core import ui
+from harness.core.errors import UserInputError, XfrbenchError
 
 if TYPE_CHECKING:
     from harness.compose.backend import Backend
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from harness import doctor
+    from harness.commands import doctor
 
     return doctor.run(as_json=args.json)
 
@@ -101,9 +101,9 @@ def _check_run_options(args: argparse.Namespace) -> None:
 def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> list[str]:
     """What the backend can tell without root: suites it can run, and (netns) the server
     binaries on this host, which it returns described. Images are checked by `run`."""
-    from harness.capacity import check_memory, host_memory_bytes
     from harness.compose.backend import Backend, check_scenario
-    from harness.plan import plan_case
+    from harness.plan.capacity import check_memory, host_memory_bytes
+    from harness.plan.case import plan_case
     from harness.servers.binaries import check_host_binaries
     from harness.spec import LoadedScenario
 
@@ -139,7 +139,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             fix=f"run it with sudo, or check it without root: xfrbench run --dry-run "
             f"{args.scenario}",
         )
-    from harness.runner import run_scenario
+    from harness.run.runner import run_scenario
 
     run_dir = run_scenario(
         loaded,
@@ -203,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(func=_cmd_doctor)
 
-    from harness import clean
-    from harness.link import cli as link_cli
+    from harness.commands import clean
+    from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
     from harness.zonegen import cli as zones_cli
 

@@ -21,11 +21,11 @@ from typing import Literal
 
 from harness.compose import daemon, deploy, images
 from harness.compose.provider import ComposeProvider, ComposeSetup
-from harness.errors import EnvironmentProblem, UserInputError
+from harness.core.errors import EnvironmentProblem, UserInputError
+from harness.core.terms import ROLES, Role, ServerKind
 from harness.servers import server_class
 from harness.servers.binaries import ServerBinary, host_binary, probe_version
 from harness.spec import DEFAULT_SUITE, LoadedScenario, ServerSpec
-from harness.terms import ROLES, Role, ServerKind
 from harness.testbed.hosts import HostProvider, NetnsProvider
 
 BackendName = Literal["netns", "compose"]

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem, ToolFailed
-from harness.filelock import exclusive
+from harness.core.errors import EnvironmentProblem, ToolFailed
+from harness.core.filelock import exclusive
 
 STATE_DIR = Path("/run/xfrbench")
 DOCKERD_PID = STATE_DIR / "dockerd.pid"

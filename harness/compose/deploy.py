@@ -40,7 +40,7 @@ from harness.compose.project import (
     parse_networks,
     render,
 )
-from harness.errors import EnvironmentProblem, ToolFailed, XfrbenchError
+from harness.core.errors import EnvironmentProblem, ToolFailed, XfrbenchError
 
 
 def _ids(kind: str, project: str) -> list[str]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compose import daemon
-from harness.errors import EnvironmentProblem, ToolFailed, UserInputError
+from harness.core.errors import EnvironmentProblem, ToolFailed, UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "servers" / "docker"

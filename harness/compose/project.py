@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem, UserInputError
+from harness.core.errors import EnvironmentProblem, UserInputError
 from harness.testbed import topology
 from harness.testbed.topology import ROUTER, Endpoint
 

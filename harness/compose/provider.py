@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.compose import deploy
 from harness.compose import project as proj
-from harness.errors import EnvironmentProblem, ToolFailed, UserInputError
+from harness.core.errors import EnvironmentProblem, ToolFailed, UserInputError
 from harness.testbed import registry as reg
 from harness.testbed import topology
 from harness.testbed.hosts import Built, Host, Record, make_hosts, record_interfaces

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.units import format_duration, format_rate
+from harness.core.units import format_duration, format_rate
 
 
 def describe_direction(direction: dict[str, Any]) -> str:

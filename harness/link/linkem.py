@@ -7,7 +7,7 @@ models. Its probabilities are fractions (0..1); the scenario holds percent (0..1
 Seeds. Every random decision of one linkem instance comes from its config's `seed`; each
 direction draws from its own stream, keyed in linkem by the direction's name (linkem/src/rng.rs),
 so "reverse" makes the same decisions whether or not "forward" is emulated too. The seed is
-`derive_seed(link.seed, case, instance)` (harness/seeds.py): the scenario's `link.seed`, the
+`derive_seed(link.seed, case, instance)` (harness/core/seeds.py): the scenario's `link.seed`, the
 case's name and the instance (`DEFAULT_INSTANCE`: one linkem per testbed). In a fleet every
 direction is named after its secondary ("far-1 forward"), so each site draws from a stream of
 its own. A case's drops are reproducible from the scenario alone, while two cases, or two
@@ -25,9 +25,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem
+from harness.core.seeds import derive_seed
 from harness.link.netem import gemodel_params, queue_packets, state_params
-from harness.seeds import derive_seed
 from harness.spec import DirectionSpec, LinkSpec, LossSpec
 
 REPO = Path(__file__).resolve().parents[2]

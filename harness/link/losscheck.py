@@ -365,3 +365,18 @@ def check_loss(
         why = f"implausible for {stats.description} ({test}, p = {p_value:.2g})"
         return result(stats, IMPLAUSIBLE, why, test, p_value)
     return result(stats, OK, f"consistent ({test}, p = {p_value:.2g})", test, p_value)
+
+
+def expected_loss_percent(loss: LossSpec) -> float | None:
+    """Long-run loss of a model in percent (None for the 4-state model: not computed)."""
+    if not loss.active:
+        return 0.0
+    if loss.model == "random":
+        return loss.p
+    if loss.model == "gemodel":
+        p, r, one_minus_h, one_minus_k = (v / 100 for v in gemodel_params(loss))
+        if p + r == 0:
+            return one_minus_k * 100
+        bad = p / (p + r)
+        return 100 * ((1 - bad) * one_minus_k + bad * one_minus_h)
+    return None

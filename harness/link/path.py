@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.link import bounds as model
-from harness.link import measure
+from harness.link.losscheck import expected_loss_percent
 from harness.spec import DirectionSpec, LinkSpec, LossSpec
 
 
@@ -28,7 +28,7 @@ def compute_bound(
     hosts = describe["hosts"]
     rcv = _int_words(hosts[receiver]["sysctls"].get("net.ipv4.tcp_rmem"), 2)
     snd = _int_words(hosts["primary"]["sysctls"].get("net.ipv4.tcp_wmem"), 2)
-    loss = measure.expected_loss_percent(link.forward.loss)
+    loss = expected_loss_percent(link.forward.loss)
     cc = hosts["primary"]["sysctls"].get("net.ipv4.tcp_congestion_control", "")
     return model.link_bounds(
         loss_based=cc != "bbr",

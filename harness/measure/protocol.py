@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.core.terms import Method
 from harness.link.bounds import with_advertised_window
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
 from harness.measure.wall import WallClock
-from harness.plan import CasePlan
+from harness.plan.case import CasePlan
 from harness.results.model import TransferRecord
-from harness.terms import Method
 from harness.xfr import XfrTimeout
 from harness.xfr.served_times import served_curve, served_distribution
 
@@ -524,7 +524,7 @@ def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> N
 
 def run_flows(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
     """One case alone, its repeats in a row: its trigger's flow, each repeat followed by
-    the client pulls it asks for (the schedule of harness/measure/campaign.py interleaves
+    the client pulls it asks for (the schedule of harness/run/campaign.py interleaves
     cases the same way, one repeat at a time)."""
     plan = ctx.plan
     serial = None if plan.cold_start else prepare_updates(bench)

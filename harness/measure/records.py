@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.plan import CasePlan
+from harness.core.terms import SERVER_TO_SERVER, Method
+from harness.plan.case import CasePlan
 from harness.results.model import TransferRecord
-from harness.terms import SERVER_TO_SERVER, Method
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
+from harness.core.terms import SERVER_TO_SERVER
 from harness.metrics.series import MetricState
 from harness.results.model import TransferRecord
-from harness.terms import SERVER_TO_SERVER
 
 if TYPE_CHECKING:
-    from harness.plan import CasePlan
+    from harness.plan.case import CasePlan
 
 
 class _StateCollector(Collector):

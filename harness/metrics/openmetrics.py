@@ -30,11 +30,11 @@ from typing import Any
 from prometheus_client.utils import floatToGoString
 
 from harness.metrics.families import FAMILIES
-from harness.metrics.resources import load_samples
 from harness.metrics.series import HistogramValue, MetricState, SeriesKey, Value, transfer_time
 from harness.results.access import write_text_atomic
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
+from harness.results.resources import load_samples
 from harness.results.store import SAMPLES, load_run
 
 METRICS_OM = "metrics.om"

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from harness.errors import EnvironmentProblem, XfrbenchError
+from harness.core.errors import EnvironmentProblem, XfrbenchError
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 START_TIMEOUT = 30.0  # seconds until /-/ready must answer

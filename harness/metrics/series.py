@@ -30,6 +30,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from harness.core.terms import SERVER_TO_SERVER
 from harness.metrics.families import (
     BUCKET_LABELS,
     DURATION_BUCKETS,
@@ -41,7 +42,6 @@ from harness.metrics.families import (
 )
 from harness.results.fleet import fleet_repeats, primary_costs
 from harness.results.model import TransferRecord
-from harness.terms import SERVER_TO_SERVER
 
 _SAFE_VALUE = re.compile(r"^[a-z0-9_]{1,32}$")  # state and bound names taken from data
 _SAFE_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")  # host and site names (spec.SITE_NAME)

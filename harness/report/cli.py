@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import ui
-from harness.errors import UserInputError
+from harness.core import ui
+from harness.core.errors import UserInputError
 
 
 def register(subparsers: Any) -> None:
-    from harness.report.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+    from harness.compare.gate import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 
     report = subparsers.add_parser(
         "report", help="write RUN_DIR/report.html and print a summary of a run"
@@ -88,7 +88,7 @@ def write_and_print(run_dir: Path, out: Path | None = None) -> Path:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.report.compare import load_and_compare
+    from harness.compare.gate import load_and_compare
     from harness.report.text import print_comparison
 
     try:

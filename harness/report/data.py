@@ -8,7 +8,7 @@ once and the rendering separately.
 Per-case duration figures come from ``harness.results.summary`` over transfers.jsonl (the
 same code that writes summary.json), so an interrupted run without summary.json reports the
 same figures a finished one would. Resource figures come from summary.json["resources"]
-when the run wrote it, else from samples.jsonl through ``harness.metrics.resources``.
+when the run wrote it, else from samples.jsonl through ``harness.results.resources``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
+from harness.core.terms import ROLES, SERVER_TO_SERVER
 from harness.link.describe import describe_direction, describe_link
-from harness.metrics.resources import load_samples, summarize_resources
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.phases import CasePhases, case_phases
@@ -32,9 +32,9 @@ from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.access import read_text, unreadable
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
+from harness.results.resources import load_samples, summarize_resources
 from harness.results.store import RUN_JSON, SAMPLES, SUMMARY_JSON, TRANSFERS, load_run
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, summarize_case
-from harness.terms import ROLES, SERVER_TO_SERVER
 
 REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.units import format_rate
+from harness.core.units import format_rate
 
 MIB = 1024 * 1024
 NONE = "-"

@@ -11,7 +11,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
+from harness.core.stats import min_two_sided_p, repeats_for_alpha
+from harness.core.terms import TRANSPORTS
 from harness.report import fmt
 from harness.report.data import ReportData, RunInfo
 from harness.report.figures import build_figures, render_svg
@@ -21,8 +23,6 @@ from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
-from harness.stats import min_two_sided_p, repeats_for_alpha
-from harness.terms import TRANSPORTS
 
 TEMPLATE = "report.html.j2"
 

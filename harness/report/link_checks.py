@@ -6,7 +6,7 @@ direction; also each case's configured links as read back from its case.json (``
 One of the first screen's answers: ``data.build_report_data`` calls ``link_checks`` with the
 parsed records and case.json files, and the renderers (HTML, terminal) only format the
 result. The loss test is harness/link/losscheck.py's and the path arithmetic
-harness/link/linktest.py's, so the report says what the rest of the harness says.
+harness/linktest/check.py's, so the report says what the rest of the harness says.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.core.terms import SERVER_TO_SERVER
 from harness.link.losscheck import check_loss, expected_loss_rate
 from harness.link.path import configured_rtt, through
 from harness.results.meta import CaseMeta
 from harness.results.model import TransferRecord
 from harness.spec import DirectionSpec, LinkSpec
-from harness.terms import SERVER_TO_SERVER
 
 FORWARD, REVERSE = "forward", "reverse"
 UPLINK = "uplink"

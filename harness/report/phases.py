@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import TransferRecord
-from harness.terms import SERVER_TO_SERVER
 
 # The instants a transfer's phases are measured at, in the order they happen, and where each
 # is seen. Times in records are seconds since the trigger (t0): the NOTIFY leaving the

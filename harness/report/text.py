@@ -8,8 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.report import fmt
-from harness.report.compare import (
+from harness.compare.gate import (
     DRIFT,
     DRIFTING,
     FAILED_IN_B,
@@ -24,6 +23,7 @@ from harness.report.compare import (
     CaseComparison,
     Comparison,
 )
+from harness.report import fmt
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.throughput_bound import STEADY_BDPS

@@ -14,10 +14,10 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from harness.core.terms import SERVER_TO_SERVER
 from harness.report.link_checks import CaseLinks, case_links
 from harness.results.meta import CaseMeta
 from harness.results.model import TransferRecord
-from harness.terms import SERVER_TO_SERVER
 
 STEADY_BDPS = 10.0  # a transfer of at least this many BDPs is long enough to judge a bound
 BOUND_NAMES = ("rate", "receive_window", "receive_buffer", "send_window", "mathis", "pftk")

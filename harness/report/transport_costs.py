@@ -5,7 +5,7 @@ Mann-Whitney test against TCP, and the drift flags that say when a case's durati
 One of the first screen's answers: ``data.build_report_data`` calls ``transport_costs`` with
 the parsed records, and the renderers (HTML, terminal) only format the result; compare uses
 ``drift_messages`` too. Every figure comes from the server-to-server records that count (ok
-and verified), through the statistics of harness/stats.py, so the report says what the rest
+and verified), through the statistics of harness/core/stats.py, so the report says what the rest
 of the harness says.
 """
 
@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from harness.core.stats import bootstrap_intervals, drift_check, mann_whitney_p, min_two_sided_p
+from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS
 from harness.results.model import TransferRecord
-from harness.stats import bootstrap_intervals, drift_check, mann_whitney_p, min_two_sided_p
-from harness.terms import SERVER_TO_SERVER, TRANSPORTS
 
 BASELINE = "tcp"  # the transport the others are normalised to (= 100)
 ALPHA = 0.05  # significance level of the Mann-Whitney test against TCP

@@ -2,7 +2,7 @@
 
 - Results files (run.json, transfers.jsonl, summaries, samples, metrics.om, report.html)
   are written 0644 whatever the umask; secrets (TSIG keys, TLS keys, configs that embed a
-  secret: harness.secrets.write_private) are 0600. A file that grants nothing to group and
+  secret: harness.xfr.secrets.write_private) are 0600. A file that grants nothing to group and
   others is taken for a secret.
 - `hand_over(run_dir)`: a `sudo xfrbench run` leaves its folder to the user who ran sudo,
   so that `report` and `compare` work without sudo; the secrets stay root's 0600.
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def sudo_owner(env: Mapping[str, str], euid: int) -> tuple[int, int] | None:
 
 
 def is_secret(mode: int) -> bool:
-    """A regular file no one but its owner may read or write (harness.secrets writes 0600)."""
+    """A regular file no one but its owner may read or write (harness.xfr.secrets writes 0600)."""
     return stat.S_ISREG(mode) and not mode & 0o077
 
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import TransferRecord
 from harness.results.summary import percentile
-from harness.terms import SERVER_TO_SERVER
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query waited
 

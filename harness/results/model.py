@@ -20,8 +20,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from harness.errors import XfrbenchError
-from harness.terms import METHODS, TRANSPORTS, XFR_KINDS, Method, Transport, XfrKind
+from harness.core.errors import XfrbenchError
+from harness.core.terms import METHODS, TRANSPORTS, XFR_KINDS, Method, Transport, XfrKind
 
 FORMAT_VERSION = 1
 

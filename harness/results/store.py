@@ -24,8 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from harness.errors import UserInputError
-from harness.metrics.resources import load_samples, summarize_resources
+from harness.core.errors import UserInputError
 from harness.results.access import (
     RESULT_DIR_MODE,
     RESULT_FILE_MODE,
@@ -37,13 +36,14 @@ from harness.results.access import (
 from harness.results.fleet import fleet_summary
 from harness.results.meta import META_VERSION, RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
+from harness.results.resources import load_samples, summarize_resources
 from harness.results.summary import summarize, to_csv
 
 RUN_JSON = "run.json"
 TRANSFERS = "transfers.jsonl"
 SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"
-SAMPLES = "samples.jsonl"  # written by harness.metrics.sampler while the run goes on
+SAMPLES = "samples.jsonl"  # written by harness.observe.sampler while the run goes on
 
 
 def new_run_id(now: datetime.datetime | None = None) -> str:

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.core.stats import drift_check
 from harness.results.model import TransferRecord
-from harness.stats import drift_check
 
 MIN_STABLE_N = 3
 MAX_STABLE_CV = 0.10
@@ -45,7 +45,7 @@ class CaseSummary:
     primary: str | None = None
     secondary: str | None = None
     method: str | None = None
-    # harness.stats.drift_check over the durations in the order they ran: "drift",
+    # harness.core.stats.drift_check over the durations in the order they ran: "drift",
     # "possible drift", "no drift" or "too few", and the sentences that say why.
     drift: str | None = None
     drift_notes: list[str] = field(default_factory=list)

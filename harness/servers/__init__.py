@@ -12,6 +12,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Literal
 
+from harness.core.terms import ServerKind
 from harness.servers.base import (
     Capabilities,
     LoggedTransfer,
@@ -26,7 +27,6 @@ from harness.servers.failures import classify as _classify
 from harness.servers.failures import count_failures as _count_failures
 from harness.servers.knot import Knot
 from harness.servers.nsd import Nsd
-from harness.terms import ServerKind
 
 DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd}
 

@@ -22,10 +22,10 @@ from typing import ClassVar
 
 import jinja2
 
-from harness.secrets import TlsFiles, write_private
+from harness.core.terms import Role, ServerKind
 from harness.servers.failures import FailureWording
-from harness.terms import Role, ServerKind
 from harness.xfr import TsigKey
+from harness.xfr.secrets import TlsFiles, write_private
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
 
@@ -183,7 +183,7 @@ class Server(ABC):
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
-    footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/capacity.py)
+    footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),

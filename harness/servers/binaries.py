@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem, ScenarioError
+from harness.core.errors import EnvironmentProblem, ScenarioError
+from harness.core.terms import ServerKind
 from harness.servers import server_class
 from harness.servers.base import Capabilities
-from harness.terms import ServerKind
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The base of every scenario model and the field types that read units.
 
 ``Strict`` rejects unknown keys and freezes the model. ``Duration``, ``Rate``, ``Size`` and
-``Percent`` accept the unit spellings of ``harness.units`` and hold base values: seconds,
+``Percent`` accept the unit spellings of ``harness.core.units`` and hold base values: seconds,
 bits per second, bytes and percent.
 """
 
@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo
 
-from harness import units
+from harness.core import units
 
 
 def _wrap(parser: Any) -> Any:

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from harness.core.terms import ServerKind
 from harness.spec.fields import Strict
 from harness.spec.hosts import DEFAULT_SUITE, HostSpec, ServerSpec, ServerSuite
 from harness.spec.link import LinkSpec
-from harness.terms import ServerKind
 
 SITE_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
 RESERVED_NAMES = {"primary", "router", "link", "secondary"}

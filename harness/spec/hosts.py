@@ -10,9 +10,9 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from harness.core.terms import ServerKind
 from harness.servers import DIALECTS
 from harness.spec.fields import Strict
-from harness.terms import ServerKind
 
 # The Debian release a server comes from (compose backend: the image xfrbench/server:<suite>).
 ServerSuite = Literal["bookworm", "bookworm-backports", "trixie"]

@@ -16,11 +16,11 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import ScenarioError
+from harness.core.errors import ScenarioError
+from harness.core.terms import Transport, XfrKind
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
 from harness.spec.scenario import Scenario, flatten_matrix
-from harness.terms import Transport, XfrKind
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pydantic import (
     model_validator,
 )
 
-from harness.schedule import check_auto_repeats
+from harness.core.stats import check_auto_repeats
+from harness.core.terms import Transport, Trigger, XfrKind
 from harness.spec.fields import Duration, Percent, Strict
 from harness.spec.fleet import MAX_SECONDARIES, SiteSpec, fill_site_defaults
 from harness.spec.hosts import HostsSpec, ServersSpec
 from harness.spec.link import LinkSpec
-from harness.terms import Transport, Trigger, XfrKind
 
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
 ZonePreset = Literal["tiny", "tld", "hosting"]
@@ -87,7 +87,7 @@ def _repeats(value: Any) -> Any:
 
 class AutoRepeats(Strict):
     """`repeats = "auto"`: repeat every case until its median's confidence interval is at
-    most `target` wide relative to the median (harness/schedule.py), between `min` and
+    most `target` wide relative to the median (harness/plan/schedule.py), between `min` and
     `max` repeats."""
 
     min: int = Field(default=5, ge=1, le=10_000)

@@ -25,10 +25,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from harness.errors import EnvironmentProblem, UserInputError, XfrbenchError
+from harness.core.errors import EnvironmentProblem, UserInputError, XfrbenchError
 from harness.link import linkem
 from harness.link.probe import probe_kernel
-from harness.metrics import cgroup as cgroups
+from harness.observe import cgroup as cgroups
 from harness.spec import PER_HOST_SYSCTLS, HostsSpec, LinkSpec
 from harness.testbed import emulation, topology
 from harness.testbed import registry as reg

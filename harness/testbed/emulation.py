@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem
 from harness.link import linkem
 from harness.link.netem import classified_argv, netem_argv, parse_tc_stats, rate_argv
 from harness.spec import DirectionSpec, LinkSpec

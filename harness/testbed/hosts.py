@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.errors import ToolFailed
+from harness.core.errors import ToolFailed
 from harness.testbed import registry as reg
 from harness.testbed import topology
 from harness.testbed.topology import ROUTER, Endpoint, TopologyPlan

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import XfrbenchError
-from harness.filelock import exclusive
-from harness.metrics import cgroup as cgroups
+from harness.core.errors import XfrbenchError
+from harness.core.filelock import exclusive
+from harness.observe import cgroup as cgroups
 
 FORMAT = 1
 DEFAULT_DIR = Path("/run/xfrbench/testbeds")

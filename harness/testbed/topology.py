@@ -16,8 +16,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from harness.core.terms import Role
 from harness.spec import HostSpec, HostsSpec, LinkSpec
-from harness.terms import Role
 
 PREFIX = "xfb-"
 ROUTER = "router"

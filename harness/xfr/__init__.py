@@ -19,7 +19,7 @@ import binascii
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from harness.errors import UserInputError, XfrbenchError
+from harness.core.errors import UserInputError, XfrbenchError
 
 TSIG_ALGORITHMS = (
     "hmac-sha1",

@@ -23,7 +23,7 @@ from collections import deque
 from pathlib import Path
 
 import harness
-from harness.errors import XfrbenchError
+from harness.core.errors import XfrbenchError
 from harness.xfr.rrsum import ZoneSum, sum_stream
 from harness.xfr.rrsum_text import LineError, LineSummer
 from harness.xfr.wire import WireError

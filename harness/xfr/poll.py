@@ -1,7 +1,7 @@
 """SOA pollers: when did a secondary start answering the new serial?
 
 ``wait_for_serial`` keeps one UDP socket (created inside the server's netns, see
-``harness.netns``) and sends an SOA query every ``interval`` seconds; answers to any of its
+``harness.core.netns``) and sends an SOA query every ``interval`` seconds; answers to any of its
 recent queries count, so a path slower than the interval still works. The time it returns is
 the ``time.monotonic()`` at which the first answer with a serial >= the wanted one arrived:
 an upper bound of the moment the secondary started serving it, late by at most one
@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.netns import socket_in
+from harness.core.netns import socket_in
 from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
 from harness.xfr.serial import serial_ge

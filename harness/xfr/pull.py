@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.netns import socket_in
+from harness.core.netns import socket_in
 from harness.xfr import PullResult, TsigKey, XfrKind
 from harness.xfr import wire as w
 from harness.xfr.digest import DigestBuilder

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.xfr.rrsum import (
     LENGTH_OCTET,
     NAME_TYPES,

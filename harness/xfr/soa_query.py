@@ -11,7 +11,7 @@ import random
 import socket
 import time
 
-from harness.netns import socket_in
+from harness.core.netns import socket_in
 from harness.xfr import wire as w
 from harness.xfr.soa_wire import parse_soa_answer, soa_query
 

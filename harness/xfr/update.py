@@ -23,7 +23,7 @@ import dns.rdatatype
 import dns.rrset
 import dns.update
 
-from harness.netns import socket_in
+from harness.core.netns import socket_in
 from harness.xfr import TsigKey, XfrError
 
 Record = tuple[Any, int, Any]  # (dns.name.Name, ttl, dns.rdata.Rdata)

@@ -21,7 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from types import TracebackType
 
-from harness.netns import socket_in
+from harness.core.netns import socket_in
 from harness.xfr.serial import serial_ge
 
 ETH_P_ALL = 0x0003  # outgoing packets reach only 'all protocols' taps

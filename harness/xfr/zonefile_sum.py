@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.xfr.digest_pool import (
     DEFAULT_WORKERS,
     INLINE_BYTES,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.zonegen import cache, small, tld
 from harness.zonegen.generate import cache_key, write_lines_file, zone_file_name
 from harness.zonegen.model import MAX_SERIAL, ChangeSet, ZoneSpec, validate

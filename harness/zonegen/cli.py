@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.zonegen.changes import change_set
 from harness.zonegen.digest import zone_digest
 from harness.zonegen.generate import generate

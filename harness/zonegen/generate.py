@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.zonegen import cache, sign, small, tld
 from harness.zonegen.model import (
     GENERATOR_VERSION,

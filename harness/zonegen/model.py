@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 
 # Bump whenever the bytes a spec produces change: it is part of every cache key.
 GENERATOR_VERSION = 2

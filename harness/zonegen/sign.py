@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem, ToolFailed
+from harness.core.errors import EnvironmentProblem, ToolFailed
 
 ALGORITHM = "ECDSAP256SHA256"
 VALIDITY = "now+7776000"  # 90 days

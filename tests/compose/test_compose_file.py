@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.compose import daemon, images, project
-from harness.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem
 
 pytestmark = [pytest.mark.compose]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.compose import images, project
-from harness.errors import EnvironmentProblem, UserInputError
+from harness.core.errors import EnvironmentProblem, UserInputError
 
 IMAGES = {"primary": "xfrbench/server:trixie", "secondary": "xfrbench/server:bookworm"}
 IMAGES["link"] = "xfrbench/link:trixie"

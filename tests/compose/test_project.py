@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from harness.compose import daemon, deploy, project
-from harness.errors import EnvironmentProblem
-from harness.netns import socket_in
+from harness.core.errors import EnvironmentProblem
+from harness.core.netns import socket_in
 from harness.testbed import DEFAULT_BLOCK
 from harness.testbed import registry as reg
 from harness.testbed import topology as planning

@@ -14,7 +14,7 @@ from harness import spec
 from harness.compose import deploy, images
 from harness.compose.backend import Backend
 from harness.results.store import load_run
-from harness.runner import run_scenario
+from harness.run.runner import run_scenario
 
 pytestmark = [pytest.mark.root, pytest.mark.compose, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import cgroup, procfs
-from harness.metrics.resources import load_samples, summarize_resources
-from harness.metrics.sampler import Sampler, Target
+from harness.observe import cgroup, procfs
+from harness.observe.sampler import Sampler, Target
+from harness.results.resources import load_samples, summarize_resources
 
 pytestmark = [
     pytest.mark.root,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.plan import plan_case
+from harness.plan.case import plan_case
 from harness.results.store import RunStore, load_run
-from harness.runner import NETNS, resolve_binaries, run_case
+from harness.run.runner import NETNS, resolve_binaries, run_case
 
 pytestmark = [
     pytest.mark.root,

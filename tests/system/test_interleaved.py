@@ -12,7 +12,7 @@ import pytest
 
 from harness import spec
 from harness.results.store import load_run
-from harness.runner import run_scenario
+from harness.run.runner import run_scenario
 
 pytestmark = [
     pytest.mark.root,

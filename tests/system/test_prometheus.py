@@ -22,11 +22,11 @@ import pytest
 
 from harness import spec
 from harness.metrics.promserver import PROMETHEUS, PrometheusServer, free_port
-from harness.metrics.resources import load_samples
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
+from harness.results.resources import load_samples
 from harness.results.store import load_run
-from harness.runner import run_scenario
+from harness.run.runner import run_scenario
 
 pytestmark = [
     pytest.mark.root,

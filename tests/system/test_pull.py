@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import netns as netns_mod
-from harness.secrets import new_tls
+from harness.core import netns as netns_mod
 from harness.xfr import TsigKey, compare_zones
 from harness.xfr.digest import zone_digest_dnspython
 from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import wait_for_serial
 from harness.xfr.pull import pull, pull_verified_copy, xot_context
+from harness.xfr.secrets import new_tls
 from harness.xfr.soa_query import query_soa_serial
 
 pytestmark = [pytest.mark.root]
@@ -376,7 +376,7 @@ def test_netns_entered_and_socket_in(scratch_netns: str) -> None:
 
 
 def test_entered_unknown_netns_is_a_clear_error() -> None:
-    from harness.errors import EnvironmentProblem
+    from harness.core.errors import EnvironmentProblem
 
     with (
         pytest.raises(EnvironmentProblem, match="does not exist"),

@@ -16,7 +16,7 @@ import pytest
 
 from harness.metrics.openmetrics import write_openmetrics
 from harness.results import RunStore
-from harness.secrets import write_private
+from harness.xfr.secrets import write_private
 from tests.system.normal_user import REPO, as_user, ensure_user
 
 pytestmark = [

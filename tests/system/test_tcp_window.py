@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.core.netns import socket_in
 from harness.link.bounds import window_limit_bps
-from harness.metrics import sockdiag, sockdiag_wire, tcp_info
-from harness.netns import socket_in
+from harness.observe import sockdiag, sockdiag_wire, tcp_info
 
 pytestmark = [
     pytest.mark.root,

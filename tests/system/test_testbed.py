@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import EnvironmentProblem, UserInputError
-from harness.link import linkem, measure
+from harness.core.errors import EnvironmentProblem, UserInputError
+from harness.link import linkem
 from harness.link.bounds import goodput_at_rate_bps
+from harness.linktest import tools as measure
 from harness.spec import HostsSpec, LinkSpec
 from harness.testbed import Testbed, clean_leftovers
 from harness.testbed import registry as reg

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from harness import spec, zonegen
-from harness.measure import servers
-from harness.measure.driver import LiveCase
-from harness.plan import plan_case
+from harness.measure import processes as servers
+from harness.measure.live import LiveCase
+from harness.plan.case import plan_case
 from harness.results.meta import RunMeta
 from harness.results.store import load_run
-from harness.runner import NETNS, resolve_binaries, run_scenario
+from harness.run.runner import NETNS, resolve_binaries, run_scenario
 from harness.testbed import Testbed
 
 pytestmark = [

@@ -15,7 +15,7 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
-from harness.netns import socket_in
+from harness.core.netns import socket_in
 from harness.spec import HostsSpec, LinkSpec
 from harness.testbed import Testbed
 from harness.xfr.wire_watch import WireWatch

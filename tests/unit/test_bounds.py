@@ -7,7 +7,8 @@ import math
 import pytest
 
 from harness.link import bounds
-from harness.link.measure import expected_loss_percent, flood_pps, parse_ping, within
+from harness.link.losscheck import expected_loss_percent
+from harness.linktest.tools import flood_pps, parse_ping, within
 from harness.spec import LossSpec
 
 

@@ -1,4 +1,4 @@
-"""The run's schedule (harness/measure/campaign.py): interleaved passes within a group,
+"""The run's schedule (harness/run/campaign.py): interleaved passes within a group,
 alternating blocks between groups, sessions kept across consecutive slots of one group, and
 repeats = "auto" stopping each case at its target or its maximum. No root, fake sessions."""
 
@@ -8,7 +8,7 @@ import contextlib
 import random
 from collections.abc import Iterator
 
-from harness.measure.campaign import Slot, auto_slots, execute, fixed_slots
+from harness.run.campaign import Slot, auto_slots, execute, fixed_slots
 from harness.spec import AutoRepeats
 
 

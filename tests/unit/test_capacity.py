@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.capacity import check_memory, host_memory_bytes, memory_need
 from harness.cli import main
-from harness.errors import UserInputError
-from harness.plan import plan_case
+from harness.core.errors import UserInputError
+from harness.plan.capacity import check_memory, host_memory_bytes, memory_need
+from harness.plan.case import plan_case
 from harness.servers import DIALECTS
 
 GIB = 2**30

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.errors import UserInputError
-from harness.report.compare import (
+from harness.compare.gate import (
     DRIFTING,
     FAILED_IN_B,
     IMPROVEMENT,
@@ -21,8 +20,9 @@ from harness.report.compare import (
     REGRESSION,
     load_and_compare,
 )
+from harness.core.errors import UserInputError
+from harness.core.stats import bootstrap_intervals, min_two_sided_p, repeats_for_alpha
 from harness.results import RunStore, TransferRecord
-from harness.stats import bootstrap_intervals, min_two_sided_p, repeats_for_alpha
 
 CASE = "bind-bind/tcp/axfr"
 BASE = [1.00, 1.01, 0.99, 1.02, 0.98, 1.03]  # no ties: the exact Mann-Whitney test applies

@@ -9,7 +9,7 @@ import pytest
 from harness import spec
 from harness.cli import main
 from harness.compose.backend import Backend, binary_in_image, check_scenario, suite_of_tag
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.testbed import registry as reg
 
 

@@ -24,7 +24,7 @@ from harness.measure.protocol import (
 )
 from harness.measure.records import RecordContext
 from harness.measure.wall import WallClock, describe
-from harness.plan import CasePlan, HostPlan, plan_case
+from harness.plan.case import CasePlan, HostPlan, plan_case
 from harness.results.model import TransferRecord
 from harness.xfr import XfrTimeout
 

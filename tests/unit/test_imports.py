@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
-LAZY_ALLOWED = {"harness.cli", "harness.report.cli", "harness.link.cli"}
+LAZY_ALLOWED = {"harness.cli", "harness.report.cli", "harness.linktest.cli"}
 
 
 def module_name(path: Path) -> str:

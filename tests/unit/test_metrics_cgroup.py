@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import cgroup
-from harness.metrics.cgroup import Cgroup, CgroupUsage, Layout, Mount
+from harness.observe import cgroup
+from harness.observe.cgroup import Cgroup, CgroupUsage, Layout, Mount
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
 

@@ -15,12 +15,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import spec
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.measure.records import Observed, RecordContext, transfer_record
 from harness.metrics.exporter import Exporter
 from harness.metrics.families import DURATION_BUCKETS, FAMILIES
 from harness.metrics.series import MetricState
-from harness.plan import plan_case
+from harness.plan.case import plan_case
 from harness.results.model import TransferRecord
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

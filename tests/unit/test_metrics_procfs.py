@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import procfs
+from harness.observe import procfs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
 

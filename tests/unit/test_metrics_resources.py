@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness.errors import UserInputError
-from harness.metrics.resources import counter_delta, load_samples, summarize_resources
+from harness.core.errors import UserInputError
+from harness.results.resources import counter_delta, load_samples, summarize_resources
 
 
 def server(

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from harness.metrics import sampler as sampler_module
-from harness.metrics.procfs import read_port_range
-from harness.metrics.resources import load_samples
-from harness.metrics.sampler import CPU_BUDGET, Sampler, Target, normalize_link_counters
+from harness.observe import sampler as sampler_module
+from harness.observe.procfs import read_port_range
+from harness.observe.sampler import CPU_BUDGET, Sampler, Target, normalize_link_counters
+from harness.results.resources import load_samples
 
 SERVER_KEYS = {
     "t",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import procfs, sockdiag_wire, tcp_info
+from harness.observe import procfs, sockdiag_wire, tcp_info
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sockdiag"
 RANGE = (40000, 40999)

@@ -314,8 +314,8 @@ def test_parse_tc_stats() -> None:
 
 # --- `xfrbench link test` flags become a LinkSpec/HostsSpec, with errors naming the flag ---
 
-from harness.errors import UserInputError  # noqa: E402
-from harness.link.linktest import build_specs  # noqa: E402
+from harness.core.errors import UserInputError  # noqa: E402
+from harness.linktest.check import build_specs  # noqa: E402
 
 
 def test_flags_build_the_same_specs_a_scenario_would() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.metrics.exporter import Exporter
 from harness.metrics.openmetrics import (
     METRICS_OM,

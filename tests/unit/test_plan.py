@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.errors import EnvironmentProblem
-from harness.plan import CasePlan, plan_case, support_problem
+from harness.core.errors import EnvironmentProblem
+from harness.plan.case import CasePlan, plan_case, support_problem
 from harness.servers import DIALECTS
 from harness.testbed import emulation, topology
 from harness.testbed import registry as reg

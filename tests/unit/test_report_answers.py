@@ -377,7 +377,7 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
 
 # --- fleets -------------------------------------------------------------------------------
 
-SAMPLE = {  # a primary's sample (harness/metrics/sampler.py), the figures not used zero
+SAMPLE = {  # a primary's sample (harness/observe/sampler.py), the figures not used zero
     "role": "primary", "server": "bind", "pid": 1, "source": "cgroup-v2", "cpu_system_s": 0.0,
     "rss_bytes": 1 << 24, "peak_rss_bytes": None, "memory_bytes": None,
     "tcp": {"inuse": 1, "orphan": 0, "time_wait": 0, "alloc": 1},

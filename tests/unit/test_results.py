@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.results import FORMAT_VERSION, ResultFormatError, RunStore, TransferRecord, load_run
 from harness.results.store import new_run_id
 from harness.results.summary import percentile, summarize, to_csv

@@ -21,7 +21,7 @@ from harness.results.access import (
     plan_hand_over,
     sudo_owner,
 )
-from harness.secrets import write_private
+from harness.xfr.secrets import write_private
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 RUN = "20250101T000000Z-abc123"

@@ -8,15 +8,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from harness.schedule import (
+from harness.core.stats import check_auto_repeats, median_interval, min_values_for_interval
+from harness.plan.schedule import (
     block_schedule,
-    check_auto_repeats,
     interleaved_schedule,
     needs_more,
     pass_order,
     repeat_states,
 )
-from harness.stats import median_interval, min_values_for_interval
 
 CASES = ["bind/tcp", "bind/xot", "knot/tcp", "nsd/tcp"]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.seeds import SEED_BITS, derive_seed
 from harness.link import linkem
-from harness.seeds import SEED_BITS, derive_seed
 from harness.spec import LinkSpec
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness import servers
+from harness.core.terms import SERVER_KINDS, ServerKind
 from harness.servers.bind import bind_timestamp
 from harness.servers.knot import knot_timestamp
 from harness.servers.nsd import nsd_timestamp
-from harness.terms import SERVER_KINDS, ServerKind
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURES = FIXTURES / "failures"

@@ -6,7 +6,7 @@ import pytest
 
 from harness import spec
 from harness.cli import main
-from harness.errors import ScenarioError
+from harness.core.errors import ScenarioError
 
 REPO = Path(__file__).resolve().parents[2]
 

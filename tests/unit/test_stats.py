@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import quantile_test
 
-from harness.stats import (
+from harness.core.stats import (
     FIRST_REPEAT_THRESHOLD,
     POSSIBLE_DRIFT_CHANGE,
     drift_check,

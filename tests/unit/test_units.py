@@ -1,6 +1,6 @@
 import pytest
 
-from harness import units
+from harness.core import units
 
 
 @pytest.mark.parametrize(

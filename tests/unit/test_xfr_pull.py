@@ -322,7 +322,7 @@ def test_ixfr_needs_serial() -> None:
 
 
 def test_tsig_key_hides_secret_and_checks_input() -> None:
-    from harness.errors import UserInputError
+    from harness.core.errors import UserInputError
 
     assert KEY.secret not in repr(KEY)
     with pytest.raises(UserInputError):

@@ -11,7 +11,7 @@ from pathlib import Path
 import dns.zone
 import pytest
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.xfr import PullResult
 from harness.xfr.digest_pool import DigestFailed
 from harness.xfr.rrsum import ZoneSum, sum_zone_object

@@ -14,7 +14,7 @@ import dns.rrset
 import dns.zone
 import pytest
 
-from harness.errors import UserInputError
+from harness.core.errors import UserInputError
 from harness.zonegen import (
     ZoneSpec,
     apply_diff,

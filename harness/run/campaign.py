@@ -1,6 +1,6 @@
 """The run's schedule: which case's repeat runs next, on which testbed, and when to stop.
 
-Cases of one group share a testbed and run interleaved (harness/schedule.py: shuffled
+Cases of one group share a testbed and run interleaved (harness/plan/schedule.py: shuffled
 round-robin passes) with `order = "interleaved"`; with `order = "blocks"` every case is a
 block of its own. Blocks run in passes whose order alternates (A B C, C B A, ...), so a
 slow drift of the machine adds alike to every case. Consecutive slots of one group share one
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.schedule import block_schedule, needs_more, pass_order
+from harness.plan.schedule import block_schedule, needs_more, pass_order
 from harness.spec import AutoRepeats
 
 Key = tuple[int, int]  # (group, case within the group)

@@ -1,7 +1,7 @@
 """A paced UDP flood with sequence numbers, to count loss on each direction of a link.
 
-    python -m harness.link.flood recv --bind ADDR --port P [--idle S] [--max-wait S]
-    python -m harness.link.flood send --to ADDR --port P --count N --pps R [--size B]
+    python -m harness.linktest.flood recv --bind ADDR --port P [--idle S] [--max-wait S]
+    python -m harness.linktest.flood send --to ADDR --port P --count N --pps R [--size B]
 
 The receiver prints "ready" once bound, then one JSON line when the flow has gone quiet:
 unique packets, duplicates and reordered arrivals. The sender prints one JSON line with what
@@ -85,7 +85,7 @@ def send(to: str, port: int, count: int, pps: float, size: int) -> dict[str, int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.link.flood")
+    parser = argparse.ArgumentParser(prog="python -m harness.linktest.flood")
     sub = parser.add_subparsers(dest="mode", required=True)
     recv = sub.add_parser("recv")
     recv.add_argument("--bind", required=True)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.metrics.sockdiag_wire import (
+from harness.observe.sockdiag_wire import (
     INET_DIAG_CONG,
     INET_DIAG_INFO,
     INET_DIAG_SKMEMINFO,

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import XfrbenchError
-from harness.metrics.procfs import ProcessGone, netns_inode
-from harness.netns import socket_in
-from harness.plan import HostPlan
-from harness.secrets import TlsFiles
+from harness.core.errors import XfrbenchError
+from harness.core.netns import socket_in
+from harness.observe.procfs import ProcessGone, netns_inode
+from harness.plan.case import HostPlan
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Host, Testbed
 from harness.xfr import TsigKey
+from harness.xfr.secrets import TlsFiles
 from harness.zonegen.cache import link_or_copy
 
 CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)

@@ -1,5 +1,5 @@
 """One visit of a group of cases: its zones, its testbed, its servers, and its slots run one
-repeat at a time (harness/measure/campaign.py decides which).
+repeat at a time (harness/run/campaign.py decides which).
 
     with GroupSession(group, visit_dir, context) as session:
         session.run(case_index, repeat, position, pass_index)   # records go to context.emit
@@ -22,20 +22,20 @@ from typing import Any
 from harness import zonegen
 from harness.compose.backend import Backend
 from harness.link.path import compute_bound, configured_rtt, through
-from harness.measure.driver import TLS_HOSTNAME, LiveCase
+from harness.measure.live import TLS_HOSTNAME, LiveCase
+from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import client_pulls, cold_start_repeat, prepare_updates, update_repeat
 from harness.measure.records import RecordContext, failure, transfer_record
-from harness.measure.servers import CONTROL_DIR, CaseFailed
 from harness.measure.wall import WallClock
-from harness.metrics.sampler import Sampler
-from harness.plan import CasePlan, GroupPlan
+from harness.observe.sampler import Sampler
+from harness.plan.case import CasePlan, GroupPlan
 from harness.results.meta import CaseMeta, ServerInfo
 from harness.results.model import TransferRecord
 from harness.results.store import write_json_atomic
-from harness.secrets import new_tls, new_tsig
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import XfrTimeout
+from harness.xfr.secrets import new_tls, new_tsig
 from harness.xfr.zonefile_sum import zone_file_sum
 
 Binaries = dict[str, ServerBinary]  # host name -> its server binary

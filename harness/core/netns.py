@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem, UserInputError
+from harness.core.errors import EnvironmentProblem, UserInputError
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/run/netns")

@@ -12,11 +12,11 @@ not significant, and not shown to be absent either.
 
 A significant slow-down is a regression, and so is a case whose transfers all failed in B but
 not in A; either makes the exit status 1, so the command can gate a server upgrade in CI. A
-slow-down in a case whose repeats drift (harness/stats.py drift_check: a trend, or a slow
+slow-down in a case whose repeats drift (harness/core/stats.py drift_check: a trend, or a slow
 first repeat) is not called a regression: the rank test assumes values that do not drift,
 so it is reported as "drifting" and named, for a re-run to settle.
 
-Everything but ``load_and_compare`` is pure; the statistics live in harness/stats.py, and the
+Everything but ``load_and_compare`` is pure; the statistics live in harness/core/stats.py, and the
 bootstrap uses a fixed seed per case so the same two runs always print the same intervals.
 """
 
@@ -28,14 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserInputError
-from harness.report.data import case_label, load_records
-from harness.report.transport_costs import drift_messages
-from harness.results.fleet import fleet_repeats
-from harness.results.meta import RunMeta
-from harness.results.model import TransferRecord
-from harness.results.store import RUN_JSON
-from harness.stats import (
+from harness.core.errors import UserInputError
+from harness.core.stats import (
     bootstrap_intervals,
     coefficient_of_variation,
     drift_check,
@@ -43,7 +37,13 @@ from harness.stats import (
     min_two_sided_p,
     repeats_for_alpha,
 )
-from harness.terms import SERVER_TO_SERVER
+from harness.core.terms import SERVER_TO_SERVER
+from harness.report.data import case_label, load_records
+from harness.report.transport_costs import drift_messages
+from harness.results.fleet import fleet_repeats
+from harness.results.meta import RunMeta
+from harness.results.model import TransferRecord
+from harness.results.store import RUN_JSON
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem
 
 PARENT = "xfrbench"
 _RMDIR_WAIT = 5.0

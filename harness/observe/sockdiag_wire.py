@@ -1,6 +1,6 @@
 """The netlink sock_diag (inet_diag) messages of TCP sockets: pure packing and parsing.
 
-No sockets here: ``harness.metrics.sockdiag`` sends what ``request`` / ``exact_request``
+No sockets here: ``harness.observe.sockdiag`` sends what ``request`` / ``exact_request``
 build and hands the recv() chunks to the parsers below, which are tested on dumps captured
 from a real kernel (tests/fixtures/sockdiag/).
 
@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from harness.metrics.tcp_states import TCP_STATES, PortRange
+from harness.observe.tcp_states import TCP_STATES, PortRange
 
 SOCK_DIAG_BY_FAMILY = 20
 TCPDIAG_GETSOCK = 18  # the original inet_diag request: both families in one dump

@@ -16,8 +16,8 @@ A dump lists the sockets of the namespace the netlink socket was opened in: ``so
 opens it inside a named namespace or a process's one (setns, so root), then switches back.
 
 This module is the thin I/O: the messages are packed and parsed in
-``harness.metrics.sockdiag_wire``, the connection figures decoded in
-``harness.metrics.tcp_info``.
+``harness.observe.sockdiag_wire``, the connection figures decoded in
+``harness.observe.tcp_info``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import threading
 import time
 from typing import Any
 
-from harness.errors import EnvironmentProblem
-from harness.metrics.sockdiag_wire import (
+from harness.core.errors import EnvironmentProblem
+from harness.core.netns import _setns, entered
+from harness.observe.sockdiag_wire import (
     ALL_STATES,
     CONNECTED_STATES,
     TCP_TIME_WAIT,
@@ -43,9 +44,8 @@ from harness.metrics.sockdiag_wire import (
     request,
     summarise,
 )
-from harness.metrics.tcp_info import INFO_EXT, Peaks, TcpConnection, connections_to, same_address
-from harness.metrics.tcp_states import PortRange
-from harness.netns import _setns, entered
+from harness.observe.tcp_info import INFO_EXT, Peaks, TcpConnection, connections_to, same_address
+from harness.observe.tcp_states import PortRange
 
 NETLINK_SOCK_DIAG = 4
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from harness.metrics import procfs
-from harness.metrics.cgroup import Cgroup, CgroupUsage
+from harness.observe import procfs
+from harness.observe.cgroup import Cgroup, CgroupUsage
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ What each figure counts (Linux 6.x):
   included; the state column is the kernel's hex code.
 
 `read_net` takes sockets per state and ephemeral ports from a netlink sock_diag dump
-(harness.metrics.sockdiag: a few milliseconds at 30 k TIME_WAIT sockets, where the tcp/tcp6
+(harness.observe.sockdiag: a few milliseconds at 30 k TIME_WAIT sockets, where the tcp/tcp6
 text costs 75-90 ms) and falls back to the text when the dump is refused: the reader lacks
 CAP_SYS_ADMIN to enter another namespace (a rootless driver), the kernel lacks inet_diag /
 tcp_diag, or a sandbox or seccomp policy forbids NETLINK_SOCK_DIAG. The fallback is logged
@@ -31,9 +31,9 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from harness.metrics import sockdiag
-from harness.metrics.tcp_states import TCP_STATES, PortRange
-from harness.netns import entered
+from harness.core.netns import entered
+from harness.observe import sockdiag
+from harness.observe.tcp_states import TCP_STATES, PortRange
 
 log = logging.getLogger(__name__)
 

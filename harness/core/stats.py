@@ -344,3 +344,19 @@ def drift_check(
     else:
         verdict = "no drift"
     return DriftCheck(verdict, trend, first, tuple(messages))
+
+
+def check_auto_repeats(
+    min_repeats: int, max_repeats: int, target: float, confidence: float
+) -> None:
+    """Reject settings under which the rule cannot work (ValueError saying why)."""
+    floor = min_values_for_interval(confidence)
+    if not 0 < target < 1:
+        raise ValueError(f"target {target} is not a fraction in (0, 1): 0.05 means 5 %")
+    if min_repeats < 1 or max_repeats < min_repeats:
+        raise ValueError(f"need 1 <= min_repeats ({min_repeats}) <= max_repeats ({max_repeats})")
+    if max_repeats < floor:
+        raise ValueError(
+            f"max_repeats {max_repeats} is too few for any {confidence:.0%} interval of the "
+            f"median (it needs at least {floor} transfers)"
+        )

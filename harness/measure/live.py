@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import zonegen
-from harness.measure import servers as srv
-from harness.measure.observe import TransferObserver
+from harness.measure import processes as srv
+from harness.measure.processes import RunningServer
 from harness.measure.protocol import (
     START_TIMEOUT,
     ColdStartLog,
@@ -25,12 +25,11 @@ from harness.measure.protocol import (
     Pulled,
     Verification,
 )
-from harness.measure.servers import RunningServer
 from harness.measure.wall import WallClock
-from harness.metrics.procfs import parse_port_range
-from harness.metrics.sampler import Sampler, Target
-from harness.plan import CasePlan, GroupPlan
-from harness.secrets import TlsFiles, new_tsig
+from harness.measure.watch import TransferObserver
+from harness.observe.procfs import parse_port_range
+from harness.observe.sampler import Sampler, Target
+from harness.plan.case import CasePlan, GroupPlan
 from harness.servers import count_failures
 from harness.servers.base import last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
@@ -47,6 +46,7 @@ from harness.xfr.poll import (
 from harness.xfr.pull import xot_context
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
+from harness.xfr.secrets import TlsFiles, new_tsig
 from harness.xfr.update import query_soa, send_update, serial_update, with_serial
 from harness.xfr.verify import check_copy, verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness import zonegen
+from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
 from harness.servers.base import Capabilities
 from harness.spec import Case, HostSpec, LinkSpec, ServerSpec
-from harness.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
 from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -168,7 +168,7 @@ class GroupPlan:
     """Cases that share one testbed and one set of servers: those of one matrix cell, which
     differ only in transport and transfer kind. The primary serves what any of them needs
     (TLS, the TSIG key, IXFR); each secondary is switched between the cases' settings by its
-    server's own reconfiguration (harness/measure/session.py)."""
+    server's own reconfiguration (harness/run/session.py)."""
 
     cases: tuple[CasePlan, ...]
 

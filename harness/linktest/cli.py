@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import UserInputError
-from harness.units import format_rate
+from harness.core.errors import UserInputError
+from harness.core.units import format_rate
 
 
 def register(subparsers: Any) -> None:
@@ -66,7 +66,7 @@ def register(subparsers: Any) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
-    from harness.link.linktest import LinkTestOptions, build_specs, parse_duration_flag
+    from harness.linktest.check import LinkTestOptions, build_specs, parse_duration_flag
 
     link, hosts = build_specs(
         delay=args.delay,
@@ -109,7 +109,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 
 def handle_test(args: argparse.Namespace) -> int:
-    from harness.link import linktest
+    from harness.linktest import check as linktest
 
     options = options_from_args(args)
     result = linktest.run(options)

@@ -3,7 +3,7 @@
 Each case gets its own testbed (namespaces or containers, links, TCP settings) and its own
 servers; every transfer appends one line to transfers.jsonl as soon as it ends, so an
 interrupted run keeps every finished measurement. What the figures mean is written down in
-harness/measure/protocol.py; what a case consists of in harness/plan.py.
+harness/measure/protocol.py; what a case consists of in harness/plan/case.py.
 """
 
 from __future__ import annotations
@@ -14,29 +14,29 @@ import resource
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness import ui
-from harness.capacity import check_memory, host_memory_bytes
 from harness.compose.backend import Backend, prepare
-from harness.errors import UserInputError
+from harness.core import ui
+from harness.core.errors import UserInputError
+from harness.core.terms import SERVER_TO_SERVER
 from harness.link.probe import probe_kernel
 from harness.measure import wall
-from harness.measure.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.measure.records import RecordContext
-from harness.measure.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.measure.wall import WallClock
 from harness.metrics.exporter import Exporter
 from harness.metrics.openmetrics import write_openmetrics
-from harness.metrics.sampler import Sampler
-from harness.plan import CasePlan, GroupPlan, group_cases, plan_case, support_problem
+from harness.observe.sampler import Sampler
+from harness.plan.capacity import check_memory, host_memory_bytes
+from harness.plan.case import CasePlan, GroupPlan, group_cases, plan_case, support_problem
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
 from harness.results.meta import HostInfo, RunMeta, SamplerInfo, ServerInfo
 from harness.results.model import TransferRecord
 from harness.results.provenance import collect
 from harness.results.store import SAMPLES, RunStore
+from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
+from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
-from harness.terms import SERVER_TO_SERVER
 
 NETNS = Backend()
 # (kind, binary as configured, image): one binary per distinct key.
@@ -140,7 +140,7 @@ def unsupported_cases(
 def run_cases(
     loaded: LoadedScenario, plans: list[CasePlan], run: RunContext, tally: Tally, folder: Path
 ) -> None:
-    """Every runnable case in the scenario's order (harness/measure/campaign.py)."""
+    """Every runnable case in the scenario's order (harness/run/campaign.py)."""
     groups = group_cases(plans)
     scenario = loaded.scenario
     sizes = [len(group.cases) for group in groups]

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 import harness.compose.provider  # noqa: F401 - registers the compose undo kinds
-from harness.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem
 from harness.testbed import clean_leftovers, find_strays
 
 

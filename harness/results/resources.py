@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserInputError
-from harness.terms import ROLES
+from harness.core.errors import UserInputError
+from harness.core.terms import ROLES
 
 Sample = dict[str, Any]
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order

@@ -14,7 +14,7 @@ adds the same total to every block over each two passes, and the block at each t
 twice in a row, so its testbed can stay up.
 
 Repeats are numbered from 1, as in transfers.jsonl. Randomness comes from
-`harness.seeds.derive_seed` (SHA-256), so a schedule is the same on every machine and Python
+`harness.core.seeds.derive_seed` (SHA-256), so a schedule is the same on every machine and Python
 version for the same seed, and a pass's order does not depend on the other passes.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from harness.seeds import derive_seed
-from harness.stats import MedianInterval, median_interval, min_values_for_interval
+from harness.core.seeds import derive_seed
+from harness.core.stats import MedianInterval, check_auto_repeats, median_interval
 
 C = TypeVar("C", bound=Hashable)
 
@@ -119,22 +119,6 @@ class RepeatState:
         return self.interval.relative_width if self.interval else None
 
 
-def check_auto_repeats(
-    min_repeats: int, max_repeats: int, target: float, confidence: float
-) -> None:
-    """Reject settings under which the rule cannot work (ValueError saying why)."""
-    floor = min_values_for_interval(confidence)
-    if not 0 < target < 1:
-        raise ValueError(f"target {target} is not a fraction in (0, 1): 0.05 means 5 %")
-    if min_repeats < 1 or max_repeats < min_repeats:
-        raise ValueError(f"need 1 <= min_repeats ({min_repeats}) <= max_repeats ({max_repeats})")
-    if max_repeats < floor:
-        raise ValueError(
-            f"max_repeats {max_repeats} is too few for any {confidence:.0%} interval of the "
-            f"median (it needs at least {floor} transfers)"
-        )
-
-
 def repeat_states(
     durations_by_case: Mapping[C, Sequence[float]],
     target: float = DEFAULT_TARGET,
@@ -145,14 +129,14 @@ def repeat_states(
 ) -> dict[C, RepeatState]:
     """The stopping rule of `repeats = "auto"`, case by case.
 
-    A case stops when its median's distribution-free interval (harness.stats.median_interval)
+    A case stops when its median's distribution-free interval (harness.core.stats.median_interval)
     is at most `target` wide relative to the median, after at least `min_repeats` verified
     transfers ("reached target"), or after `max_repeats` attempts ("reached max without
     target"). `durations_by_case` holds the verified durations; `attempts_by_case` the
     transfers tried, failed ones included (default: the durations' count), so a case that
     keeps failing still stops. Stopping when an interval first looks narrow favours lucky
     streaks a little (optional stopping); `min_repeats` limits that. The interval assumes
-    no drift: run the cases interleaved and check `harness.stats.drift_check`.
+    no drift: run the cases interleaved and check `harness.core.stats.drift_check`.
     """
     check_auto_repeats(min_repeats, max_repeats, target, confidence)
     states: dict[C, RepeatState] = {}

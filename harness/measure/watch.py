@@ -16,9 +16,9 @@ from typing import Any
 
 from harness.link import linkem
 from harness.link.losscheck import check_loss
-from harness.metrics.sampler import normalize_link_counters
-from harness.metrics.sockdiag import ConnectionWatch, SockDiagRefused
-from harness.plan import CasePlan
+from harness.observe.sampler import normalize_link_counters
+from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
+from harness.plan.case import CasePlan
 from harness.spec import DirectionSpec
 from harness.testbed import Testbed
 from harness.xfr.wire_watch import WireWatch

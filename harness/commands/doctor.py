@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem
+from harness.core.terms import SERVER_KINDS, ServerKind
 from harness.link.probe import KernelFeatures, probe_kernel
 from harness.servers import server_class
 from harness.servers.binaries import find_binary, probe_version
-from harness.terms import SERVER_KINDS, ServerKind
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness import units
-from harness.errors import UserInputError
-from harness.link import measure
+from harness.core import units
+from harness.core.errors import UserInputError
+from harness.link.losscheck import expected_loss_percent
 from harness.link.path import compute_bound, configured_rtt
+from harness.linktest import tools as measure
 from harness.spec import HostsSpec, LinkSpec
 from harness.testbed import Testbed
 
@@ -211,8 +212,7 @@ def report(
     bound = compute_bound(link, described)
     rtt_ms = configured_rtt(link) * 1000
     expected = {
-        name: measure.expected_loss_percent(getattr(link, name).loss)
-        for name in ("forward", "reverse")
+        name: expected_loss_percent(getattr(link, name).loss) for name in ("forward", "reverse")
     }
     configured = {
         "rtt_ms": rtt_ms,

@@ -17,9 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import EnvironmentProblem, ToolFailed
-from harness.link.netem import gemodel_params
-from harness.spec import LossSpec
+from harness.core.errors import EnvironmentProblem, ToolFailed
 
 if TYPE_CHECKING:
     from harness.testbed import Testbed
@@ -64,21 +62,6 @@ def parse_ping(stdout: str, sent: int) -> RttSample:
         max_ms=max(values),
         stdev_ms=statistics.pstdev(values),
     )
-
-
-def expected_loss_percent(loss: LossSpec) -> float | None:
-    """Long-run loss of a model in percent (None for the 4-state model: not computed)."""
-    if not loss.active:
-        return 0.0
-    if loss.model == "random":
-        return loss.p
-    if loss.model == "gemodel":
-        p, r, one_minus_h, one_minus_k = (v / 100 for v in gemodel_params(loss))
-        if p + r == 0:
-            return one_minus_k * 100
-        bad = p / (p + r)
-        return 100 * ((1 - bad) * one_minus_k + bad * one_minus_h)
-    return None
 
 
 def within(measured: float, configured: float, *, absolute: float, relative: float) -> bool:
@@ -183,7 +166,7 @@ def measure_loss(
             proc = bed.spawn(
                 dst,
                 _python_argv(
-                    "harness.link.flood",
+                    "harness.linktest.flood",
                     "recv",
                     "--bind",
                     dst.address,
@@ -206,7 +189,7 @@ def measure_loss(
             senders[name] = bed.spawn(
                 src,
                 _python_argv(
-                    "harness.link.flood",
+                    "harness.linktest.flood",
                     "send",
                     "--to",
                     dst.address,
@@ -243,7 +226,7 @@ def _json_result(proc: subprocess.Popen[Any], timeout: float) -> dict[str, Any]:
         raise EnvironmentProblem(f"a measuring process did not finish in {timeout:.0f} s") from None
     lines = [line for line in (out or "").splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise ToolFailed(["harness.link.flood"], proc.returncode or 1, err or "")
+        raise ToolFailed(["harness.linktest.flood"], proc.returncode or 1, err or "")
     return dict(json.loads(lines[-1]))
 
 

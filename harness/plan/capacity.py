@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import UserInputError
-from harness.plan import CasePlan
+from harness.core.errors import UserInputError
+from harness.plan.case import CasePlan
 from harness.servers import DIALECTS
 
 HEADROOM = 0.85  # of the host's memory: the driver, the page cache of zone files, the kernel

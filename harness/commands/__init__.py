@@ -1,0 +1,1 @@
+"""Commands that inspect or tidy the host: `xfrbench doctor` and `xfrbench clean`."""

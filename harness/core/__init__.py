@@ -1,0 +1,1 @@
+"""The words, units, errors and small utilities every stage shares."""

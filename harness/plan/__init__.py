@@ -1,0 +1,3 @@
+"""Pure planning: a case becomes its plan; the order of cases and repeats; whether a
+case fits the host.
+"""
