@@ -70,7 +70,7 @@ def _print_cases(loaded: object, console: Console) -> None:
 
 def _check_run_options(args: argparse.Namespace) -> None:
     """The flags of `run`, checked before any work (and by --dry-run)."""
-    from harness.results.store import check_run_folder
+    from harness.results.store import check_new_run_folder
 
     if not args.sample_interval > 0:  # also refuses nan
         raise UserInputError(
@@ -95,7 +95,7 @@ def _check_run_options(args: argparse.Namespace) -> None:
         from harness.compose.deploy import check_project_name
 
         check_project_name(args.compose_project)
-    check_run_folder(args.results, args.run_id, args.out)
+    check_new_run_folder(args.results, args.run_id, args.out)
 
 
 def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> list[str]:
@@ -204,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=_cmd_doctor)
 
     from harness.commands import clean
+    from harness.compare import cli as compare_cli
     from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
     from harness.zonegen import cli as zones_cli
@@ -269,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_cmd_run)
     report_cli.register(sub)
+    compare_cli.register(sub)
     return parser
 
 

@@ -30,20 +30,21 @@ from typing import Any
 
 from harness.core.errors import UserInputError
 from harness.core.stats import (
+    DRIFT_VERDICTS,
     bootstrap_intervals,
     coefficient_of_variation,
     drift_check,
+    drift_messages,
     mann_whitney_p,
     min_two_sided_p,
     repeats_for_alpha,
 )
 from harness.core.terms import SERVER_TO_SERVER
-from harness.report.data import case_label, load_records
-from harness.report.transport_costs import drift_messages
 from harness.results.fleet import fleet_repeats
+from harness.results.folder import RUN_JSON, open_run
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
-from harness.results.store import RUN_JSON
+from harness.results.summary import case_label
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -127,7 +128,7 @@ def _drift(series: dict[str, list[float]], threshold: float) -> tuple[list[str],
         lines += [prefix + line for line in drift_messages(values)]
         check = drift_check(values)
         trend = check.trend
-        if check.verdict in ("drift", "possible drift") and trend is not None:
+        if check.verdict in DRIFT_VERDICTS and trend is not None:
             drifting |= abs(trend.relative_slope * (trend.n - 1)) >= threshold
     return lines, drifting
 
@@ -156,9 +157,7 @@ def _side(records: list[TransferRecord], threshold: float) -> Side:
     counted = [r for r in records if r.counts and r.duration_s is not None]
     series: dict[str, list[float]] = {}
     for record in counted:
-        series.setdefault(str(record.extra.get("host", "")), []).append(
-            float(record.duration_s or 0)
-        )
+        series.setdefault(record.host, []).append(float(record.duration_s or 0))
     durations = [float(r.duration_s or 0) for r in counted]
     return _values_side(durations, len(records), threshold, series)
 
@@ -442,8 +441,7 @@ def _groups(records: list[TransferRecord]) -> dict[Key, list[TransferRecord]]:
     compared one by one (a slower far site hides in a fleet-wide median)."""
     groups: dict[Key, list[TransferRecord]] = {}
     for record in records:
-        site = record.extra.get("site") if "host" in record.extra else None
-        key = (record.case, record.method, str(site) if site is not None else None)
+        key = (record.case, record.method, record.site)
         groups.setdefault(key, []).append(record)
     return groups
 
@@ -552,8 +550,9 @@ def load_and_compare(
     allow_different_scenario: bool = False,
 ) -> Comparison:
     check_options(threshold, alpha)
-    meta_a, records_a = load_records(run_a)
-    meta_b, records_b = load_records(run_b)
+    folder_a, folder_b = open_run(run_a), open_run(run_b)
+    meta_a, records_a = folder_a.meta, folder_a.records
+    meta_b, records_b = folder_b.meta, folder_b.records
     return compare_runs(
         meta_a,
         records_a,

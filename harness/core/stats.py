@@ -360,3 +360,15 @@ def check_auto_repeats(
             f"max_repeats {max_repeats} is too few for any {confidence:.0%} interval of the "
             f"median (it needs at least {floor} transfers)"
         )
+
+
+DRIFT_VERDICTS = ("drift", "possible drift")
+
+
+def drift_messages(durations: list[float]) -> list[str]:
+    """drift_check's lines for a case's durations in the order they ran, [] when it does not
+    drift (or has too few values to tell: fewer than 4)."""
+    check = drift_check(durations)
+    if check.verdict in DRIFT_VERDICTS or (check.first is not None and check.first.outlier):
+        return list(check.messages)
+    return []

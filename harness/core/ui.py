@@ -1,4 +1,4 @@
-"""Terminal output shared by the commands."""
+"""Terminal output shared by the commands: the console, tables that fold, progress."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,6 +18,9 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
+
+NAME_WIDTH = 60  # a case label longer than this folds rather than squeezing every column
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -80,3 +84,24 @@ def case_progress(out: Console, totals: dict[str, int]) -> Iterator[CaseProgress
         finally:
             stop.set()
             ticker.join()
+
+
+def folding_table(title: str, columns: list[str], *, left: int = 1, names: int = 0) -> Table:
+    """A table whose text columns fold instead of cutting ("bind-bind/preset=tld,re…"
+    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns are text,
+    and the first is kept `names` wide (the longest case label) while others wrap."""
+    # The title goes above as its own line (print_table): a table's title wraps to the
+    # table's width, which for a narrow table is a column of words.
+    table = Table()
+    table.caption = title
+    for index, column in enumerate(columns):
+        justify = "left" if index < left else "right"
+        width = min(names, NAME_WIDTH) if index == 0 and names else None
+        table.add_column(column, justify=justify, overflow="fold", min_width=width)
+    return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    title, table.caption = table.caption, None
+    console.print(f"[bold]{escape(str(title))}[/]", soft_wrap=True)
+    console.print(table)

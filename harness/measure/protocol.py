@@ -31,7 +31,7 @@ from harness.link.bounds import with_advertised_window
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
-from harness.results.model import TransferRecord
+from harness.results.model import Failure, TransferRecord
 from harness.xfr import XfrTimeout
 from harness.xfr.served_times import served_curve, served_distribution
 
@@ -55,6 +55,11 @@ class Verification:
     ok: bool
     problem: str | None
     records: int | None  # the copy's record count; None when it could not be read
+
+    @property
+    def failure(self) -> Failure:
+        """A copy the harness could not read is its own failure, not the transfer's."""
+        return "harness" if self.records is None else "verification"
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,7 @@ def update_repeat(
         bench.finish_observation()
         bench.mark("transfer-end", repeat)
         for host in hosts:
-            emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at, extra))
+            emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at, extra, "publish"))
         return
     with spent.phase("transfer") as transfer:
         done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
@@ -262,7 +267,7 @@ def update_repeat(
                 if host in t0
                 else _no_notify_text(plan.timeout, host, serial)
             )
-            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra))
+            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "timeout"))
             continue
         duration = done[host] - t0[host]
         with spent.phase("observe") as observe:
@@ -292,6 +297,7 @@ def update_repeat(
             ok=check.ok,
             error=check.problem,
             verified=check.ok,
+            failure=None if check.ok else check.failure,
             records=records,
             bytes=size,
             messages=messages,
@@ -384,8 +390,9 @@ def _failed(
     error: str,
     at: float,
     extra: dict[str, Any] | None = None,
+    kind: Failure = "timeout",
 ) -> TransferRecord:
-    observed = failure(serial, error, at)
+    observed = failure(serial, error, at, kind=kind)
     observed.extra = dict(extra or {})
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
@@ -417,7 +424,7 @@ def cold_start_repeat(
             with spent.phase("observe"):
                 log = bench.cold_start_log(host)
                 polling = bench.cold_start_polling(host)
-            observed = failure(serial, errors[host], started_at)
+            observed = failure(serial, errors[host], started_at, kind="timeout")
             observed.server_logged = _cold_start_logged(log)
             observed.extra = {"zones": len(origins), "polling": polling} | extra
             emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
@@ -448,6 +455,7 @@ def cold_start_repeat(
             ok=not problems,
             error="; ".join(problems[:5]) or None,
             verified=not problems,
+            failure=None if not problems else "verification",
             records=records,
             bytes=log.bytes,
             messages=log.messages,
@@ -511,6 +519,7 @@ def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> N
             ok=verified,
             error=error,
             verified=verified,
+            failure=None if verified else ("verification" if got.ok else "timeout"),
             records=got.records,
             bytes=got.bytes,
             messages=got.messages,

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.core.terms import SERVER_TO_SERVER, Method
 from harness.plan.case import CasePlan
-from harness.results.model import TransferRecord
+from harness.results.model import Failure, TransferRecord
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Observed:
     extra: dict[str, Any] = field(default_factory=dict)
     unsupported: bool = False
     bound: dict[str, float] | None = None  # this transfer's own (the advertised window)
+    failure: Failure | None = None  # why it does not count; None when it does
+    duration_error_s: float | None = None  # how late the end of duration_s may be seen
 
 
 def transfer_record(
@@ -53,16 +55,21 @@ def transfer_record(
     plan = ctx.plan
     secondary = next((h for h in plan.secondaries if h.name == host), plan.secondaries[0])
     extra = dict(observed.extra)
-    if plan.is_fleet:
-        extra |= {"host": secondary.name, "site": secondary.site}
-        if secondary.name in ctx.rtt:
-            extra["path_rtt_s"] = ctx.rtt[secondary.name]
+    if plan.is_fleet and secondary.name in ctx.rtt:
+        extra["path_rtt_s"] = ctx.rtt[secondary.name]
+    failed = observed.failure
+    if failed is None and not (observed.ok and observed.verified):
+        failed = "unsupported" if observed.unsupported else "verification"
+    if observed.ok and observed.verified and observed.duration_s is not None:
+        failed = None
     return TransferRecord(
         run_id=ctx.run_id,
         case=plan.name,
         repeat=repeat,
-        primary=plan.primary.server.kind,
-        secondary=secondary.server.kind,
+        primary_kind=plan.primary.server.kind,
+        secondary_kind=secondary.server.kind,
+        host=secondary.name,
+        site=secondary.site if plan.is_fleet else None,
         transport=plan.transport,
         xfr=plan.xfr,
         zone=zone,
@@ -83,14 +90,21 @@ def transfer_record(
         if observed.bound is not None
         else ({} if observed.unsupported else ctx.bound.get(secondary.name, {})),
         unsupported=observed.unsupported,
+        failure=failed,
+        duration_error_s=observed.duration_error_s,
         extra=extra,
     )
 
 
 def failure(
-    serial: int | None, error: str, started_at: float, *, unsupported: bool = False
+    serial: int | None,
+    error: str,
+    started_at: float,
+    *,
+    kind: Failure,
+    unsupported: bool = False,
 ) -> Observed:
-    """An attempt that produced no figure, with its reason."""
+    """An attempt that produced no figure, with its reason and the kind of failure."""
     return Observed(
         serial=serial,
         duration_s=None,
@@ -101,4 +115,5 @@ def failure(
         bytes=0,
         messages=0,
         unsupported=unsupported,
+        failure="unsupported" if unsupported else kind,
     )

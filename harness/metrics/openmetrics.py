@@ -32,10 +32,10 @@ from prometheus_client.utils import floatToGoString
 from harness.metrics.families import FAMILIES
 from harness.metrics.series import HistogramValue, MetricState, SeriesKey, Value, transfer_time
 from harness.results.access import write_text_atomic
+from harness.results.folder import SAMPLES, read_run
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.resources import load_samples
-from harness.results.store import SAMPLES, load_run
 
 METRICS_OM = "metrics.om"
 RUN_INFO_EVERY_MS = 60_000
@@ -169,7 +169,7 @@ def _timestamp(ms: int) -> str:
 def write_openmetrics(run_dir: Path) -> Path:
     """Write ``run_dir/metrics.om`` from the run's files; returns its path."""
     folder = Path(run_dir)
-    meta, records = load_run(folder)
+    meta, records = read_run(folder)
     text = openmetrics_text(meta, records, load_samples(folder / SAMPLES))
     target = folder / METRICS_OM
     write_text_atomic(target, text)  # 0644, and the run folder's owner once handed over

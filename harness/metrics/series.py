@@ -91,8 +91,7 @@ def transfer_result(record: TransferRecord) -> str:
 def record_place(record: TransferRecord) -> tuple[str, str]:
     """(host, site) of a record's secondary: a fleet's records name them; a lone
     secondary is the host "secondary" at no site."""
-    host = record.extra.get("host")
-    site = record.extra.get("site")
+    host, site = record.host, record.site
     return (
         host if isinstance(host, str) and _SAFE_HOST.match(host) else "secondary",
         site if isinstance(site, str) and _SAFE_HOST.match(site) else "",
@@ -172,8 +171,8 @@ class MetricState:
         """``expect_transfers`` for the series ``record`` will change (a replay's zero point)."""
         return self.expect_transfers(
             record.case,
-            record.primary,
-            record.secondary,
+            record.primary_kind,
+            record.secondary_kind,
             record.transport,
             record.xfr,
             record.method,
@@ -185,8 +184,8 @@ class MetricState:
         host, site = record_place(record)
         t_values = self._t_values(
             record.case,
-            record.primary,
-            record.secondary,
+            record.primary_kind,
+            record.secondary_kind,
             host,
             site,
             record.transport,
@@ -260,7 +259,7 @@ class MetricState:
     def _fleet_figures(self, record: TransferRecord) -> list[SeriesKey]:
         """The propagation figures of the record's repeat, over its records so far, exactly
         as summary.json's fleet section computes them at the end."""
-        if record.method != SERVER_TO_SERVER or "host" not in record.extra or record.repeat < 1:
+        if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             return []
         case = record.case
         repeat, records = self._fleet.get(case, (0, []))

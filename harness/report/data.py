@@ -13,28 +13,24 @@ when the run wrote it, else from samples.jsonl through ``harness.results.resourc
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import UserInputError
-from harness.core.terms import ROLES, SERVER_TO_SERVER
+from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.phases import CasePhases, case_phases
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
-from harness.results.access import read_text, unreadable
+from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
 from harness.results.meta import CaseMeta, RunMeta
-from harness.results.model import ResultFormatError, TransferRecord
-from harness.results.resources import load_samples, summarize_resources
-from harness.results.store import RUN_JSON, SAMPLES, SUMMARY_JSON, TRANSFERS, load_run
-from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, summarize_case
+from harness.results.model import TransferRecord
+from harness.results.resources import summarize_resources
+from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, case_label, summarize_case
 
 REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
@@ -218,8 +214,8 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 method=method,
                 transport=summary.transport,
                 xfr=summary.xfr,
-                primary=summary.primary,
-                secondary=summary.secondary,
+                primary=summary.primary_kind,
+                secondary=summary.secondary_kind,
                 link=links.get(case),
                 n=summary.n,
                 ok=summary.ok,
@@ -388,19 +384,11 @@ def time_wait_series(
     return series, [(case, first, last) for case, (first, last) in spans.items()]
 
 
-def build_report_data(
-    run_dir: Path,
-    meta: RunMeta,
-    records: list[TransferRecord],
-    *,
-    summary: dict[str, Any] | None,
-    samples: list[dict[str, Any]] | None,
-    case_files: list[CaseMeta],
-    resources_from_samples: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
-) -> ReportData:
-    """Pure: the report's numbers from the parsed files. ``samples`` None means the run has
-    no samples.jsonl; ``resources_from_samples`` is the summarising function (injected so
-    this module does not depend on the sampler's package when summary.json has it all)."""
+def build_report_data(folder: RunFolder) -> ReportData:
+    """Pure: the report's numbers from a run folder's parsed files (``folder.samples`` None:
+    the run has no samples.jsonl)."""
+    run_dir, meta, records = folder.path, folder.meta, folder.records
+    summary, samples, case_files = folder.summary, folder.samples, folder.cases
     warnings = []
     run = run_info(run_dir, meta, len(records))
     if run.state == "interrupted":
@@ -426,8 +414,8 @@ def build_report_data(
         )
     elif not samples:
         note = f"{SAMPLES} is empty: no resource sample was taken"
-    elif resources_from_samples is not None:
-        resources, source = case_resources(resources_from_samples(samples)), SAMPLES
+    else:
+        resources, source = case_resources(summarize_resources(samples)), SAMPLES
     if source is not None and not resources:
         note = "the resource summary has no case"
 
@@ -459,93 +447,6 @@ def build_report_data(
     )
 
 
-def case_label(case: str, method: str) -> str:
-    """The case name, plus the method when it is a client pull (a different figure)."""
-    if method == SERVER_TO_SERVER:
-        return case
-    return f"{case} [{method.removeprefix('client-')}]"
-
-
-def _read_json(path: Path, run_dir: Path) -> Any:
-    try:
-        return json.loads(read_text(path, run_dir))
-    except json.JSONDecodeError as exc:
-        raise UserInputError(
-            f"not valid JSON: {exc}",
-            file=path,
-            fix=f"the file is damaged; remove it or re-run the scenario ({run_dir})",
-        ) from None
-
-
-def _exists(path: Path, run_dir: Path) -> bool:
-    """Whether `path` is there; a file that is there but cannot be looked at is an error."""
-    try:
-        path.lstat()
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise unreadable(path, exc, run_dir) from None
-    return True
-
-
-def check_run_dir(run_dir: Path) -> Path:
-    """The folder, if it is a run folder; else a UserInputError that says what to give."""
-    folder = Path(run_dir)
-    if not _exists(folder, folder):
-        raise UserInputError(
-            f"{folder} does not exist", fix="give a run folder such as results/<run-id>"
-        )
-    if not folder.is_dir():
-        raise UserInputError(
-            f"{folder} is not a folder", fix="give a run folder such as results/<run-id>"
-        )
-    run_json = folder / RUN_JSON
-    if not _exists(run_json, folder):
-        raise UserInputError(
-            f"{folder} is not a run folder (no {RUN_JSON})",
-            fix="give a folder written by `xfrbench run`, such as results/<run-id>",
-        )
-    if not run_json.is_file():
-        raise unreadable(run_json, IsADirectoryError(), folder)
-    return folder
-
-
-def load_records(run_dir: Path) -> tuple[RunMeta, list[TransferRecord]]:
-    """run.json and the records of a run folder; a malformed file is the user's input error
-    here (exit 2) since report and compare only read."""
-    folder = check_run_dir(run_dir)
-    try:
-        return load_run(folder)
-    except ResultFormatError as exc:
-        raise UserInputError(str(exc), file=folder) from None
-
-
 def load_report_data(run_dir: Path) -> ReportData:
-    folder = Path(run_dir)
-    meta, records = load_records(folder)
-    summary_path = folder / SUMMARY_JSON
-    summary = _read_json(summary_path, folder) if _exists(summary_path, folder) else None
-    samples = None
-    if _exists(folder / SAMPLES, folder):
-        try:
-            samples = load_samples(folder / SAMPLES)
-        except OSError as exc:
-            raise unreadable(folder / SAMPLES, exc, folder) from None
-    case_files = []
-    for path in sorted(folder.glob("cases/**/case.json")):
-        data = _read_json(path, folder)
-        try:
-            case_files.append(CaseMeta.from_json(data, path))
-        except ResultFormatError as exc:
-            raise UserInputError(
-                str(exc), fix="the case.json is damaged; re-run the scenario"
-            ) from None
-    return build_report_data(
-        folder,
-        meta,
-        records,
-        summary=summary if isinstance(summary, dict) else None,
-        samples=samples,
-        case_files=case_files,
-        resources_from_samples=summarize_resources,
-    )
+    """The report's numbers for a run folder (read through harness.results.folder)."""
+    return build_report_data(open_run(run_dir))

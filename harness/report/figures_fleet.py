@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.report import fmt
+from harness.core import fmt
+from harness.core.fmt import short_labels
 from harness.report.data import ReportData
 from harness.report.figures_common import Figure, seconds_formatter, shared_note
-from harness.report.fmt import short_labels
 
 
 def convergence_figure(data: ReportData) -> Figure | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.core.fmt import short_labels
 from harness.report.data import SERVER_ROLES, ReportData
 from harness.report.figures_common import (
     ROLE_COLOURS,
@@ -17,7 +18,6 @@ from harness.report.figures_common import (
     new_figure,
     shared_note,
 )
-from harness.report.fmt import short_labels
 
 MAX_POINTS_PER_ROLE = 4000  # TIME_WAIT samples drawn per role; peaks are kept when thinning
 MIB = 1024 * 1024

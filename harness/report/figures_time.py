@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.core.fmt import short_labels
 from harness.core.units import format_rate
 from harness.report.data import CaseRow, ReportData
 from harness.report.figures_common import (
@@ -21,7 +22,6 @@ from harness.report.figures_common import (
     seconds_tick,
     shared_note,
 )
-from harness.report.fmt import short_labels
 
 
 def _why_empty(row: CaseRow) -> str | None:

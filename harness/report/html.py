@@ -11,10 +11,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from harness.core import fmt
 from harness.core.errors import UserInputError
 from harness.core.stats import min_two_sided_p, repeats_for_alpha
 from harness.core.terms import TRANSPORTS
-from harness.report import fmt
 from harness.report.data import ReportData, RunInfo
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure

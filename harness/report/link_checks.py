@@ -241,8 +241,8 @@ def _path_counts(items: list[TransferRecord], links: CaseLinks) -> dict[str, _Pa
     for r in items:
         longest[r.repeat] = max(longest.get(r.repeat, 0.0), float(r.duration_s or 0.0))
     for record in items:
-        host = str(record.extra.get("host") or only or "secondary")
-        path = str(record.extra.get("site") or "link")
+        host = record.host if record.site is not None else (only or record.host)
+        path = record.site or "link"
         counts = out.setdefault(path, _PathCounts())
         counts.transfers += 1
         rtt = record.extra.get("path_rtt_s")

@@ -155,7 +155,7 @@ def phases_of(record: TransferRecord, n: int, site: str | None) -> CasePhases:
         site=site,
         trigger=record.trigger,
         repeat=record.repeat,
-        host=record.extra.get("host"),
+        host=record.host if record.site is not None else None,
         n=n,
         origin=origin,
         offset_s=offset,
@@ -173,8 +173,7 @@ def case_phases(records: Iterable[TransferRecord]) -> list[CasePhases]:
     groups: dict[tuple[str, str | None], list[TransferRecord]] = {}
     for record in records:
         if record.method == SERVER_TO_SERVER and record.counts:
-            site = record.extra.get("site")
-            groups.setdefault((record.case, str(site) if site else None), []).append(record)
+            groups.setdefault((record.case, record.site), []).append(record)
     return [
         phases_of(_median_record(items), len(items), site) for (_, site), items in groups.items()
     ]

@@ -6,24 +6,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from harness.compare.gate import (
-    DRIFT,
-    DRIFTING,
-    FAILED_IN_B,
-    FAILURES,
-    FEW,
-    IMPROVEMENT,
-    MAX_CV,
-    NEW_IN_B,
-    NO_DATA,
-    REGRESSION,
-    SPREAD,
-    CaseComparison,
-    Comparison,
-)
-from harness.report import fmt
+from harness.core import fmt
+from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.throughput_bound import STEADY_BDPS
@@ -43,7 +28,6 @@ CASE_COLUMNS = [
     "bound",
     "note",
 ]
-NAME_WIDTH = 60  # a case label longer than this folds rather than squeezing every column
 
 # What the CPU figure covers, in one line (report.html says it in full, as the README does).
 CPU_WINDOW_SHORT = (
@@ -56,27 +40,6 @@ CPU_WINDOW_SHORT = (
 
 def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
-
-
-def _table(title: str, columns: list[str], *, left: int = 1, names: int = 0) -> Table:
-    """A table whose text columns fold instead of cutting ("bind-bind/preset=tld,re…"
-    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns are text,
-    and the first is kept `names` wide (the longest case label) while others wrap."""
-    # The title goes above as its own line (print_table): a table's title wraps to the
-    # table's width, which for a narrow table is a column of words.
-    table = Table()
-    table.caption = title
-    for index, column in enumerate(columns):
-        justify = "left" if index < left else "right"
-        width = min(names, NAME_WIDTH) if index == 0 and names else None
-        table.add_column(column, justify=justify, overflow="fold", min_width=width)
-    return table
-
-
-def print_table(console: Console, table: Table) -> None:
-    title, table.caption = table.caption, None
-    console.print(f"[bold]{escape(str(title))}[/]", soft_wrap=True)
-    console.print(table)
 
 
 def _ms(value: float | None) -> str:
@@ -107,7 +70,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             if any(c.transport == t for g in data.transports for c in g.costs)
         ]
         _, keys = fmt.short_labels([g.key for g in data.transports])
-        table = _table(
+        table = folding_table(
             f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
             f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
             f"* below {ALPHA:g}",
@@ -133,7 +96,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         )
 
     if data.phases:
-        table = _table(
+        table = folding_table(
             "Where the time went: the median transfer's phases, ms from the reload command "
             "(notify), the control command (retransfer) or the start (cold start)",
             ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
@@ -154,7 +117,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
 
     checks = [c for c in data.links if c.cases > 1] or data.links
     if checks:
-        table = _table(
+        table = folding_table(
             "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
             "direction summed over the transfers, and its check (-> primary to secondary)",
             ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
@@ -193,7 +156,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
 
     steady = [row for row in data.bounds if row.steady]
     if steady:
-        table = _table(
+        table = folding_table(
             f"How close to the bound (zones of at least {STEADY_BDPS:g} BDPs; throughput "
             "from connect to served)",
             ["case", "throughput", "bound", "of it", "zone / BDP", "cc", "window adv / rmem"],
@@ -234,7 +197,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     fleet = data.fleet
     if fleet is None:
         return
-    table = _table(
+    table = folding_table(
         "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
         "(medians over repeats)",
         ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
@@ -250,7 +213,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
             str(item.waited),
         )
     print_table(console, table)
-    sites = _table(
+    sites = folding_table(
         "Fleet per site",
         ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
         left=2,
@@ -269,7 +232,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
             )
     print_table(console, sites)
     for growth in fleet.growth:
-        table = _table(
+        table = folding_table(
             f"The primary as the fleet grows: {growth.group} (per repeat, medians)",
             ["secondaries", "CPU s", "peak connections", "bytes sent", "median last s"],
             left=0,
@@ -311,7 +274,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_answers(data, console, short)
     print_fleet(data, console, short)
 
-    table = _table(
+    table = folding_table(
         "cases (seconds; ok = verified transfers that count)",
         CASE_COLUMNS,
         left=2,
@@ -347,7 +310,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_table(console, table)
 
     if data.resources:
-        resources = _table(
+        resources = folding_table(
             f"resources per case (from {data.resources_source})",
             ["case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"],
             left=2,
@@ -368,159 +331,3 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         console.print(f"resources: {escape(data.resources_note or 'none')}", soft_wrap=True)
     if report is not None:
         console.print(f"report: {escape(str(report))}", soft_wrap=True)
-
-
-# --- compare ------------------------------------------------------------------------------
-
-
-def _interval(ci: tuple[float, float] | None) -> str:
-    return f" [{fmt.seconds(ci[0])}, {fmt.seconds(ci[1])}]" if ci else ""
-
-
-def _change(item: CaseComparison) -> str:
-    if item.change is None:
-        return "-"
-    text = f"{item.change:+.1%}"
-    if item.change_ci:
-        text += f" [{item.change_ci[0]:+.1%}, {item.change_ci[1]:+.1%}]"
-    return text
-
-
-def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
-    if item.verdict == REGRESSION:
-        return "[bold red]slower: regression[/]"
-    if item.verdict == IMPROVEMENT:
-        return "[green]faster[/]"
-    if item.verdict == DRIFTING:
-        return "[yellow]slower, but it drifts: not called a regression[/]"
-    if item.verdict == FAILED_IN_B:
-        return "[bold red]every transfer failed in B: regression[/]"
-    if item.verdict == NEW_IN_B:
-        return "results only in B"
-    if item.verdict == NO_DATA:
-        return "no result in either run"
-    if item.identical:
-        return "no change (identical)"
-    if item.within:
-        return f"no change (within ±{threshold:.0%})"
-    if item.min_p >= alpha:
-        return "~ too few transfers to tell"
-    return f"~ no significant change (p >= {alpha:g})"
-
-
-def _names(items: list[CaseComparison], limit: int = 4) -> str:
-    names = [item.label for item in items[:limit]]
-    more = len(items) - len(names)
-    return ", ".join(names) + (f" and {more} more" if more else "")
-
-
-def grouped_warnings(result: Comparison) -> list[str]:
-    """One line per kind of warning, naming the cases (not one line per case: a run
-    compared with a sibling of 3 repeats would print 30)."""
-    lines = []
-    few: dict[str, list[CaseComparison]] = {}
-    for item in result.cases:
-        for kind, text in zip(item.kinds, item.warnings, strict=True):
-            if kind == FEW:
-                few.setdefault(text, []).append(item)
-    for text, items in few.items():
-        lines.append(f"{text} ({len(items)} of {len(result.cases)}: {_names(items)})")
-    for name in ("A", "B"):
-        wide = [
-            item for item in result.cases
-            if SPREAD in item.kinds and (side := item.a if name == "A" else item.b).cv
-            and side.cv > MAX_CV
-        ]  # fmt: skip
-        if wide:
-            lines.append(
-                f"run {name} spreads wide (CV > {MAX_CV:.0%}: a busy host or a noisy link) in "
-                f"{len(wide)} of {len(result.cases)}: {_names(wide)}; their medians move a lot"
-            )
-    failures = [item for item in result.cases if FAILURES in item.kinds]
-    if failures:
-        parts = [
-            f"{item.label} ({item.a.failed} of {item.a.attempts} in A, "
-            f"{item.b.failed} of {item.b.attempts} in B)"
-            for item in failures[:4]
-        ]
-        more = len(failures) - len(parts)
-        lines.append(
-            "failed or unverified transfers differ: "
-            + "; ".join(parts)
-            + (f" and {more} more" if more else "")
-        )
-    drifting = [item for item in result.cases if DRIFT in item.kinds]
-    for item in drifting[:4]:
-        texts = [t for k, t in zip(item.kinds, item.warnings, strict=True) if k == DRIFT]
-        lines.append(f"{item.label} drifts: " + "; ".join(texts))
-    if len(drifting) > 4:
-        lines.append(f"{len(drifting) - 4} more cases drift")
-    return lines
-
-
-def print_comparison(result: Comparison, console: Console) -> None:
-    console.print(
-        escape(
-            f"A: {result.run_a} ({result.run_id_a})\nB: {result.run_b} ({result.run_id_b})\n"
-            f"significant = |change| > {result.threshold:.1%} and Mann-Whitney p < "
-            f"{result.alpha:g}; intervals: {1 - result.alpha:.0%} bootstrap"
-        ),
-        soft_wrap=True,
-    )
-    if result.identical:
-        console.print(
-            f"no change: A and B hold the same values in all {len(result.cases)} compared "
-            "figures (a run compared with itself?)",
-            soft_wrap=True,
-        )
-    else:
-        shared, short = fmt.short_labels([item.label for item in result.cases])
-        if shared:
-            console.print(escape(f"every case is {shared}; the table shows what * stands for"))
-        table = Table(title="median transfer duration, seconds (B against A)")
-        for column in ("case", "n A", "n B", "median A", "median B", "change", "p", "verdict"):
-            justify = "left" if column in ("case", "verdict") else "right"
-            width = max(len(label) for label in short.values()) if column == "case" else None
-            table.add_column(
-                justify=justify, header=column, overflow="fold", min_width=width and min(width, 40)
-            )
-        for item in result.cases:
-            table.add_row(
-                escape(short[item.label]),
-                str(item.a.n),
-                str(item.b.n),
-                fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
-                fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
-                _change(item),
-                "-" if item.p_value is None else f"{item.p_value:.3g}",
-                verdict_text(item, result.threshold, result.alpha),
-            )
-        console.print(table)
-        for line in grouped_warnings(result):
-            console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
-    for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    if result.differences:
-        console.print("[yellow]the runs differ in:[/]")
-        for difference in result.differences:
-            console.print(f"  {escape(str(difference))}", soft_wrap=True)
-    if result.only_in_a:
-        console.print(escape(f"only in A: {', '.join(result.only_in_a)}"), soft_wrap=True)
-    if result.only_in_b:
-        console.print(escape(f"only in B: {', '.join(result.only_in_b)}"), soft_wrap=True)
-    if result.drifting:
-        console.print(
-            f"[yellow]{len(result.drifting)} slower case(s) not called a regression because "
-            f"their repeats drift[/]: {escape(_names(result.drifting, 10))}; re-run them, "
-            "with more repeats, before trusting either run's median",
-            soft_wrap=True,
-        )
-    regressions = result.regressions
-    if regressions:
-        names = ", ".join(item.label for item in regressions)
-        console.print(
-            f"[bold red]{len(regressions)} regression(s)[/]: {escape(names)} (exit 1)",
-            soft_wrap=True,
-        )
-    else:
-        console.print("no significant regression (exit 0)")

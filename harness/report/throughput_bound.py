@@ -89,8 +89,7 @@ def bound_rows(
     groups: dict[tuple[str, str | None], list[TransferRecord]] = {}
     for record in records:
         if record.method == SERVER_TO_SERVER and record.counts and record.bytes:
-            site = record.extra.get("site")
-            groups.setdefault((record.case, str(site) if site else None), []).append(record)
+            groups.setdefault((record.case, record.site), []).append(record)
     out = []
     for (case, site), items in groups.items():
         rated = [(r, got) for r in items if (got := _transfer_rate(r)) is not None]
@@ -98,7 +97,11 @@ def bound_rows(
             continue
         meta = metas.get(case)
         links = case_links(meta) if meta is not None else CaseLinks({}, None, {})
-        host = str(items[0].extra.get("host") or next(iter(links.hosts), "secondary"))
+        host = (
+            items[0].host
+            if items[0].host in links.hosts or not links.hosts
+            else next(iter(links.hosts))
+        )
         # The bound of a transfer whose connection was watched holds the window the
         # secondary really advertised; the others only tcp_rmem's (a fleet watches one
         # secondary per site). Mixing both would give a median of neither.

@@ -15,14 +15,18 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.core.stats import bootstrap_intervals, drift_check, mann_whitney_p, min_two_sided_p
+from harness.core.stats import (
+    bootstrap_intervals,
+    drift_messages,
+    mann_whitney_p,
+    min_two_sided_p,
+)
 from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS
 from harness.results.model import TransferRecord
 
 BASELINE = "tcp"  # the transport the others are normalised to (= 100)
 ALPHA = 0.05  # significance level of the Mann-Whitney test against TCP
 CONFIDENCE = 0.95  # of the bootstrap interval of the ratio of medians
-DRIFTING = ("drift", "possible drift")
 
 
 def transport_group(case: str, transport: str) -> str | None:
@@ -35,15 +39,6 @@ def transport_group(case: str, transport: str) -> str | None:
     return "/".join(parts[:-2] + parts[-1:])
 
 
-def drift_messages(durations: list[float]) -> list[str]:
-    """drift_check's lines for a case's durations in the order they ran, [] when it does not
-    drift (or has too few values to tell: fewer than 4)."""
-    check = drift_check(durations)
-    if check.verdict in DRIFTING or (check.first is not None and check.first.outlier):
-        return list(check.messages)
-    return []
-
-
 def host_drift(records: list[TransferRecord]) -> list[str]:
     """drift_messages per secondary host, in the order its transfers ran: a fleet's hosts
     take turns in a case's records, and a first-notified host beside a late one is no
@@ -51,7 +46,7 @@ def host_drift(records: list[TransferRecord]) -> list[str]:
     series: dict[str, list[float]] = {}
     for record in records:
         if record.counts and record.duration_s is not None:
-            host = str(record.extra.get("host", ""))
+            host = record.host
             series.setdefault(host, []).append(float(record.duration_s))
     if len(series) == 1:
         return drift_messages(next(iter(series.values())))
@@ -167,8 +162,8 @@ def transport_costs(
         out.append(
             TransportGroup(
                 key=key,
-                primary=first.primary,
-                secondary=first.secondary,
+                primary=first.primary_kind,
+                secondary=first.secondary_kind,
                 xfr=first.xfr,
                 baseline_case=cases[BASELINE],
                 baseline_median_s=base_median,

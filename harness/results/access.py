@@ -226,3 +226,15 @@ def read_text(path: Path, run_dir: Path | None = None) -> str:
             file=path,
             fix="the file is damaged; re-run the scenario or restore the file",
         ) from None
+
+
+def cannot_use(exc: OSError) -> UserInputError:
+    """Any file the report or compare could not read or write, said as a user error: the
+    known files are checked on their own (harness.results.access); this catches the rest."""
+    name = Path(exc.filename) if exc.filename else None
+    return UserInputError(
+        f"cannot use it: {exc.strerror or exc}",
+        file=name,
+        fix="check that you may read the run folder (a run made with sudo before runs were "
+        "handed over is root's: `sudo chown -R $(id -un): RUN_DIR`), or run with sudo",
+    )

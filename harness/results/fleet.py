@@ -63,14 +63,14 @@ def waited_for_slot(record: TransferRecord) -> bool:
 
 
 def _host(record: TransferRecord) -> str:
-    return str(record.extra.get("host") or "secondary")
+    return record.host
 
 
 def fleet_repeats(records: Iterable[TransferRecord]) -> list[FleetRepeat]:
     """One entry per (case, repeat) of fleet records, in the order they ran."""
     groups: dict[tuple[str, int], list[TransferRecord]] = {}
     for record in records:
-        if record.method != SERVER_TO_SERVER or "host" not in record.extra or record.repeat < 1:
+        if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             continue
         groups.setdefault((record.case, record.repeat), []).append(record)
     out = []
@@ -83,7 +83,7 @@ def fleet_repeats(records: Iterable[TransferRecord]) -> list[FleetRepeat]:
         times = {host: round(t - origin, 6) for host, t in times.items()}
         ordered = sorted(times.values())
         last_host = max(times, key=lambda h: times[h]) if times else None
-        sites = {_host(r): r.extra.get("site") for r in items}
+        sites = {_host(r): r.site for r in items}
         out.append(
             FleetRepeat(
                 case=case,
@@ -123,9 +123,9 @@ def site_rows(records: Iterable[TransferRecord]) -> list[SiteRow]:
     """Per case and site: durations, throughput against the site's bound, loss checks."""
     groups: dict[tuple[str, str], list[TransferRecord]] = {}
     for record in records:
-        if record.method != SERVER_TO_SERVER or "site" not in record.extra:
+        if record.method != SERVER_TO_SERVER or record.site is None:
             continue
-        groups.setdefault((record.case, str(record.extra["site"])), []).append(record)
+        groups.setdefault((record.case, record.site), []).append(record)
     rows = []
     for (case, site), items in groups.items():
         counted = [r for r in items if r.counts]

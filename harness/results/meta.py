@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.results.model import ResultFormatError
 
-META_VERSION = 2  # 1: the untyped dicts of the first harness; 2: these classes
-
 
 class _Meta(BaseModel):
     # Unknown keys are kept and written back; a newer harness's fields survive a rewrite.
@@ -79,8 +77,9 @@ class SamplerInfo(_Meta):
 class RunMeta(_Meta):
     """run.json."""
 
+    # One version for the whole folder (harness.results.model.FORMAT_VERSION). Version 1
+    # folders also carried a `meta_version` of their own, kept here as an unknown key.
     format_version: int = 1
-    meta_version: int = 1  # written as META_VERSION; absent (1) in older run folders
     run_id: str = ""  # set by the store
     started: str | None = None
     finished: str | None = None  # None: the run never finished (its driver was killed)
@@ -128,7 +127,7 @@ class RunMeta(_Meta):
 class CaseMeta(_Meta):
     """cases/<case>/case.json: one case as it ran."""
 
-    meta_version: int = 1
+    format_version: int = 1
     case: str
     axes: dict[str, Any] = Field(default_factory=dict)
     transport: str | None = None

@@ -6,7 +6,7 @@
   of one.
 - ``transfers.jsonl``: one ``TransferRecord`` per line, appended and fsync'ed as each
   transfer finishes: a Ctrl-C or a crash loses at most the line being written, and
-  ``load_run`` skips such a truncated last line.
+  ``harness.results.folder`` skips such a truncated last line when it reads the folder.
 - ``summary.json`` / ``summary.csv``: written by ``finish()`` from transfers.jsonl.
 
 Results files are 0644 (harness.results.access); ``finish()`` hands a ``sudo`` run's folder
@@ -29,21 +29,21 @@ from harness.results.access import (
     RESULT_DIR_MODE,
     RESULT_FILE_MODE,
     hand_over,
-    read_bytes,
-    read_text,
     write_text_atomic,
 )
 from harness.results.fleet import fleet_summary
-from harness.results.meta import META_VERSION, RunMeta
+from harness.results.folder import (
+    RUN_JSON,
+    SAMPLES,
+    SUMMARY_CSV,
+    SUMMARY_JSON,
+    TRANSFERS,
+    read_run,
+)
+from harness.results.meta import RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
 from harness.results.resources import load_samples, summarize_resources
 from harness.results.summary import summarize, to_csv
-
-RUN_JSON = "run.json"
-TRANSFERS = "transfers.jsonl"
-SUMMARY_JSON = "summary.json"
-SUMMARY_CSV = "summary.csv"
-SAMPLES = "samples.jsonl"  # written by harness.observe.sampler while the run goes on
 
 
 def new_run_id(now: datetime.datetime | None = None) -> str:
@@ -62,7 +62,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, text)
 
 
-def check_run_folder(root: Path, run_id: str | None = None, out: Path | None = None) -> Path:
+def check_new_run_folder(root: Path, run_id: str | None = None, out: Path | None = None) -> Path:
     """The folder a run will write, if it may: a plain run id, and no other run's files
     there (a run never mixes into another run's files)."""
     if run_id is not None and ("/" in run_id or run_id in ("", ".", "..")):
@@ -118,10 +118,10 @@ class RunStore:
         Refuses an existing non-empty folder: a run never mixes into another run's files.
         """
         run_id = run_id or new_run_id()
-        folder = check_run_folder(root, run_id, out)
+        folder = check_new_run_folder(root, run_id, out)
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(RESULT_DIR_MODE)  # whatever the umask: results are for everyone to read
-        reserved = {"format_version", "meta_version", "run_id", "started", "finished"}
+        reserved = {"format_version", "run_id", "started", "finished"}
         reserved.add("interrupted")
         if isinstance(run_meta, RunMeta):
             given = run_meta.model_dump(mode="json", exclude=reserved)
@@ -134,7 +134,6 @@ class RunStore:
             given
             | {
                 "format_version": FORMAT_VERSION,
-                "meta_version": META_VERSION,
                 "run_id": run_id,
                 "started": _utc_text(),
                 "finished": None,
@@ -170,7 +169,7 @@ class RunStore:
             if self._lines is not None:
                 self._lines.close()
                 self._lines = None
-            _, records = load_run(self.folder)
+            _, records = read_run(self.folder)
             summaries = summarize(records)
             samples = load_samples(self.folder / SAMPLES)  # [] when none were taken
             write_json_atomic(
@@ -203,43 +202,3 @@ class RunStore:
         tb: TracebackType | None,
     ) -> None:
         self.finish(interrupted=kind is not None)
-
-
-def load_run(path: Path) -> tuple[RunMeta, list[TransferRecord]]:
-    """(run.json, records) of a run folder. A truncated LAST line (a writer killed in the
-    middle of it) is skipped; a bad line anywhere else is an error."""
-    folder = Path(path)
-    run_json = folder / RUN_JSON
-    try:
-        data = json.loads(read_text(run_json, folder))
-    except FileNotFoundError:
-        raise UserInputError(f"{folder} is not a run folder (no {RUN_JSON})") from None
-    except json.JSONDecodeError as exc:
-        raise ResultFormatError(f"{run_json}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ResultFormatError(f"{run_json}: not a JSON object")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ResultFormatError(
-            f"{run_json}: format_version {version!r}; this harness reads up to {FORMAT_VERSION}"
-        )
-    meta = RunMeta.from_json(data, run_json)
-    records: list[TransferRecord] = []
-    transfers = folder / TRANSFERS
-    try:
-        raw = read_bytes(transfers, folder)
-    except FileNotFoundError:
-        return meta, records
-    lines = raw.split(b"\n")
-    complete_end = len(lines) - 1  # the part after the last newline is unfinished
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = number - 1 >= complete_end
-        try:
-            records.append(TransferRecord.from_json(line.decode("utf-8")))
-        except (ResultFormatError, UnicodeDecodeError) as exc:
-            if last:
-                break  # a killed writer's half line
-            raise ResultFormatError(f"{transfers}:{number}: {exc}") from None
-    return meta, records

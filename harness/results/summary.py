@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.core.stats import drift_check
+from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import TransferRecord
 
 MIN_STABLE_N = 3
@@ -42,8 +43,8 @@ class CaseSummary:
     bound_bps: float | None = None  # the model bound the throughput is read against
     transport: str | None = None
     xfr: str | None = None
-    primary: str | None = None
-    secondary: str | None = None
+    primary_kind: str | None = None
+    secondary_kind: str | None = None
     method: str | None = None
     # harness.core.stats.drift_check over the durations in the order they ran: "drift",
     # "possible drift", "no drift" or "too few", and the sentences that say why.
@@ -112,8 +113,8 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
         bound_bps=statistics.median(bounds) if bounds else None,
         transport=_common(records, "transport"),
         xfr=_common(records, "xfr"),
-        primary=_common(records, "primary"),
-        secondary=_common(records, "secondary"),
+        primary_kind=_common(records, "primary_kind"),
+        secondary_kind=_common(records, "secondary_kind"),
         method=_common(records, "method"),
         drift=drift.verdict if drift else None,
         drift_notes=list(drift.messages) if drift else [],
@@ -131,8 +132,8 @@ def summarize(records: Iterable[TransferRecord]) -> list[CaseSummary]:
 
 CSV_FIELDS = [
     "case",
-    "primary",
-    "secondary",
+    "primary_kind",
+    "secondary_kind",
     "transport",
     "xfr",
     "method",
@@ -162,3 +163,10 @@ def to_csv(summaries: Iterable[CaseSummary]) -> str:
         row = summary.to_dict()
         writer.writerow({k: "" if row[k] is None else row[k] for k in CSV_FIELDS})
     return out.getvalue()
+
+
+def case_label(case: str, method: str) -> str:
+    """The case name, plus the method when it is a client pull (a different figure)."""
+    if method == SERVER_TO_SERVER:
+        return case
+    return f"{case} [{method.removeprefix('client-')}]"

@@ -133,7 +133,7 @@ def unsupported_cases(
         ctx = RecordContext(run_id, plan)
         for host in plan.secondaries:
             reason = f"unsupported: {problem}"
-            emit(fail_record(ctx, host.name, 0, plan.zone_spec.origin, reason, True))
+            emit(fail_record(ctx, host.name, 0, plan.zone_spec.origin, reason, "unsupported"))
     return runnable
 
 

@@ -30,7 +30,7 @@ from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
 from harness.plan.case import CasePlan, GroupPlan
 from harness.results.meta import CaseMeta, ServerInfo
-from harness.results.model import TransferRecord
+from harness.results.model import FORMAT_VERSION, Failure, TransferRecord
 from harness.results.store import write_json_atomic
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
@@ -64,10 +64,10 @@ def fail_record(
     repeat: int,
     zone: str,
     error: str,
-    unsupported: bool = False,
+    kind: Failure,
     extra: dict[str, Any] | None = None,
 ) -> TransferRecord:
-    observed = failure(0, error, time.time(), unsupported=unsupported)
+    observed = failure(0, error, time.time(), kind=kind, unsupported=kind == "unsupported")
     observed.extra = dict(extra or {})
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
@@ -84,6 +84,7 @@ class GroupSession:
         self.live: LiveCase | None = None
         self.bed: Testbed | None = None
         self.broken: str | None = None  # why the visit cannot run its slots any more
+        self.broken_kind: Failure = "server"
         self.serial: int | None = None  # the last serial published (update triggers)
         self._stack: Any = None
 
@@ -127,7 +128,7 @@ class GroupSession:
             with spent.phase("primary_load"):
                 self.live.start_primary()
         except (CaseFailed, XfrTimeout) as exc:
-            self.broken = str(exc)
+            self.broken, self.broken_kind = str(exc), "server"  # the primary did not start
         except BaseException:
             self._teardown()
             raise
@@ -193,12 +194,14 @@ class GroupSession:
             client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
         except (CaseFailed, XfrTimeout) as exc:
             self.broken = str(exc)
+            self.broken_kind = "server" if isinstance(exc, CaseFailed) else "timeout"
             self._fail(ctx, repeat, self.broken, extra)
 
     def _fail(self, ctx: RecordContext, repeat: int, error: str, extra: dict[str, Any]) -> None:
         zone = ctx.plan.zone_spec.origin
         for host in ctx.plan.secondaries:
-            self.run_ctx.emit(fail_record(ctx, host.name, repeat, zone, error, extra=extra))
+            record = fail_record(ctx, host.name, repeat, zone, error, self.broken_kind, extra)
+            self.run_ctx.emit(record)
 
     # --- what the visit leaves ---------------------------------------------------------------
 
@@ -218,6 +221,7 @@ def case_meta(
 ) -> dict[str, object]:
     first = plan.secondaries[0].name
     meta = CaseMeta(
+        format_version=FORMAT_VERSION,
         case=plan.name,
         axes=plan.case.axes,
         transport=plan.transport,

@@ -11,7 +11,7 @@ import pytest
 from harness import spec
 from harness.compose import deploy
 from harness.compose.backend import Backend
-from harness.results.store import load_run
+from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
 pytestmark = [pytest.mark.root, pytest.mark.compose, pytest.mark.slow]
@@ -60,16 +60,16 @@ def test_compose_fleet_of_three_on_two_sites(
     run_dir = run_scenario(
         spec.load(path), results_root=tmp_path / "results", backend=Backend("compose")
     )
-    meta, records = load_run(run_dir)
+    meta, records = read_run(run_dir)
     assert meta.interrupted is False and meta.backend == "compose"
     assert len(records) == 3 * 2, [r.error for r in records]
     for record in records:
-        assert record.ok and record.verified, (record.extra.get("host"), record.error)
-    hosts = {r.extra["host"]: r.extra["site"] for r in records}
+        assert record.ok and record.verified, (record.host, record.error)
+    hosts = {r.host: r.site for r in records}
     assert hosts == {"near-1": "near", "near-2": "near", "far": "far"}
-    assert {r.secondary for r in records if r.extra["site"] == "far"} == {"bind"}
+    assert {r.secondary_kind for r in records if r.site == "far"} == {"bind"}
     # The far site's delay shows in its path: its records are timed across 40 ms each way.
-    rtt = {r.extra["site"]: r.extra["path_rtt_s"] for r in records}
+    rtt = {r.site: r.extra["path_rtt_s"] for r in records}
     assert rtt["far"] == pytest.approx(0.080, abs=0.001)
     assert rtt["near"] == pytest.approx(0.004, abs=0.001)
     # The fleet summary, from the records.

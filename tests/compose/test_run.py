@@ -13,7 +13,7 @@ import pytest
 from harness import spec
 from harness.compose import deploy, images
 from harness.compose.backend import Backend
-from harness.results.store import load_run
+from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
 pytestmark = [pytest.mark.root, pytest.mark.compose, pytest.mark.slow]
@@ -52,7 +52,7 @@ def _run(tmp_path: Path, transports: list[str]) -> tuple[Path, dict[str, Any], l
     run_dir = run_scenario(
         spec.load(path), results_root=tmp_path / "results", backend=Backend("compose")
     )
-    meta, records = load_run(run_dir)
+    meta, records = read_run(run_dir)
     assert meta.interrupted is False and meta.backend == "compose"
     return run_dir, meta, records
 
@@ -110,7 +110,10 @@ def _assert_run(run_dir: Path, meta: dict[str, Any], records: list[Any], cases: 
 def test_compose_run_bind_and_knot_over_tcp(compose_images: dict[str, str], tmp_path: Path) -> None:
     run_dir, meta, records = _run(tmp_path, ["tcp"])
     _assert_run(run_dir, meta, records, cases=4)
-    assert {(r.primary, r.secondary) for r in records} == {("bind", "knot"), ("knot", "bind")}
+    assert {(r.primary_kind, r.secondary_kind) for r in records} == {
+        ("bind", "knot"),
+        ("knot", "bind"),
+    }
 
 
 def test_compose_run_bind_and_knot_over_xot(compose_images: dict[str, str], tmp_path: Path) -> None:

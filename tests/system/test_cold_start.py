@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.results.store import load_run
+from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
 pytestmark = [
@@ -51,7 +51,7 @@ options = {{ "serial-query-rate" = 2000, "transfers-in" = 50 }}
 """
     )
     run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
-    _, records = load_run(run_dir)
+    _, records = read_run(run_dir)
     assert len(records) == 1
     record = records[0]
     assert record.ok and record.verified, record.error
@@ -95,7 +95,7 @@ kind = "knot"
 """
     )
     run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
-    _, records = load_run(run_dir)
+    _, records = read_run(run_dir)
     (record,) = records
     assert not record.ok and record.error and record.error.startswith("timeout"), record.error
     failures = record.server_logged["secondary_failures"]

@@ -15,7 +15,7 @@ import pytest
 
 from harness import spec
 from harness.report.data import load_report_data
-from harness.results.store import load_run
+from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
 pytestmark = [
@@ -53,11 +53,11 @@ def test_fleet_toml_with_four_secondaries_on_two_sites(tmp_path: Path) -> None:
 
     loaded = shipped("fleet.toml", small)
     run_dir = run_scenario(loaded, results_root=tmp_path / "results")
-    _, records = load_run(run_dir)
+    _, records = read_run(run_dir)
     assert len(records) == 2 * 2 * 4  # xfr kinds x repeats x secondaries
     for record in records:
-        assert record.ok and record.verified, (record.extra.get("host"), record.error)
-    hosts = {(r.extra["host"], r.extra["site"]) for r in records}
+        assert record.ok and record.verified, (record.host, record.error)
+    hosts = {(r.host, r.site) for r in records}
     assert hosts == {
         ("frankfurt-1", "frankfurt"),
         ("frankfurt-2", "frankfurt"),
@@ -66,8 +66,7 @@ def test_fleet_toml_with_four_secondaries_on_two_sites(tmp_path: Path) -> None:
     }
     # The far site's link shows in its durations: at least its 100 ms round trip.
     by_site = {
-        site: [r.duration_s for r in records if r.extra["site"] == site]
-        for site in ("frankfurt", "seoul")
+        site: [r.duration_s for r in records if r.site == site] for site in ("frankfurt", "seoul")
     }
     assert min(by_site["seoul"]) > 0.1 > min(by_site["frankfurt"])
     fleet = json.loads((run_dir / "summary.json").read_text())["fleet"]
@@ -109,7 +108,7 @@ def test_fanout_toml_with_one_and_eight_secondaries(tmp_path: Path) -> None:
 
     loaded = shipped("fanout.toml", small)
     run_dir = run_scenario(loaded, results_root=tmp_path / "results")
-    _, records = load_run(run_dir)
+    _, records = read_run(run_dir)
     assert len(records) == 2 * (1 + 8)
     assert all(r.ok and r.verified for r in records), [r.error for r in records if not r.ok]
     fleet = json.loads((run_dir / "summary.json").read_text())["fleet"]

@@ -10,7 +10,8 @@ import pytest
 
 from harness import spec
 from harness.plan.case import plan_case
-from harness.results.store import RunStore, load_run
+from harness.results.folder import read_run
+from harness.results.store import RunStore
 from harness.run.runner import NETNS, resolve_binaries, run_case
 
 pytestmark = [
@@ -41,13 +42,13 @@ def test_one_primary_feeds_three_secondaries_of_each_kind(tmp_path: Path) -> Non
     binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
     with RunStore.create(tmp_path / "results", "fleet", None, {}) as store:
         run_case(plan, store.folder / "cases" / "000-fleet", store, binaries)
-    _, records = load_run(store.folder)
+    _, records = read_run(store.folder)
     assert len(records) == 3 * 2, [r.error for r in records]
     for record in records:
-        assert record.ok and record.verified, (record.extra.get("host"), record.error)
+        assert record.ok and record.verified, (record.host, record.error)
         assert record.duration_s is not None and record.duration_s > 0.005  # the link's delay
         assert record.phases["notify_sent"] > 0  # each from its own NOTIFY
-    assert {(r.extra["host"], r.secondary) for r in records} == {
+    assert {(r.host, r.secondary_kind) for r in records} == {
         ("site-bind", "bind"),
         ("site-knot", "knot"),
         ("site-nsd", "nsd"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.results.store import load_run
+from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
 pytestmark = [
@@ -33,7 +33,7 @@ def test_four_transports_interleaved_on_one_testbed(tmp_path: Path) -> None:
         '[zones]\npreset = "tld"\nrecords = 1000\norigin = "inter.example."\n'
     )
     run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
-    _, records = load_run(run_dir)
+    _, records = read_run(run_dir)
     assert len(records) == 4 * 3 and all(r.ok and r.verified for r in records)
     # One testbed for the four cases, and the transfers in the order they ran.
     visits = {r.extra["schedule"]["visit_dir"] for r in records}

@@ -22,10 +22,10 @@ import pytest
 
 from harness import spec
 from harness.metrics.promserver import PROMETHEUS, PrometheusServer, free_port
+from harness.results.folder import read_run
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
 from harness.results.resources import load_samples
-from harness.results.store import load_run
 from harness.run.runner import run_scenario
 
 pytestmark = [
@@ -117,7 +117,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
                 sample_interval=SCRAPE,
             )
             end = time.time()
-            meta, records = load_run(run_dir)
+            meta, records = read_run(run_dir)
             assert all(r.counts for r in records), [r.error for r in records]
             out[name] = ScrapedRun(prom, run_dir, meta, records, start, end)
         assert len(out["single"].records) == REPEATS
@@ -175,7 +175,7 @@ def test_transfer_cpu_and_time_wait_series_arrive_with_their_labels(scraped: Scr
 
 def test_a_fleets_servers_links_and_transfers_carry_host_and_site(fleet: ScrapedRun) -> None:
     run_id = fleet.run_id
-    sites = {r.extra["host"]: r.extra["site"] for r in fleet.records}
+    sites = {r.host: r.site for r in fleet.records}
     assert set(sites.values()) == {"frankfurt", "seoul"} and len(sites) == 3
 
     def hosts(promql: str) -> dict[str, str]:

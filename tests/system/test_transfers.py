@@ -12,8 +12,8 @@ from harness import spec, zonegen
 from harness.measure import processes as servers
 from harness.measure.live import LiveCase
 from harness.plan.case import plan_case
+from harness.results.folder import read_run
 from harness.results.meta import RunMeta
-from harness.results.store import load_run
 from harness.run.runner import NETNS, resolve_binaries, run_scenario
 from harness.testbed import Testbed
 
@@ -29,7 +29,7 @@ def _run(tmp_path: Path, text: str) -> tuple[RunMeta, list]:
     path = tmp_path / "scenario.toml"
     path.write_text(text)
     run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
-    meta, records = load_run(run_dir)
+    meta, records = read_run(run_dir)
     assert meta.spec_hash and meta.interrupted is False
     assert (run_dir / "summary.json").exists() and (run_dir / "summary.csv").exists()
     return meta, records
@@ -68,14 +68,14 @@ servers = [
 """,
     )
     _assert_verified(records, 3 * 2 * 2)
-    assert {(r.primary, r.secondary) for r in records} == {
+    assert {(r.primary_kind, r.secondary_kind) for r in records} == {
         ("bind", "knot"),
         ("knot", "nsd"),
         ("nsd", "bind"),
     }
     # A new serial goes on each primary the cheapest way its server allows; AXFR and IXFR
     # cases share a testbed, so every serial applies the next change set there.
-    methods = {(r.primary, r.xfr): r.extra["serial_method"] for r in records}
+    methods = {(r.primary_kind, r.xfr): r.extra["serial_method"] for r in records}
     assert methods == {
         ("bind", "axfr"): "dynamic update",
         ("bind", "ixfr"): "dynamic update",
@@ -90,7 +90,7 @@ servers = [
             # An IXFR carries the change set, not the zone.
             assert record.records is None or record.records < 100, record
     # BIND logs its own view of the transfer; it is stored beside the measurement.
-    bind_in = [r for r in records if r.secondary == "bind"]
+    bind_in = [r for r in records if r.secondary_kind == "bind"]
     assert all(r.server_logged["secondary"]["serial"] == r.serial for r in bind_in)
 
 
@@ -117,7 +117,7 @@ servers = [
 ]
 """,
     )
-    supported = [r for r in records if r.primary == "bind"]
+    supported = [r for r in records if r.primary_kind == "bind"]
     # 2 pairs x 2 transports x (server, own reader, kdig) x 2 repeats
     _assert_verified(supported, 2 * 2 * 3 * 2)
     assert {r.method for r in supported} == {
@@ -127,9 +127,9 @@ servers = [
     }
     own = [r for r in supported if r.method == "client-pull-own"]
     assert all(r.phases["tls"] > 0 for r in own)
-    unsupported = [r for r in records if r.primary != "bind"]
+    unsupported = [r for r in records if r.primary_kind != "bind"]
     assert len(unsupported) == 4 and all(r.unsupported and not r.ok for r in unsupported)
-    reasons = {r.primary: r.error for r in unsupported}
+    reasons = {r.primary_kind: r.error for r in unsupported}
     assert "ALPN" in reasons["nsd"] and "Knot 3.2" in reasons["knot"]
 
 

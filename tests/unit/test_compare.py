@@ -59,8 +59,10 @@ def make_run(
                         run_id=name,
                         case=case,
                         repeat=repeat,
-                        primary="bind",
-                        secondary="bind",
+                        primary_kind="bind",
+                        secondary_kind="bind",
+                        host="secondary",
+                        site=None,
                         transport="tcp",
                         xfr="axfr",
                         zone="tld.",
@@ -383,13 +385,13 @@ def make_fleet_run(root: Path, name: str, far_factor: float, repeats: int = 6) -
                     )
                     store.append(
                         TransferRecord(
-                            run_id=name, case=FLEET_CASE, repeat=repeat, primary="bind",
-                            secondary="bind", transport="tcp", xfr="axfr", zone="tld.",
+                            run_id=name, case=FLEET_CASE, repeat=repeat, primary_kind="bind",
+                            secondary_kind="bind", transport="tcp", xfr="axfr", zone="tld.",
                             serial=2 + repeat, records=1000, bytes=100_000, messages=10,
                             duration_s=round(duration, 6), started_at=1000.0 + repeat,
                             ok=True, verified=True, trigger="notify",
                             phases={"notify_sent": 0.01 * index, "served": duration},
-                            extra={"host": f"{site}-{index}", "site": site},
+                            host=f"{site}-{index}", site=site,
                         )
                     )  # fmt: skip
     return store.folder

@@ -3,6 +3,7 @@ the last site, who waited for a transfer slot, per-site rows and the primary's c
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -13,14 +14,16 @@ from harness.results.model import TransferRecord
 
 def record(host: str, site: str, repeat: int, duration: float | None, **kw: Any) -> TransferRecord:
     phases = kw.pop("phases", {})
-    extra = {"host": host, "site": site, "path_rtt_s": kw.pop("rtt", 0.02)} | kw.pop("extra", {})
+    extra = {"path_rtt_s": kw.pop("rtt", 0.02)} | kw.pop("extra", {})
     ok = kw.pop("ok", duration is not None)
     return TransferRecord(
         run_id="r",
         case="bind-bind/tcp/axfr",
         repeat=repeat,
-        primary="bind",
-        secondary="bind",
+        primary_kind="bind",
+        secondary_kind="bind",
+        host=host,
+        site=site,
         transport="tcp",
         xfr="axfr",
         zone="example.",
@@ -112,8 +115,7 @@ def test_primary_cost_between_the_repeat_marks() -> None:
 
 
 def test_a_run_without_fleets_has_no_fleet_section() -> None:
-    plain = record("x", "s", 1, 1.0)
-    plain.extra.clear()
+    plain = dataclasses.replace(record("x", "s", 1, 1.0), host="secondary", site=None)
     assert fleet_summary([plain], []) == {}
     summary = fleet_summary([record("x", "s", 1, 1.0), record("y", "s", 1, 3.0)], [])
     case = summary["bind-bind/tcp/axfr"]

@@ -244,7 +244,7 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
 
     bench.wait_served = late  # type: ignore[method-assign]
     records = _run(bench)
-    assert [(r.repeat, r.extra["host"], r.ok) for r in records] == [
+    assert [(r.repeat, r.host, r.ok) for r in records] == [
         (1, "site-0", True),
         (1, "site-1", True),
         (2, "site-0", True),
@@ -253,7 +253,7 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     failed = records[-1]
     assert failed.duration_s is None and not failed.verified
     assert failed.error == "timeout after 30 s: the site-1 never served example. serial 13"
-    assert all(r.extra["site"] == "site" for r in records)
+    assert all(r.site == "site" for r in records)
 
 
 def test_a_publication_that_times_out_fails_that_repeat_for_every_secondary(
@@ -279,7 +279,7 @@ def test_secondaries_are_polled_before_the_notifies_are_read(tmp_path: Path) -> 
     records = _run(bench)
     order = [c[0] for c in bench.calls if c[0] in ("publish", "wait", "notifications")]
     assert order[-3:] == ["publish", "wait", "notifications"]
-    phases = {r.extra["host"]: r.phases["notify_sent"] for r in records}
+    phases = {r.host: r.phases["notify_sent"] for r in records}
     assert phases == pytest.approx({"site-0": 0.3, "site-1": 0.8, "site-2": 1.3})
 
 
@@ -345,7 +345,7 @@ def test_client_pulls_verify_against_the_primary(tmp_path: Path) -> None:
 
 def test_records_name_their_secondary_only_in_a_fleet(tmp_path: Path) -> None:
     single = _run(FakeBench(_plan(tmp_path, "repeats = 1\n")))
-    assert "host" not in single[0].extra
+    assert (single[0].host, single[0].site) == ("secondary", None)
     plan = _plan(tmp_path, "repeats = 1\n", secondaries=2)
     assert isinstance(plan.secondaries[0], HostPlan)
     assert plan.transfers() == 2

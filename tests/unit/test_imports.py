@@ -1,4 +1,6 @@
-"""The package's import graph: no cycles, and no imports hidden in functions to dodge one.
+"""The package's import graph: no cycles between modules or packages, packages import only
+downwards (docs/architecture.md draws the same layers), and no imports hidden in functions
+to dodge either.
 
 A function-level import of a harness module is allowed only in the command-line entry
 points, where it keeps `xfrbench --help` from loading pydantic, matplotlib and the servers.
@@ -10,7 +12,7 @@ import ast
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
-LAZY_ALLOWED = {"harness.cli", "harness.report.cli", "harness.linktest.cli"}
+LAZY_ALLOWED = {"harness.cli", "harness.report.cli", "harness.compare.cli", "harness.linktest.cli"}
 
 
 def module_name(path: Path) -> str:
@@ -99,3 +101,70 @@ def test_harness_modules_are_imported_at_the_top_outside_the_entry_points() -> N
         if name not in LAZY_ALLOWED and (lazy := imports(path)[1])
     }
     assert hidden == {}
+
+
+# Bottom to top: a package may import the packages of lower layers, never of its own or a
+# higher one. The root package (its version) may be imported by any.
+LAYERS: list[set[str]] = [
+    {"core"},  # words, units, errors, statistics, namespaces
+    {"zonegen", "xfr"},  # zone files and change sets; transfer clients, digests, secrets
+    {"servers"},  # the dialects
+    {"spec"},  # the scenario schema
+    {"link", "observe"},  # link models and emulator configs; live probes of servers
+    {"testbed"},  # namespaces, links, registry
+    {"compose", "plan"},  # containers as hosts; the pure case plan and schedule
+    {"results"},  # the run folder: records, store, reader, summaries
+    {"measure", "metrics"},  # the protocol on live servers; the Prometheus view
+    {"report", "compare"},  # reading finished runs
+    {"run"},  # a run end to end
+    {"commands", "linktest"},  # doctor, clean; xfrbench link test
+    {"cli"},  # the entry point
+    {"__main__"},  # python -m harness
+]
+LAYER_OF = {package: index for index, layer in enumerate(LAYERS) for package in layer}
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Module imports folded into package imports (the root package left out)."""
+    out: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        source = package_of(module)
+        targets = {package_of(t) for t in imported} - {source, ""}
+        out.setdefault(source, set()).update(targets)
+    return out
+
+
+def upward(packages: dict[str, set[str]]) -> list[str]:
+    """Every import that does not go down a layer (or names an unknown package)."""
+    wrong = []
+    for source, targets in sorted(packages.items()):
+        for target in sorted(targets):
+            if source not in LAYER_OF or target not in LAYER_OF:
+                wrong.append(f"{source} -> {target}: a package missing from LAYERS")
+            elif LAYER_OF[target] >= LAYER_OF[source]:
+                wrong.append(f"{source} -> {target}: not below it")
+    return wrong
+
+
+def test_the_package_checker_sees_a_planted_cycle_and_an_upward_import() -> None:
+    planted = {
+        "harness.results.store": {"harness.report.data", "harness.core.errors"},
+        "harness.report.data": {"harness.results.store"},
+    }
+    packages = package_graph(planted)
+    assert cycles(packages) == [["report", "results"]]
+    assert upward(packages) == ["results -> report: not below it"]
+    assert upward({"zonegen": {"core"}, "core": set()}) == []
+
+
+def test_packages_import_only_downwards_and_form_no_cycle() -> None:
+    every = {name: top | lazy for name, path in MODULES.items() for top, lazy in [imports(path)]}
+    packages = package_graph(every)
+    assert cycles(packages) == []
+    assert upward(packages) == []
+    assert set(packages) <= set(LAYER_OF) | {""}

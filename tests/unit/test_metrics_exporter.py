@@ -44,8 +44,10 @@ def record(**changes: Any) -> TransferRecord:
         "run_id": "r1",
         "case": CASE,
         "repeat": 0,
-        "primary": "bind",
-        "secondary": "knot",
+        "primary_kind": "bind",
+        "secondary_kind": "knot",
+        "host": "secondary",
+        "site": None,
         "transport": "tcp",
         "xfr": "axfr",
         "zone": "tiny.example.",
@@ -257,8 +259,10 @@ def test_fleet_secondaries_and_the_primary_are_series_of_their_own() -> None:
 def fleet_record(
     host: str, repeat: int, duration: float | None, notify: float, **changes: Any
 ) -> TransferRecord:
-    extra = {"host": host, "site": host.rpartition("-")[0], "path_rtt_s": 0.1}
+    extra = {"path_rtt_s": 0.1}
     return record(
+        host=host,
+        site=host.rpartition("-")[0],
         repeat=repeat,
         duration_s=duration,
         phases={"notify_sent": notify},

@@ -19,9 +19,9 @@ from harness.metrics.openmetrics import (
     openmetrics_text,
     write_openmetrics,
 )
+from harness.results.folder import read_run
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError
-from harness.results.store import load_run
 from tests.unit.test_metrics_exporter import fleet_record, link_sample, record, server_sample
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "runs" / "20250101T000000Z-abc123"
@@ -31,7 +31,7 @@ LINE = re.compile(r"^([a-z_]+)(\{[^\n]*\})? (\S+) (\d+\.\d{3})$")
 
 
 def fixture_text() -> str:
-    meta, records = load_run(FIXTURE)
+    meta, records = read_run(FIXTURE)
     return openmetrics_text(meta, records, load_samples(FIXTURE / "samples.jsonl"))
 
 
@@ -117,7 +117,7 @@ def test_values_and_times_come_from_records_and_samples() -> None:
 
 
 def test_same_families_and_types_as_the_live_exposition() -> None:
-    meta, records = load_run(FIXTURE)
+    meta, records = read_run(FIXTURE)
     samples = load_samples(FIXTURE / "samples.jsonl")
     exporter = Exporter(meta.run_id, meta.scenario_name or "", meta.spec_hash or "", port=None)
     for item in records:

@@ -82,8 +82,10 @@ def record(run_id: str, case: str, repeat: int, duration: float | None, **change
         "run_id": run_id,
         "case": case,
         "repeat": repeat,
-        "primary": "bind",
-        "secondary": "bind",
+        "primary_kind": "bind",
+        "secondary_kind": "bind",
+        "host": "secondary",
+        "site": None,
         "transport": transport,
         "xfr": case.split("/")[-1],
         "zone": "tld.",
@@ -409,8 +411,8 @@ def make_fleet_run(root: Path, name: str = "f1") -> Path:
                                 name, case, repeat, duration,
                                 phases={"notify_sent": 0.01 * index, "soa_query": 0.01,
                                         "connect": 0.02, "served": duration},
-                                extra={"host": host, "site": site,
-                                       "path_rtt_s": FLEET_SITES[site],
+                                host=host, site=site,
+                                extra={"path_rtt_s": FLEET_SITES[site],
                                        "tcp": {"rtt_ms_min": 1000 * FLEET_SITES[site] + 0.3}},
                             )
                         )  # fmt: skip

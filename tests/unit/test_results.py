@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from harness.core.errors import UserInputError
-from harness.results import FORMAT_VERSION, ResultFormatError, RunStore, TransferRecord, load_run
+from harness.results import FORMAT_VERSION, ResultFormatError, RunStore, TransferRecord
+from harness.results.folder import read_run
 from harness.results.store import new_run_id
 from harness.results.summary import percentile, summarize, to_csv
 
@@ -20,8 +21,10 @@ def record(**changes: Any) -> TransferRecord:
         "run_id": "r1",
         "case": "bind-bind-tcp-axfr",
         "repeat": 0,
-        "primary": "bind",
-        "secondary": "bind",
+        "primary_kind": "bind",
+        "secondary_kind": "bind",
+        "host": "secondary",
+        "site": None,
         "transport": "tcp",
         "xfr": "axfr",
         "zone": "example.",
@@ -50,7 +53,7 @@ def test_json_round_trip_keeps_every_field() -> None:
     line = original.to_json()
     assert "\n" not in line
     data = json.loads(line)
-    for name in ("run_id", "case", "repeat", "primary", "secondary", "transport", "xfr", "zone"):
+    for name in ("run_id", "case", "repeat", "primary_kind", "secondary_kind", "host", "transport"):
         assert name in data
     assert data["format_version"] == FORMAT_VERSION
     assert TransferRecord.from_json(line) == original
@@ -131,7 +134,7 @@ def test_summary_stable_case_and_csv() -> None:
     assert not summary.unstable and summary.cv is not None and summary.cv < 0.1
     csv_text = to_csv([summary])
     header, row = csv_text.strip().splitlines()
-    assert header.startswith("case,primary,secondary,transport,xfr,method,n,ok")
+    assert header.startswith("case,primary_kind,secondary_kind,transport,xfr,method,n,ok")
     assert row.startswith("bind-bind-tcp-axfr,bind,bind,tcp,axfr,server-to-server,4,4")
 
 
@@ -149,7 +152,7 @@ def test_store_appends_durably_and_finishes(tmp_path: Path) -> None:
         assert len((store.folder / "transfers.jsonl").read_text().splitlines()) == 3
         with pytest.raises(ResultFormatError):
             store.append(record(run_id="someone-else"))
-    run, records = load_run(tmp_path / "r1")
+    run, records = read_run(tmp_path / "r1")
     assert run.run_id == "r1" and run.interrupted is False and run.finished
     assert run.scenario == {"name": "quick"} and run.transfers == 3
     assert [r.duration_s for r in records] == [1.0, 2.0, 3.0]
@@ -163,7 +166,7 @@ def test_store_marks_interrupted_runs(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), RunStore.create(tmp_path, None, None, {}) as store:
         store.append(record(run_id=store.run_id))
         raise KeyboardInterrupt
-    run, records = load_run(store.folder)
+    run, records = read_run(store.folder)
     assert run.interrupted is True and len(records) == 1
 
 
@@ -187,12 +190,12 @@ def test_load_run_tolerates_a_truncated_last_line_only(tmp_path: Path) -> None:
     transfers = store.folder / "transfers.jsonl"
     full = transfers.read_text()
     transfers.write_text(full + record(repeat=2).to_json()[:40])  # a killed writer
-    _, records = load_run(store.folder)
+    _, records = read_run(store.folder)
     assert [r.repeat for r in records] == [0, 1]
     lines = full.splitlines()
     transfers.write_text(lines[0][:30] + "\n" + lines[1] + "\n")  # damage in the middle
     with pytest.raises(ResultFormatError, match="transfers.jsonl:1"):
-        load_run(store.folder)
+        read_run(store.folder)
 
 
 def test_run_ids_sort_by_time() -> None:

@@ -1,4 +1,5 @@
-"""Number formatting shared by the report's HTML and terminal output ("-" for no value)."""
+"""Number formatting shared by the report's HTML, its terminal summary and compare ("-" for
+no value)."""
 
 from __future__ import annotations
 
