@@ -22,6 +22,7 @@ from harness.measure.protocol import (
     Control,
     Logged,
     Publication,
+    PublishFailed,
     Pulled,
     Verification,
 )
@@ -31,10 +32,10 @@ from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.plan.case import CasePlan, GroupPlan
 from harness.servers import count_failures
-from harness.servers.base import last_incoming, last_outgoing
+from harness.servers.base import NewVersion, Reach, last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
-from harness.xfr import TsigKey, XfrTimeout
+from harness.xfr import TsigKey, XfrError, XfrTimeout
 from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import (
     ZonesServed,
@@ -43,16 +44,22 @@ from harness.xfr.poll import (
     wait_for_serials,
     wait_for_zones,
 )
+from harness.xfr.primary_check import (
+    FULL_CHECK_RECORDS,
+    expectations,
+    mismatches,
+    served_rrsets,
+)
 from harness.xfr.pull import xot_context
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
 from harness.xfr.secrets import TlsFiles, new_tsig
-from harness.xfr.update import query_soa, send_update, serial_update, with_serial
+from harness.xfr.update import query_soa, with_serial
 from harness.xfr.verify import check_copy, verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum, zone_set_sums
 from harness.zonegen import read_diff
-from harness.zonegen.cache import link_or_copy
+from harness.zonegen.model import ChangeSet
 
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
@@ -105,6 +112,7 @@ class LiveCase:
         self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
         self._quiet_from = 0.0  # when the last transfer ended (see between_repeats)
         self.references: dict[str, ZoneSum] = {}  # zone -> what the primary serves now
+        self.change: ChangeSet | None = None  # the change set of the last publish
         # Signs the dynamic updates that publish new serials (a secret of this case only).
         self.update_key = new_tsig(name="xfrbench-update.")
 
@@ -332,48 +340,40 @@ class LiveCase:
     # --- Bench: new serials and triggers -----------------------------------------------------
 
     def publish(self, serial: int) -> Publication:
-        """Put version `serial` of the first zone on the primary, the cheapest way its
-        server allows (Server.publish_method): an AXFR workload changes only the serial, an
-        IXFR one applies the next change set."""
+        """Put version `serial` of the first zone on the primary, the way its dialect
+        chooses (Server.publish): an AXFR workload changes only the serial, an IXFR one
+        applies the next change set. The harness's belief of what the primary serves
+        follows; check_primary() holds the primary to it after the transfers."""
         primary = self.primary
         assert primary is not None and self.wire is not None
-        dialect = type(primary.server)
+        server, host = primary.server, primary.host
         # A group with an IXFR case applies the change-set chain on every serial, so that a
         # change set always starts from the zone it was made for.
-        method = dialect.publish_method(self.group.ixfr)
         change = None
-        if self.group.ixfr or method == "reload":
+        if self.group.ixfr or type(server).publishes_zone_files(self.group.ixfr):
             change = zonegen.change_set(
                 self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
             )
+        self.change = change
         reference = self._reference(self.first_zone)
+        soa = query_soa(host.address, self.first_zone, netns=host.netns, timeout=self.plan.timeout)
+        version = NewVersion(self.first_zone, with_serial(soa, serial), change)
+        reach = Reach(
+            host.address,
+            host.netns,
+            self.plan.timeout,
+            lambda argv: host.run_tool(argv, timeout=self.plan.timeout),
+        )
         issued = self.clock()
         self.wire.forget_before(issued - 1.0)  # older events are no repeat's any more
-        if method == "reload":
-            assert change is not None
-            link_or_copy(change.zone_path, primary.server.setup.zones[0].file)
-            argv = primary.server.reload_argv(self.first_zone)
-            primary.host.run_tool(argv, timeout=self.plan.timeout)
+        try:
+            method = server.publish(version, reach)
+        except XfrError as exc:
+            raise PublishFailed(f"the primary did not take serial {serial}: {exc}") from None
+        if change is None:  # the serial alone changed
+            old, new = soa.to_text(), version.soa.to_text()
+            self.references[self.first_zone] = soa_bump(reference, old, new, self.first_zone)
         else:
-            where = {"netns": primary.host.netns, "timeout": self.plan.timeout}
-            soa = query_soa(primary.host.address, self.first_zone, **where)
-            if method == "dynamic update":
-                deleted, added = (
-                    read_diff(change.diff_path, self.first_zone) if change else ([], [])
-                )
-                update = serial_update(
-                    self.first_zone, soa, serial, self.update_key, deleted=deleted, added=added
-                )
-                send_update(update, primary.host.address, **where)
-            else:
-                new = with_serial(soa, serial)
-                text = f"{new.ttl} SOA {new[0].to_text()}"
-                for argv in primary.server.transaction_argvs(self.first_zone, text):
-                    primary.host.run_tool(argv, timeout=self.plan.timeout)
-            if change is None:  # the serial alone changed
-                old, new = soa.to_text(), with_serial(soa, serial).to_text()
-                self.references[self.first_zone] = soa_bump(reference, old, new, self.first_zone)
-        if change is not None:
             self.references[self.first_zone] = apply_diff_file(
                 reference, change.diff_path, self.first_zone
             )
@@ -384,6 +384,32 @@ class LiveCase:
                 f"{self.first_zone} serial {serial} ({method})"
             )
         return Publication(issued, served, method)
+
+    def check_primary(self, serial: int) -> str | None:
+        """None when the primary serves what the harness believes it published at `serial`
+        (xfr/primary_check.py): a small zone whole, a large one at the changed names."""
+        primary = self.primary
+        assert primary is not None
+        host, zone, timeout = primary.host, self.first_zone, self.plan.timeout
+        reference = self._reference(zone)
+        if reference.records <= FULL_CHECK_RECORDS:
+            # Read on loopback in its namespace, as every server lets the harness read.
+            copy = verify_copy("127.0.0.1", zone, netns=host.netns, timeout=timeout)
+            problem = check_copy(reference, copy, serial)
+            return None if problem is None else f"the primary's own copy: {problem}"
+        served = query_soa(host.address, zone, netns=host.netns, timeout=timeout)
+        if served[0].serial != serial:
+            return f"the primary serves serial {served[0].serial}, not {serial}"
+        if self.change is None:
+            return None
+        deleted, added = read_diff(self.change.diff_path, zone)
+        expected = expectations(deleted, added)
+        got = served_rrsets(host.address, expected, netns=host.netns, timeout=timeout)
+        wrong = mismatches(expected, got)
+        if not wrong:
+            return None
+        more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+        return "the primary's changed names: " + "; ".join(wrong[:3]) + more
 
     def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
         assert self.wire is not None

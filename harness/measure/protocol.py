@@ -40,6 +40,17 @@ Emit = Callable[[TransferRecord], None]
 Control = Literal["retransfer", "refresh"]
 
 
+class PublishFailed(Exception):
+    """The harness could not put the new version on the primary, or the primary serves
+    something other than what the harness published: the harness's error, not a transfer's.
+    The case cannot go on (its change-set chain no longer starts from what the primary
+    holds). `recorded`: the repeat's records already say so."""
+
+    def __init__(self, message: str, *, recorded: bool = False) -> None:
+        super().__init__(message)
+        self.recorded = recorded
+
+
 @dataclass(frozen=True)
 class Publication:
     """A new serial put on the primary: when it was asked for and when the primary served
@@ -152,9 +163,14 @@ class Bench(Protocol):
         and why the others did not (a timeout naming the zones still pending)."""
 
     def publish(self, serial: int) -> Publication:
-        """Put `serial` of the first zone on the primary (raises XfrTimeout). Returns once
-        the primary serves it, without waiting for its NOTIFYs: a server paces them (BIND
-        sends 20 a second), and the secondaries must be polled from the first one on."""
+        """Put `serial` of the first zone on the primary (raises XfrTimeout, or
+        PublishFailed when the primary refused it). Returns once the primary serves it,
+        without waiting for its NOTIFYs: a server paces them (BIND sends 20 a second), and
+        the secondaries must be polled from the first one on."""
+
+    def check_primary(self, serial: int) -> str | None:
+        """None when the primary serves what the harness published at `serial`; else what
+        differs. Asked after the transfers, so that it delays no secondary's polling."""
 
     def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
         """When the primary's NOTIFY of `serial` to each secondary left its host (seen on
@@ -223,6 +239,9 @@ def prepare_updates(bench: Bench) -> int:
             for host in hosts:
                 bench.control(host, "refresh", zone)
         served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
+        wrong = bench.check_primary(warmup)
+    if wrong is not None:
+        raise PublishFailed(f"publish error at the warm-up serial {warmup}: {wrong}")
     _require_all(hosts, served, plan.timeout, zone, warmup)
     return warmup
 
@@ -246,12 +265,12 @@ def update_repeat(
         with spent.phase("publish") as publish:
             triggered = _trigger(bench, serial, zone)
         t0, phases = triggered.t0, triggered.phases
-    except _Timeout as exc:
+    except PublishFailed as exc:
         bench.finish_observation()
         bench.mark("transfer-end", repeat)
         for host in hosts:
             emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at, extra, "publish"))
-        return
+        raise PublishFailed(str(exc), recorded=True) from None
     with spent.phase("transfer") as transfer:
         done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
     with spent.phase("observe") as watched:
@@ -260,6 +279,13 @@ def update_repeat(
             t0, phases = triggered.t0, triggered.phases
         bench.finish_observation()
         bench.mark("transfer-end", repeat)  # before verification, which costs CPU of its own
+    with spent.phase("verify") as checked:
+        wrong = bench.check_primary(serial)
+    if wrong is not None:
+        text = f"publish error at serial {serial}: {wrong}"
+        for host in hosts:
+            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "publish"))
+        raise PublishFailed(text, recorded=True)
     for host in hosts:
         if host not in done or host not in t0:
             text = (
@@ -281,6 +307,7 @@ def update_repeat(
             "publish_s": publish.seconds,
             "transfer_s": transfer.seconds,
             "verify_s": verify.seconds,
+            "check_primary_s": checked.seconds,
             "observe_s": watch.seconds + watched.seconds + observe.seconds + observe_logs.seconds,
         }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
@@ -320,10 +347,6 @@ def update_repeat(
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
 
 
-class _Timeout(Exception):
-    pass
-
-
 @dataclass(frozen=True)
 class _Triggered:
     t0: dict[str, float]  # per host: what its duration is counted from
@@ -360,7 +383,7 @@ def _trigger(bench: Bench, serial: int, zone: str) -> _Triggered:
     try:
         published = bench.publish(serial)
     except XfrTimeout as exc:
-        raise _Timeout(str(exc)) from None
+        raise PublishFailed(str(exc)) from None
     reload = {"primary_reload": published.served - published.issued}
     if plan.trigger == "notify":  # t0 comes from the wire once the secondaries are served
         return _Triggered({}, dict.fromkeys(hosts, reload), published.method, published.issued)

@@ -24,7 +24,13 @@ from harness.compose.backend import Backend
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.live import TLS_HOSTNAME, LiveCase
 from harness.measure.processes import CONTROL_DIR, CaseFailed
-from harness.measure.protocol import client_pulls, cold_start_repeat, prepare_updates, update_repeat
+from harness.measure.protocol import (
+    PublishFailed,
+    client_pulls,
+    cold_start_repeat,
+    prepare_updates,
+    update_repeat,
+)
 from harness.measure.records import RecordContext, failure, transfer_record
 from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
@@ -192,6 +198,10 @@ class GroupSession:
                 status(f"{plan.name}: repeat {repeat}: transfer and verification")
                 update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
             client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
+        except PublishFailed as exc:
+            self.broken, self.broken_kind = str(exc), "publish"
+            if not exc.recorded:
+                self._fail(ctx, repeat, self.broken, extra)
         except (CaseFailed, XfrTimeout) as exc:
             self.broken = str(exc)
             self.broken_kind = "server" if isinstance(exc, CaseFailed) else "timeout"

@@ -7,7 +7,9 @@ templates (servers/<kind>/ at the top of the repository), argv and control comma
 transfer log lines, its failure phrases and how it writes a peer's address. The runner and the
 flows only ever talk to this interface; adding a server is one new module plus its templates.
 
-Rendering and parsing are pure; a dialect's only I/O is writing its own working folder.
+Rendering and parsing are pure. A dialect's I/O is writing its own working folder and, as a
+primary, putting a new version of a zone on itself (`Server.publish`) through the `Reach`
+the driver hands it: its address and namespace, and a way to run its control tools there.
 """
 
 from __future__ import annotations
@@ -16,16 +18,20 @@ import base64
 import re
 import secrets
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import dns.rrset
 import jinja2
 
 from harness.core.terms import Role, ServerKind
 from harness.servers.failures import FailureWording
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles, write_private
+from harness.zonegen.cache import link_or_copy
+from harness.zonegen.model import ChangeSet
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
 
@@ -65,7 +71,7 @@ class ServerSetup:
     tls_port: int = 853
     control_port: int = 953
     # The per-run key a primary accepts dynamic updates with (dialects that publish new
-    # serials by update: see Server.publish_method).
+    # versions by update: see Server.publish).
     update_key: TsigKey | None = None
     # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
     # runner gives a short one under /run/xfrbench.
@@ -79,6 +85,34 @@ class ServerSetup:
     def primary(self) -> str:
         """A secondary's primary."""
         return self.peers[0]
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    """A new version of a zone to put on a primary: its SOA (the serving SOA with the new
+    serial), and the change set that leads to it, None when only the serial changes. The
+    change set's zone file holds the whole new version."""
+
+    zone: str
+    soa: dns.rrset.RRset
+    change: ChangeSet | None
+
+    @property
+    def serial(self) -> int:
+        (rdata,) = list(self.soa)
+        return int(rdata.serial)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a dialect reaches the primary it runs as: its address and network namespace,
+    the step timeout, and its host's way of running a control tool there (namespaces or a
+    container: the dialect never knows which)."""
+
+    address: str
+    netns: str | None
+    timeout: float
+    run_tool: Callable[[list[str]], Any]
 
 
 @dataclass(frozen=True)
@@ -209,17 +243,23 @@ class Server(ABC):
     def capabilities(cls, version: str) -> Capabilities: ...
 
     @classmethod
-    def publish_method(cls, ixfr: bool) -> str:
-        """How a new serial is put on this server as a primary: "reload" (a new zone file),
-        "dynamic update" (RFC 2136, signed with the setup's update_key) or "zone
-        transaction" (the control tool edits the zone). `ixfr`: a change set, not only
-        the serial, must be applied."""
-        return "reload"
+    def publishes_zone_files(cls, ixfr: bool) -> bool:
+        """Whether this server, as a primary, takes a new version as a whole zone file (so
+        the harness writes one even when only the serial changes). `ixfr`: change sets,
+        not only serials, are published."""
+        return True
 
-    def transaction_argvs(self, zone: str, soa_text: str) -> list[list[str]]:
-        """Control commands that set the zone's SOA to `soa_text` ("3600 SOA mname rname
-        serial ...", a zone transaction)."""
-        raise NotImplementedError(f"{self.kind} has no zone transactions")
+    def publish(self, version: NewVersion, reach: Reach) -> str:
+        """Put `version` on this server (a primary) the cheapest way it allows and return
+        how, in a few words for the record ("reload", "dynamic update", ...). Returns once
+        the server accepted it; the harness then waits until it serves the new serial and
+        checks what it serves. The default: the new zone file, then the server's reload."""
+        if version.change is None:
+            raise ValueError(f"{self.kind} publishes whole zone files: a change set is needed")
+        entry = next(z for z in self.setup.zones if z.origin == zone_name(version.zone))
+        link_or_copy(version.change.zone_path, entry.file)
+        reach.run_tool(self.reload_argv(version.zone))
+        return "reload"
 
     @classmethod
     @abstractmethod

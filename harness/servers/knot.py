@@ -22,6 +22,8 @@ from harness.servers.base import (
     Capabilities,
     Footprint,
     LoggedTransfer,
+    NewVersion,
+    Reach,
     Server,
     Support,
     parse_semver,
@@ -106,18 +108,24 @@ class Knot(Server):
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
 
     @classmethod
-    def publish_method(cls, ixfr: bool) -> str:
+    def publishes_zone_files(cls, ixfr: bool) -> bool:
+        return ixfr
+
+    def publish(self, version: NewVersion, reach: Reach) -> str:
         # A change set is a new zone file that Knot diffs (zonefile-load: difference); a new
         # serial alone is a zone transaction, without reading the file.
-        return "reload" if ixfr else "zone transaction"
-
-    def transaction_argvs(self, zone: str, soa_text: str) -> list[list[str]]:
-        return [
-            self.control("zone-begin", zone),
-            self.control("zone-unset", zone, "@", "SOA"),
-            self.control("zone-set", zone, "@", *soa_text.split()),
-            self.control("zone-commit", zone),
-        ]
+        if version.change is not None:
+            return super().publish(version, reach)
+        soa = version.soa
+        text = f"{soa.ttl} SOA {soa[0].to_text()}"
+        for argv in (
+            self.control("zone-begin", version.zone),
+            self.control("zone-unset", version.zone, "@", "SOA"),
+            self.control("zone-set", version.zone, "@", *text.split()),
+            self.control("zone-commit", version.zone),
+        ):
+            reach.run_tool(argv)
+        return "zone transaction"
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:

@@ -14,6 +14,7 @@ from harness.measure.live import LiveCase
 from harness.plan.case import plan_case
 from harness.results.folder import read_run
 from harness.results.meta import RunMeta
+from harness.results.model import FORMAT_VERSION
 from harness.run.runner import NETNS, resolve_binaries, run_scenario
 from harness.testbed import Testbed
 
@@ -252,7 +253,7 @@ def test_run_json_records_provenance(tmp_path: Path) -> None:
         'repeats = 1\ntimeout = "30s"\n[zones]\npreset = "tiny"\norigin = "tiny.example."\n',
     )
     _assert_verified(records, 1)
-    assert meta.format_version == 1 and meta.link_backend in {"netem", "linkem"}
+    assert meta.format_version == FORMAT_VERSION and meta.link_backend in {"netem", "linkem"}
     assert any(s.kind == "bind" and s.version for s in meta.servers.values())
     assert meta.host.kernel and meta.scenario["zones"]["preset"] == "tiny"
     # Where the run's wall time went: each side and phase measured, adding up to the total.

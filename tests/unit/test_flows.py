@@ -48,6 +48,7 @@ class FakeBench:
         self.control_s = script.get("control_s", 0.05)
         self.verified = script.get("verified", {})
         self.publish_fails = script.get("publish_fails", set())
+        self.primary_wrong = script.get("primary_wrong", {})  # serial -> what differs
         self.zone_times = script.get("zone_times", {})
         self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
         self._trigger_at = self.now
@@ -107,6 +108,10 @@ class FakeBench:
         if self.plan.notify:
             self._trigger_at = min(self._notified.values(), default=served)
         return Publication(issued, served)
+
+    def check_primary(self, serial: int) -> str | None:
+        self.calls.append(("check_primary", serial))
+        return self.primary_wrong.get(serial)
 
     def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
         self.calls.append(("notifications", serial))
@@ -256,19 +261,50 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     assert all(r.site == "site" for r in records)
 
 
-def test_a_publication_that_times_out_fails_that_repeat_for_every_secondary(
+def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     tmp_path: Path,
 ) -> None:
-    plan = _plan(tmp_path, "repeats = 2\n", secondaries=3)
+    plan = _plan(tmp_path, "repeats = 3\n", secondaries=3)
     bench = FakeBench(
-        plan, publish_fails={12}, notify_after={f"site-{i}": 0.3 for i in range(3)},
+        plan, publish_fails={13}, notify_after={f"site-{i}": 0.3 for i in range(3)},
         serve_after={f"site-{i}": 1.0 + i for i in range(3)},
     )  # fmt: skip
-    records = _run(bench)
-    assert [(r.repeat, r.ok) for r in records] == [(1, False)] * 3 + [(2, True)] * 3
-    assert all("never served serial 12" in (r.error or "") for r in records[:3])
+    records: list[TransferRecord] = []
+    with pytest.raises(protocol.PublishFailed) as raised:
+        protocol.run_flows(bench, RecordContext("run-1", plan), records.append)
+    assert raised.value.recorded  # the session records the later slots, not these again
+    assert [(r.repeat, r.ok, r.failure) for r in records] == [(1, True, None)] * 3 + [
+        (2, False, "publish")
+    ] * 3
+    assert all("never served serial 13" in (r.error or "") for r in records[3:])
     # Each secondary's own time: from its own NOTIFY to its own first answer.
-    assert [r.duration_s for r in records[3:]] == pytest.approx([1.0, 2.0, 3.0])
+    assert [r.duration_s for r in records[:3]] == pytest.approx([1.0, 2.0, 3.0])
+
+
+def test_a_primary_that_serves_another_version_is_a_publish_error_not_a_copy_failure(
+    tmp_path: Path,
+) -> None:
+    """The demo's tiny zone: the primary kept the NS the update deleted. Its secondaries'
+    exact copies must not be blamed: every record of the repeat is a publish error."""
+    plan = _plan(tmp_path, "repeats = 2\n", secondaries=2)
+    wrong = "the primary's own copy: RRSUM differs: expected 2 records, the copy has 3"
+    bench = FakeBench(plan, primary_wrong={12: wrong})
+    records: list[TransferRecord] = []
+    with pytest.raises(protocol.PublishFailed):
+        protocol.run_flows(bench, RecordContext("run-1", plan), records.append)
+    assert [(r.repeat, r.failure, r.verified) for r in records] == [(1, "publish", False)] * 2
+    assert all(r.error == f"publish error at serial 12: {wrong}" for r in records)
+    # Asked after the transfers (it delays no secondary's polling), before verification.
+    calls = [c[0] for c in bench.calls]
+    assert calls.index("check_primary") > calls.index("wait", calls.index("publish", 2))
+
+
+def test_the_warm_up_is_held_to_the_primary_too(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "repeats = 1\n")
+    bench = FakeBench(plan, primary_wrong={11: "the primary serves serial 10, not 11"})
+    with pytest.raises(protocol.PublishFailed, match="warm-up serial 11") as raised:
+        protocol.prepare_updates(bench)
+    assert not raised.value.recorded
 
 
 def test_secondaries_are_polled_before_the_notifies_are_read(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import dns.rdatatype
 import dns.rrset
 
 from harness.xfr import TsigKey
+from harness.xfr.primary_check import expectations, mismatches
 from harness.xfr.update import serial_update
 from harness.zonegen import ZoneSpec, change_set, read_diff
 
@@ -50,3 +51,22 @@ def test_every_change_is_in_the_update_and_the_soa_last(tmp_path: Path) -> None:
     assert section[-1].rdtype == dns.rdatatype.SOA
     first_delete = next(i for i, r in enumerate(section) if r.deleting is not None)
     assert all(r.deleting is not None for r in section[first_delete:-2])
+
+
+def test_the_primary_check_names_what_the_primary_did_not_take(tmp_path: Path) -> None:
+    spec = ZoneSpec("tiny", 2, "tiny.example.")
+    change = change_set(spec, serial_to=2, changes=2, cache_dir=tmp_path)
+    deleted, added = read_diff(change.diff_path, spec.origin)
+    expected = expectations(deleted, added)
+    ((key, want),) = expected.items()  # the apex NS only: the SOA is checked by serial
+    assert key == ("tiny.example.", dns.rdatatype.NS)
+    (old,), (new,) = want.absent, want.present
+    assert mismatches(expected, {key: {new}}) == []
+    # What the demo's BIND did with a delete-first update: both NS served.
+    assert mismatches(expected, {key: {old, new}}) == [
+        f"tiny.example. NS {old} was deleted but is still served"
+    ]
+    assert mismatches(expected, {key: {old}}) == [
+        f"tiny.example. NS {new} was added but is not served",
+        f"tiny.example. NS {old} was deleted but is still served",
+    ]
