@@ -100,11 +100,6 @@ def direction_config(
     }
 
 
-def link_rtt(link: LinkSpec) -> float:
-    """Round-trip time the queues must cover: both delays plus both jitters."""
-    return link.forward.delay + link.forward.jitter + link.reverse.delay + link.reverse.jitter
-
-
 def instance_seed(link: LinkSpec, case: str | None, instance: str = DEFAULT_INSTANCE) -> int:
     """The seed of one linkem instance: `derive_seed(link.seed, case, instance)`, or
     `link.seed` unchanged when there is no case (a standalone link)."""
