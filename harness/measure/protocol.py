@@ -3,7 +3,7 @@
 Flows are written against `Bench`, the few operations they need from a live case; the driver
 (measure/driver.py) carries them out on real servers, and unit tests on a fake with a fake
 clock (as dnspython's `Inbound` is driven by both its sync and async query code). What a
-server-to-server duration means (DESIGN.md, "Measuring a transfer"):
+server-to-server duration means (docs/architecture.md, "Measuring a transfer"):
 
 - trigger "notify": from the moment the primary's own NOTIFY to that secondary leaves its host
   (seen on the wire) until the secondary first serves the new serial. The primary's reload

@@ -3,7 +3,8 @@
 Each case gets its own testbed (namespaces or containers, links, TCP settings) and its own
 servers; every transfer appends one line to transfers.jsonl as soon as it ends, so an
 interrupted run keeps every finished measurement. What the figures mean is written down in
-harness/measure/protocol.py; what a case consists of in harness/plan/case.py.
+harness/measure/protocol.py; what a case consists of in harness/plan/case.py; the whole
+pipeline in docs/architecture.md.
 """
 
 from __future__ import annotations

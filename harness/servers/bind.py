@@ -1,6 +1,6 @@
 """BIND 9 (named): everything the harness knows about it.
 
-Facts that shape transfers (DESIGN.md): transfers-in 10, transfers-per-ns 2, transfers-out 10,
+Facts that shape transfers: transfers-in 10, transfers-per-ns 2, transfers-out 10,
 serial-query-rate 20/s (paces a cold start), each inbound transfer on its own TCP
 connection; XoT both ways since 9.18 with the "dot" ALPN.
 

@@ -1,6 +1,6 @@
 """Knot DNS (knotd): everything the harness knows about it.
 
-Facts that shape transfers (DESIGN.md): tcp-io-timeout 500 ms also covers outgoing transfers;
+Facts that shape transfers: tcp-io-timeout 500 ms also covers outgoing transfers;
 refresh events run on the background workers; remote-pool-limit 0 (no pooling of outgoing
 connections); XoT from 3.4. Knot 3.2 logs seconds and bytes of a transfer but no record count,
 and names the serial only on the 'started' line of an outgoing transfer.

@@ -1,6 +1,6 @@
 """NSD: everything the harness knows about it.
 
-Facts that shape transfers (DESIGN.md): xfrd-tcp-max 128 sockets, pipelining only once all
+Facts that shape transfers: xfrd-tcp-max 128 sockets, pipelining only once all
 are busy; xfrd-reload-timeout 1 s (a secondary serves about 1 s after the transfer); XoT as
 secondary from 4.3.7, as primary with the "dot" ALPN from 4.11.1; IXFR out from zone-file
 differences (create-ixfr) from 4.6. NSD 4.6 logs the commit of an incoming transfer only,
