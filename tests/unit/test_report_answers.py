@@ -395,7 +395,7 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
 
 SAMPLE = {  # a primary's sample (harness/observe/sampler.py), the figures not used zero
     "role": "primary", "server": "bind", "pid": 1, "source": "cgroup-v2", "cpu_system_s": 0.0,
-    "rss_bytes": 1 << 24, "peak_rss_bytes": None, "memory_bytes": None,
+    "anon_bytes": 1 << 24, "charged_bytes": None, "charged_peak_bytes": None,
     "tcp": {"inuse": 1, "orphan": 0, "time_wait": 0, "alloc": 1},
     "ephemeral_ports_in_use": 0, "retrans_segs": 0, "tcp_timeouts": 0, "active_opens": 0,
     "passive_opens": 0,
