@@ -190,9 +190,9 @@ def test_server_samples_set_counters_from_cumulative_readings() -> None:
     cpu = "xfrbench_server_cpu_seconds_total"
     assert value(text, cpu, mode="user", **s) == 2.0  # the latest reading, not a sum
     assert value(text, cpu, mode="system", **s) == 0.5
-    assert value(text, "xfrbench_server_memory_rss_bytes", **s) == 9_000_000
-    assert value(text, "xfrbench_server_memory_peak_bytes", **s) == 9_500_000
-    assert value(text, "xfrbench_server_memory_bytes", **s) is None  # null: no series
+    assert value(text, "xfrbench_server_memory_anon_bytes", **s) == 9_000_000
+    assert value(text, "xfrbench_server_memory_charged_peak_bytes", **s) == 9_500_000
+    assert value(text, "xfrbench_server_memory_charged_bytes", **s) is None  # null: no series
     assert value(text, "xfrbench_tcp_time_wait_sockets", **s) == 0
     # A state that emptied shows as 0, not as a gap.
     assert value(text, "xfrbench_tcp_sockets", state="time_wait", **s) == 0
