@@ -37,13 +37,8 @@ from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.poll import (
-    ZonesServed,
-    ZonesTimeout,
-    wait_for_serial,
-    wait_for_serials,
-    wait_for_zones,
-)
+from harness.xfr.poll import wait_for_serial, wait_for_serials
+from harness.xfr.poll_zones import ZonesServed, ZonesTimeout, wait_for_zones
 from harness.xfr.primary_check import (
     FULL_CHECK_RECORDS,
     expectations,
@@ -288,7 +283,7 @@ class LiveCase:
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
     ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """Every secondary's zones polled concurrently (each host by a poller of its own,
-        many queries in flight; see xfr/poll.py wait_for_zones)."""
+        many queries in flight; see xfr/poll_zones.py wait_for_zones)."""
         served: dict[str, dict[str, float]] = {}
         errors: dict[str, str] = {}
         failure: list[BaseException] = []

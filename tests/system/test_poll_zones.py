@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.xfr.poll import ZonesTimeout, wait_for_zones
+from harness.xfr.poll_zones import ZonesTimeout, wait_for_zones
 from tests.system.many_zones import ADDRESS, hosting_zones, prepare_knot, scratch_netns
 
 pytestmark = [

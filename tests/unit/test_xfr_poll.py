@@ -23,7 +23,7 @@ import pytest
 
 from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
-from harness.xfr.poll import (
+from harness.xfr.poll_zones import (
     ZonesTimeout,
     slot_zone,
     sockets_needed,
