@@ -1,4 +1,5 @@
-"""SOA pollers: when did a secondary start answering the new serial?
+"""SOA pollers: when did a secondary start answering the new serial, and how late may we
+have seen it?
 
 ``wait_for_serial`` keeps one UDP socket (created inside the server's netns, see
 ``harness.core.netns``) and sends an SOA query every ``interval`` seconds; answers to any of its
@@ -6,30 +7,36 @@ recent queries count, so a path slower than the interval still works. The time i
 the ``time.monotonic()`` at which the first answer with a serial >= the wanted one arrived:
 an upper bound of the moment the secondary started serving it, late by at most one
 interval plus one round trip. ``wait_for_serials`` polls many servers (a fleet) so, in one
-loop. Many zones of one server (a cold start) are polled by ``harness.xfr.poll_zones``.
+loop, and says for each served time its error bar's start: the server began serving between
+the moment it answered the last query without the wanted serial, which is no earlier than
+that query's send time (kept per query id), and the first answer with it
+(``harness.xfr.served_times.served_error``). A query that got no answer says nothing about
+when the server switched, so it never narrows the bar.
 
-Answers are read without dnspython by the pure functions of ``harness.xfr.soa_wire``:
-``fast_serial`` for the common clean answer, ``parse_soa_reply`` for everything else (at
-100 k answers a second the parse is a large part of the poller's cost). A single question
-(and the TCP retry of a truncated answer) is in ``harness.xfr.soa_query``.
+Many zones of one server (a cold start) are polled by ``harness.xfr.poll_zones``. Answers are
+read without dnspython by the pure functions of ``harness.xfr.soa_wire``: ``fast_serial`` for
+the common clean answer, ``parse_soa_reply`` for everything else. A truncated answer is asked
+again over TCP on another thread (``harness.xfr.soa_query.TcpFallback``), so the loop never
+waits for a connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import select
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.netns import socket_in
 from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
 from harness.xfr.serial import serial_ge
-from harness.xfr.soa_query import address_family, tcp_soa_serial
+from harness.xfr.soa_query import TcpFallback, address_family
 from harness.xfr.soa_wire import (
     fast_serial,
     name_wire,
@@ -70,6 +77,7 @@ def wait_for_serial(
     sock = socket_in(netns, address_family(address), socket.SOCK_DGRAM)
     outstanding: dict[int, None] = {}  # ids of queries sent, oldest first
     last_seen: Any = None
+    tcp = TcpFallback()
     try:
         sock.setblocking(False)
         # Not connected: an ICMP "port unreachable" while the server (re)starts must not
@@ -93,8 +101,15 @@ def wait_for_serial(
                 with contextlib.suppress(BlockingIOError, OSError):
                     sock.sendto(soa_query(zone, qid), target)
                 next_send = now + interval
-            ready, _, _ = select.select([sock], [], [], max(0.0, min(next_send, deadline) - now))
-            if not ready:
+            wait = max(0.0, min(next_send, deadline) - now)
+            ready, _, _ = select.select([sock, tcp.fd], [], [], wait)
+            if tcp.fd in ready:
+                for answer in tcp.done():
+                    if answer.serial is not None:
+                        last_seen = answer.serial
+                        if serial_ge(answer.serial, serial):
+                            return answer.answered
+            if sock not in ready:
                 continue
             while True:
                 try:
@@ -112,9 +127,9 @@ def wait_for_serial(
                     continue
                 if got_id not in outstanding:
                     continue
-                if truncated:
-                    got = tcp_soa_serial(address, zone, port, netns, 0.5)
-                    arrived = time.monotonic()
+                if truncated:  # asked again over TCP, beside this loop
+                    tcp.ask(0, address, zone, port, netns)
+                    continue
                 if got is None:
                     continue
                 last_seen = got
@@ -122,6 +137,7 @@ def wait_for_serial(
                     return arrived
     finally:
         sock.close()
+        tcp.close()
 
 
 def _same_address(a: str, b: str) -> bool:
@@ -141,6 +157,9 @@ class SerialsSeen:
 
     served: dict[str, float]  # name -> time.monotonic() of that answer
     max_gap_s: dict[str, float]  # name -> the longest wait between two of its queries
+    # name -> send time of the last query it answered without the wanted serial (an older
+    # one, or an error): the error bar's start (``served_error``); missing: it answered none
+    unserved: dict[str, float] = field(default_factory=dict)
 
 
 def wait_for_serials(
@@ -157,24 +176,35 @@ def wait_for_serials(
     """Poll every target (name -> (address, netns)) every `interval` until each answers a
     serial >= `serial` (RFC 1982) or `deadline` (monotonic) passes: one UDP socket per
     target, created in its own namespace, all in one select loop, so that a fleet of 100
-    secondaries is polled as finely as one. Targets that did not serve by the deadline are
-    missing from `served`. `between` runs about every `between_every` seconds (the caller
-    checks that the servers are alive; it may raise)."""
+    secondaries is polled as finely as one. Each query's send time is kept by its id, so
+    that the last one answered without the serial starts the served time's error bar. A
+    truncated answer is asked again over TCP on another thread. Targets that did not serve
+    by the deadline are missing from `served`. `between` runs about every `between_every`
+    seconds (the caller checks that the servers are alive; it may raise)."""
     if not 0 < interval <= MAX_INTERVAL:
         raise ValueError(f"interval must be in (0, {MAX_INTERVAL}] s, got {interval}")
     socks: dict[int, tuple[str, socket.socket]] = {}
     question = soa_query_tail(zone)[10:]  # name, type, class as sent
     qname = name_wire(zone).lower()
+    tcp = TcpFallback()
     try:
         for name, (address, netns) in targets.items():
             sock = socket_in(netns, address_family(address), socket.SOCK_DGRAM)
             sock.setblocking(False)
             socks[sock.fileno()] = (name, sock)
         addresses = {name: (address, port) for name, (address, _) in targets.items()}
-        outstanding: dict[str, set[int]] = {name: set() for name in targets}
+        sent: dict[str, dict[int, float]] = {name: {} for name in targets}  # id -> sent at
         served: dict[str, float] = {}
+        unserved: dict[str, float] = {}
         last_send: dict[str, float] = {}
         gaps: dict[str, float] = dict.fromkeys(targets, 0.0)
+
+        def answered(name: str, got: int | None, asked: float, arrived: float) -> None:
+            if got is not None and serial_ge(got, serial):
+                served[name] = arrived
+            elif asked > unserved.get(name, -math.inf):
+                unserved[name] = asked
+
         next_send = next_check = time.monotonic()
         while len(served) < len(targets):
             now = time.monotonic()
@@ -188,10 +218,11 @@ def wait_for_serials(
                     if name in served:
                         continue
                     qid = random.getrandbits(16)
-                    ids = outstanding[name]
-                    if len(ids) > _OUTSTANDING:
-                        ids.clear()
-                    ids.add(qid)
+                    ids = sent[name]
+                    ids.pop(qid, None)
+                    if len(ids) >= _OUTSTANDING:
+                        del ids[next(iter(ids))]
+                    ids[qid] = now
                     with contextlib.suppress(BlockingIOError, OSError):
                         sock.sendto(soa_query(zone, qid), addresses[name])
                     if name in last_send:
@@ -200,8 +231,14 @@ def wait_for_serials(
                 next_send = now + interval
             pending = [sock for name, sock in socks.values() if name not in served]
             wait = max(0.0, min(next_send, deadline) - time.monotonic())
-            ready, _, _ = select.select(pending, [], [], wait)
+            ready, _, _ = select.select([*pending, tcp.fd], [], [], wait)
             for sock in ready:
+                if sock == tcp.fd:
+                    for answer in tcp.done():
+                        name = str(answer.key)
+                        if answer.serial is not None and name not in served:
+                            answered(name, answer.serial, answer.asked, answer.answered)
+                    continue
                 name = socks[sock.fileno()][0]
                 while name not in served:
                     try:
@@ -209,9 +246,10 @@ def wait_for_serials(
                     except (BlockingIOError, InterruptedError, OSError):
                         break  # drained, or an ICMP error while the server (re)starts
                     arrived = time.monotonic()
-                    if peer[0] != addresses[name][0]:
+                    if peer[0] != addresses[name][0] or len(data) < 12:
                         continue
                     got = fast_serial(data, question)
+                    truncated = False
                     if got is None:  # not the common shape: read it in full
                         try:
                             reply = parse_soa_reply(data)
@@ -219,12 +257,16 @@ def wait_for_serials(
                             continue
                         if reply.qname != qname or reply.qtype != w.SOA:
                             continue
-                        got = reply.serving
-                    if got is None or w.U16.unpack_from(data, 0)[0] not in outstanding[name]:
+                        got, truncated = reply.serving, reply.truncated
+                    asked = sent[name].get(w.U16.unpack_from(data, 0)[0])
+                    if asked is None:
+                        continue  # not an answer to a query of ours
+                    if truncated:  # its serial over TCP, beside this loop
+                        tcp.ask(name, addresses[name][0], zone, port, targets[name][1])
                         continue
-                    if serial_ge(got, serial):
-                        served[name] = arrived
-        return SerialsSeen(served, gaps)
+                    answered(name, got, asked, arrived)
+        return SerialsSeen(served, gaps, unserved)
     finally:
         for _, sock in socks.values():
             sock.close()
+        tcp.close()

@@ -1,15 +1,26 @@
 """The many-zone SOA poller: when did a secondary first serve each of thousands of zones
-(a cold start of 100 k zones)?
+(a cold start of 100 k zones), and how late may each be seen?
 
 ``wait_for_zones`` queries every pending zone once per round, all queries in flight on a few
-UDP sockets; an answer's socket and message id name its zone, and its question must be that
-zone's. A round over N pending zones lasts ``max(interval, N / max_rate)``: the server
-receives ``min(N / interval, max_rate)`` queries per second (defaults: 5 per zone and second,
-at most 100 k/s, so a round over 100 k zones takes 1 s), and only zones not yet served are
-asked. At most ``window`` queries are in flight: a server (or a poller) short of CPU
-stretches the round instead of dropping queries. A zone's time is late by at most one round
-(the rounds' lengths are in the result) plus one round trip. Answers are read as in
-``harness.xfr.poll``.
+UDP sockets; an answer's socket and message id name its zone and which of its last
+``ATTEMPT_SLOTS`` queries it answers, and its question must be that zone's. A round over N
+pending zones lasts ``max(interval, N / max_rate)``: the server receives
+``min(N / interval, max_rate)`` queries per second (defaults: 5 per zone and second, at most
+100 k/s, so a round over 100 k zones takes 1 s), and only zones not yet served are asked. A
+query left unanswered for a retry timeout (from the answers' round trips, as TCP's RTO, and
+backing off as it does) is taken as lost and asked again within the round, up to
+``MAX_RESENDS`` times, so a lost packet costs a timeout, not a round. At most ``window``
+queries are in flight: a server (or a poller) short of CPU stretches the round instead of
+dropping queries.
+
+Each zone's served time comes with its error bar (``ZonesServed.errors``, see
+``harness.xfr.served_times.served_error``): the server began serving the zone between the
+moment it answered the last query without the wanted serial, which is no earlier than that
+query's send time (kept per query), and the first answer with it. A query that got no answer
+says nothing about when the server switched, so it never narrows the bar: a lossy path
+widens it. Answers are read as in ``harness.xfr.poll``; a truncated one is asked again over
+TCP on another thread (``harness.xfr.soa_query.TcpFallback``), so the loop never waits for a
+connection.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import math
 import select
 import socket
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,8 +38,8 @@ from harness.core.netns import socket_in
 from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
 from harness.xfr.serial import serial_ge
-from harness.xfr.served_times import served_curve, served_distribution
-from harness.xfr.soa_query import address_family, tcp_soa_serial
+from harness.xfr.served_times import served_curve, served_distribution, served_error
+from harness.xfr.soa_query import TcpFallback, address_family
 from harness.xfr.soa_wire import fast_serial, name_wire, parse_soa_reply, soa_query_tail
 
 DEFAULT_ZONES_INTERVAL = 0.2  # seconds: the shortest round, hence the finest resolution
@@ -35,23 +47,57 @@ DEFAULT_MAX_RATE = 100_000.0  # queries per second: a round over 100 k zones tak
 DEFAULT_WINDOW = 256  # queries in flight: about what a server's UDP socket buffer holds
 _SEND_SLICE = 0.001  # seconds of the round's queries sent per burst
 _SOCKET_BUFFER = 4 << 20  # bytes; a burst of answers must not overflow the receive queue
+ATTEMPT_BITS = 2  # low bits of a query's id: which of its zone's last queries it is
+ATTEMPT_SLOTS = 1 << ATTEMPT_BITS
+_ATTEMPT_MASK = ATTEMPT_SLOTS - 1
+_ZONES_PER_SOCKET = 0x10000 >> ATTEMPT_BITS
+MAX_RESENDS = 3  # queries of one zone asked again within a round, at most
+RETRY_INITIAL = 0.1  # seconds: the retry timeout until an answer has been timed
+RETRY_MIN = 0.02  # seconds: a local server answers in well under a millisecond
 
 
 def zone_slot(zone: int, sockets: int) -> tuple[int, int]:
-    """(socket, message id) of every query for zone number ``zone``: the id names the zone
-    on its socket, so an answer costs no lookup and a late answer still finds its zone."""
-    return zone % sockets, zone // sockets
+    """(socket, id of its first attempt) of the queries for zone number ``zone``: the id's
+    high bits name the zone on its socket and its low ``ATTEMPT_BITS`` which of the zone's
+    last queries it is, so an answer costs no lookup and a late answer still finds its zone
+    and the time its query was sent."""
+    return zone % sockets, (zone // sockets) << ATTEMPT_BITS
 
 
-def slot_zone(sock: int, qid: int, sockets: int) -> int:
-    """The zone number an answer on socket ``sock`` with id ``qid`` belongs to (the inverse
-    of ``zone_slot``); the caller checks that the question is that zone's."""
-    return qid * sockets + sock
+def slot_zone(sock: int, qid: int, sockets: int) -> tuple[int, int]:
+    """(zone number, attempt slot) of an answer on socket ``sock`` with id ``qid`` (the
+    inverse of ``zone_slot``); the caller checks that the question is that zone's."""
+    return (qid >> ATTEMPT_BITS) * sockets + sock, qid & _ATTEMPT_MASK
 
 
 def sockets_needed(zones: int, wanted: int) -> int:
-    """At least ``wanted`` sockets, and enough that no socket has more than 65536 zones."""
-    return max(wanted, -(-zones // 0x10000))
+    """At least ``wanted`` sockets, and enough that no socket has more zones than its
+    message ids can name (16384, beside the attempt bits)."""
+    return max(wanted, -(-zones // _ZONES_PER_SOCKET))
+
+
+class RetryTimer:
+    """How long a query may go unanswered before it is asked again: RFC 6298's estimate
+    from the round trips of answered queries (smoothed RTT + 4 x its mean deviation),
+    kept between ``floor`` and ``ceiling``."""
+
+    def __init__(self, initial: float, floor: float, ceiling: float) -> None:
+        self.floor, self.ceiling = floor, max(floor, ceiling)
+        self.timeout = min(max(initial, self.floor), self.ceiling)
+        self._srtt: float | None = None
+        self._rttvar = 0.0
+
+    def back_off(self) -> None:
+        """A query went unanswered: wait twice as long for the next (RFC 6298, 5.5)."""
+        self.timeout = min(2 * self.timeout, self.ceiling)
+
+    def sample(self, rtt: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self.timeout = min(max(self._srtt + 4 * self._rttvar, self.floor), self.ceiling)
 
 
 class ZonesTimeout(XfrTimeout):
@@ -65,20 +111,33 @@ class ZonesTimeout(XfrTimeout):
 @dataclass
 class ZonesServed:
     """What ``wait_for_zones`` saw. ``served`` maps each zone (as given) to the
-    ``time.monotonic()`` of the first answer with a serial >= the wanted one."""
+    ``time.monotonic()`` of the first answer with a serial >= the wanted one; ``unserved``
+    to the send time of the last query it answered without it (zones that answered none
+    so are missing)."""
 
     served: dict[str, float]
     since: float
     rounds: int = 0
     queries: int = 0
     answers: int = 0  # answers matched to a query of ours (any rcode)
+    resends: int = 0  # queries asked again within a round, after the retry timeout
     round_s: list[float] = field(default_factory=list)  # send span of each finished round
+    unserved: dict[str, float] = field(default_factory=dict)
 
     def distribution(self) -> dict[str, float]:
         return served_distribution(self.served.values(), self.since)
 
     def curve(self, points: int = 50) -> list[list[float]]:
         return served_curve(self.served.values(), self.since, points)
+
+    def errors(self, origin: float | None = None) -> dict[str, float]:
+        """Each served zone's error bar (``served_error``), from ``origin`` (by default the
+        wait's ``since``) at the earliest."""
+        start = self.since if origin is None else origin
+        return {
+            zone: served_error(at, self.unserved.get(zone), start)
+            for zone, at in self.served.items()
+        }
 
 
 def wait_for_zones(
@@ -100,18 +159,21 @@ def wait_for_zones(
     all, or one per zone; RFC 1982); return when each was first seen served.
 
     Each round queries every zone still pending, spread evenly over
-    ``max(interval, pending / max_rate)`` seconds; a query that got no answer is asked
-    again next round, and a late answer to an earlier round still counts (it shows what the
-    server served when it answered). At most ``window`` queries are in flight (sent, not
-    answered, younger than one round): a server slower than the pace stretches the round
-    instead of overflowing its socket buffer, and one that stalls receives at most
-    ``window`` queries a round. The zones are shared by ``sockets`` UDP sockets (more when
-    a socket would hold over 65536 zones: the message id names the zone on its socket, see
-    ``zone_slot``; the question is checked too). ``between_rounds(served, total)`` is called
-    before each round; what it raises ends the wait (the runner checks that the server
-    still runs). The deadline is ``since + timeout``; then ``ZonesTimeout`` (an
-    ``XfrTimeout``) says how many zones are pending and the first of them with its last
-    answer, and its ``result`` holds the zones served by then.
+    ``max(interval, pending / max_rate)`` seconds; a query left unanswered for the retry
+    timeout (``RetryTimer``, at most ``interval``) is asked again at once, up to
+    ``MAX_RESENDS`` times a round, and a late answer to an earlier query still counts (it
+    shows what the server served when it answered). At most ``window`` queries are in
+    flight (sent, not answered, younger than the retry timeout): a server slower than the
+    pace stretches the round instead of overflowing its socket buffer, and one that stalls
+    receives at most ``window`` queries per retry timeout, which backs off to ``interval``.
+    The zones are shared by ``sockets`` UDP sockets (more when a socket would hold too many
+    zones for its message ids, see ``zone_slot``; the question is checked too). A truncated
+    answer is asked again over TCP on another thread. ``between_rounds(served, total)`` is
+    called before each round;
+    what it raises ends the wait (the runner checks that the server still runs). The
+    deadline is ``since + timeout``; then ``ZonesTimeout`` (an ``XfrTimeout``) says how many
+    zones are pending and the first of them with its last answer, and its ``result`` holds
+    the zones served by then.
     """
     if interval <= 0 or max_rate <= 0 or sockets < 1 or window < 1:
         raise ValueError(
@@ -128,9 +190,10 @@ def wait_for_zones(
     wanted = [serial] * total if isinstance(serial, int) else _per_zone(serial, zones)
     nsock = sockets_needed(total, sockets)
     tails = [soa_query_tail(zone) for zone in zones]
-    queries = [w.U16.pack(zone_slot(i, nsock)[1]) + tail for i, tail in enumerate(tails)]
+    first_ids = [zone_slot(i, nsock)[1] for i in range(total)]
     questions = [tail[10:] for tail in tails]  # name, type, class as sent
     served_at: list[float | None] = [None] * total
+    unserved: list[float | None] = [None] * total  # last query answered without the serial
     last_state: list[str] = ["no answer"] * total  # for the timeout message
     deadline = since + timeout
     where = f"{address}#{port}" if port != 53 else address
@@ -141,10 +204,51 @@ def wait_for_zones(
     pending = list(range(total))
     served_count = 0
     monotonic = time.monotonic
+    pack = w.U16.pack
     sends = [sock.send for sock in socks]
-    in_flight = bytearray(total)  # 1: a query of this zone awaits its answer
-    flying: deque[tuple[float, int]] = deque()  # (sent at, zone), oldest first
+    # Per zone and attempt slot (zone * ATTEMPT_SLOTS + slot): when that query was sent,
+    # and whether it still awaits its answer (and holds a place in the window).
+    sent_at = array("d", [0.0]) * (total * ATTEMPT_SLOTS)
+    waiting = bytearray(total * ATTEMPT_SLOTS)
+    next_attempt = bytearray(total)  # the slot of the zone's next query
+    resent = bytearray(total)  # queries asked again since the zone's last round
+    retry: deque[tuple[float, int]] = deque()  # (sent at, slot) of every query, oldest first
+    again: deque[int] = deque()  # zones to ask again now
     outstanding = 0
+    timer = RetryTimer(RETRY_INITIAL, RETRY_MIN, interval)
+    tcp = TcpFallback()
+
+    def ask(i: int, now: float) -> bool:
+        """Send zone i's next query; False when it could not be sent."""
+        nonlocal outstanding
+        a = next_attempt[i]
+        query = pack(first_ids[i] | a) + tails[i]
+        try:
+            sends[i % nsock](query)
+        except ConnectionRefusedError:
+            # The ICMP error of an earlier query (no server yet), reported by this send
+            # and cleared: this query was not sent. Once more.
+            try:
+                sends[i % nsock](query)
+            except OSError:
+                return False
+        except OSError:  # a full buffer: asked again later
+            return False
+        next_attempt[i] = (a + 1) & _ATTEMPT_MASK
+        slot = i * ATTEMPT_SLOTS + a
+        if not waiting[slot]:  # else it replaces the query of ATTEMPT_SLOTS ago
+            waiting[slot] = 1
+            outstanding += 1
+        sent_at[slot] = now
+        retry.append((now, slot))
+        result.queries += 1
+        return True
+
+    def not_serving(i: int, sent: float, state: str) -> None:
+        current = unserved[i]
+        if current is None or sent > current:
+            unserved[i] = sent
+        last_state[i] = state
 
     def drain(k: int) -> None:
         nonlocal served_count, outstanding
@@ -159,12 +263,10 @@ def wait_for_zones(
             arrived = monotonic()
             if len(data) < 12:
                 continue
-            i = slot_zone(k, (data[0] << 8) | data[1], nsock)
+            i, a = slot_zone(k, (data[0] << 8) | data[1], nsock)
             if i >= total:
                 continue
-            if in_flight[i]:
-                in_flight[i] = 0
-                outstanding -= 1
+            state, truncated = None, False
             got = fast_serial(data, questions[i])
             if got is None:  # not the common shape: read it in full
                 try:
@@ -173,22 +275,46 @@ def wait_for_zones(
                     continue
                 if reply.qname != qnames[i] or reply.qtype != w.SOA:
                     continue  # the id of zone i, but not its question: not ours
-                got = reply.serving
-                if reply.truncated:
-                    got = tcp_soa_serial(address, zones[i], port, netns, 0.5)
-                    arrived = monotonic()
-                if got is None:
-                    result.answers += 1
-                    last_state[i] = reply.state()
-                    continue
+                got, state, truncated = reply.serving, reply.state(), reply.truncated
+            slot = i * ATTEMPT_SLOTS + a
+            if waiting[slot]:
+                waiting[slot] = 0
+                outstanding -= 1
+                timer.sample(arrived - sent_at[slot])
             result.answers += 1
             if served_at[i] is not None:
                 continue
-            if serial_ge(got, wanted[i]):
+            if truncated:  # its serial over TCP, beside this loop
+                tcp.ask(i, address, zones[i], port, netns)
+            elif got is not None and serial_ge(got, wanted[i]):
                 served_at[i] = arrived
                 served_count += 1
             else:
-                last_state[i] = f"serial {got}"
+                not_serving(i, sent_at[slot], state or f"serial {got}")
+
+    def tcp_answers() -> None:
+        nonlocal served_count
+        for answer in tcp.done():
+            i = answer.key
+            assert isinstance(i, int)
+            if served_at[i] is not None or answer.serial is None:
+                continue  # no answer over TCP says nothing of when the server switched
+            if serial_ge(answer.serial, wanted[i]):
+                served_at[i] = answer.answered
+                served_count += 1
+            else:
+                not_serving(i, answer.asked, f"serial {answer.serial}")
+
+    def handle(events: list[tuple[int, int]]) -> None:
+        for fd, _ in events:
+            if fd == tcp.fd:
+                tcp_answers()
+            else:
+                drain(slot_of_fd[fd])
+
+    def finish() -> None:
+        result.served = _served(zones, served_at)
+        result.unserved = {zones[i]: t for i, t in enumerate(unserved) if t is not None}
 
     try:
         for sock in socks:
@@ -205,6 +331,7 @@ def wait_for_zones(
                 except OSError:
                     sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
             poller.register(sock, select.POLLIN)
+        poller.register(tcp.fd, select.POLLIN)
         while True:
             if between_rounds is not None:
                 between_rounds(served_count, total)
@@ -217,41 +344,42 @@ def wait_for_zones(
             while True:
                 now = monotonic()
                 if now >= deadline:
-                    result.served = _served(zones, served_at)
+                    finish()
                     raise ZonesTimeout(
                         _zones_timeout(result, zones, served_at, now, where, wanted, last_state),
                         result,
                     )
-                lost = now - span
-                while flying and flying[0][0] < lost:
-                    i = flying.popleft()[1]
-                    if in_flight[i]:  # no answer in time: it no longer holds the window
-                        in_flight[i] = 0
-                        outstanding -= 1
+                overdue = now - timer.timeout
+                while retry and retry[0][0] < overdue:
+                    at, slot = retry.popleft()
+                    if not waiting[slot] or sent_at[slot] != at:
+                        continue  # answered (or its slot taken by a later query)
+                    # Lost, as TCP takes a segment unacknowledged for its RTO: it leaves the
+                    # window, the timer backs off (a stalled server gets ever fewer).
+                    waiting[slot] = 0
+                    outstanding -= 1
+                    timer.back_off()
+                    i, a = divmod(slot, ATTEMPT_SLOTS)
+                    latest = next_attempt[i] == (a + 1) & _ATTEMPT_MASK
+                    if latest and served_at[i] is None and resent[i] < MAX_RESENDS:
+                        again.append(i)
+                while again and outstanding < window:
+                    i = again.popleft()
+                    if served_at[i] is None and ask(i, now):
+                        resent[i] += 1
+                        result.resends += 1
                 due = min(count, math.floor((now - began) / span * count) + burst)
                 while sent < due and outstanding < window:
                     i = batch[sent]
                     sent += 1
                     if served_at[i] is not None:
                         continue
-                    try:
-                        sends[i % nsock](queries[i])
-                    except ConnectionRefusedError:
-                        # The ICMP error of an earlier query (no server yet), reported by
-                        # this send and cleared: this query was not sent. Once more.
-                        try:
-                            sends[i % nsock](queries[i])
-                        except OSError:
-                            continue
-                    except OSError:  # a full buffer: asked again next round
-                        continue
-                    result.queries += 1
-                    if not in_flight[i]:
-                        in_flight[i] = 1
-                        outstanding += 1
-                    flying.append((now, i))
-                for fd, _ in poller.poll(0):
-                    drain(slot_of_fd[fd])
+                    resent[i] = 0
+                    last = i * ATTEMPT_SLOTS + ((next_attempt[i] - 1) & _ATTEMPT_MASK)
+                    if waiting[last] and now - sent_at[last] < timer.timeout:
+                        continue  # asked again a moment ago: that query is this round's
+                    ask(i, now)
+                handle(poller.poll(0))
                 if served_count == total:
                     break
                 end = began + span
@@ -259,13 +387,14 @@ def wait_for_zones(
                     break
                 if sent >= count:
                     wake = end
-                elif outstanding >= window:  # an answer, or the oldest query's loss
-                    wake = flying[0][0] + span
+                elif outstanding >= window:  # an answer, or the oldest query's timeout
+                    wake = math.inf
                 else:
                     wake = began + span * (sent / count)
+                if retry:
+                    wake = min(wake, retry[0][0] + timer.timeout)
                 wait = max(0.0, min(wake, deadline) - monotonic())
-                for fd, _ in poller.poll(wait * 1000):
-                    drain(slot_of_fd[fd])
+                handle(poller.poll(wait * 1000))
             result.rounds += 1
             result.round_s.append(monotonic() - began)
             if served_count == total:
@@ -274,7 +403,8 @@ def wait_for_zones(
     finally:
         for sock in socks:
             sock.close()
-    result.served = _served(zones, served_at)
+        tcp.close()
+    finish()
     return result
 
 
