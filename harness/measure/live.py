@@ -37,13 +37,8 @@ from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.poll import (
-    ZonesServed,
-    ZonesTimeout,
-    wait_for_serial,
-    wait_for_serials,
-    wait_for_zones,
-)
+from harness.xfr.poll import wait_for_serial, wait_for_serials
+from harness.xfr.poll_zones import ZonesServed, ZonesTimeout, wait_for_zones
 from harness.xfr.primary_check import (
     FULL_CHECK_RECORDS,
     expectations,
@@ -109,6 +104,7 @@ class LiveCase:
         self.wire: WireWatch | None = None  # the primary's wire, while it runs
         self.observer: TransferObserver | None = None
         self.poll_gaps: dict[str, float] = {}  # host -> longest wait between two SOA polls
+        self.unserved: dict[str, float] = {}  # host -> last query answered without the serial
         self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
         self._quiet_from = 0.0  # when the last transfer ended (see between_repeats)
         self.references: dict[str, ZoneSum] = {}  # zone -> what the primary serves now
@@ -282,13 +278,17 @@ class LiveCase:
             between=self._alive,
         )
         self.poll_gaps = seen.max_gap_s
+        self.unserved = seen.unserved
         return seen.served
+
+    def last_unserved(self, host: str) -> float | None:
+        return self.unserved.get(host)
 
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
     ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """Every secondary's zones polled concurrently (each host by a poller of its own,
-        many queries in flight; see xfr/poll.py wait_for_zones)."""
+        many queries in flight; see xfr/poll_zones.py wait_for_zones)."""
         served: dict[str, dict[str, float]] = {}
         errors: dict[str, str] = {}
         failure: list[BaseException] = []
@@ -325,14 +325,20 @@ class LiveCase:
             raise failure[0]
         return served, errors
 
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        seen = self.zones_seen.get(host)
+        return seen.unserved if seen is not None else {}
+
     def cold_start_polling(self, host: str) -> dict[str, Any]:
-        """How a host's cold start was polled: rounds, queries, the slowest round."""
+        """How a host's cold start was polled: rounds, queries (and those asked again within
+        a round), the slowest round."""
         seen = self.zones_seen.get(host)
         if seen is None:
             return {}
         return {
             "rounds": seen.rounds,
             "queries": seen.queries,
+            "resends": seen.resends,
             "round_max_s": max(seen.round_s, default=None),
             "zones_served": len(seen.served),
         }

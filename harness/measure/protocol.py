@@ -14,10 +14,15 @@ server-to-server duration means (docs/architecture.md, "Measuring a transfer"):
 - trigger "cold-start": from spawning a secondary with every zone configured and none on disk
   until it serves the last of them.
 
-Ends are observed by polling SOA serials, so a duration is at most one poll interval late and
-never negative. One unrecorded warm-up update precedes the measured repeats: right after its
-first transfer a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would
-make repeat 1 an outlier of start-up rather than of transfer.
+Ends are observed by polling SOA serials, so a duration is never negative and may be late:
+by how much is its record's duration_error_s, the time from sending the last SOA query the
+secondary answered without the new serial (or from the trigger, if none came after it) to
+the first answer with it (xfr/served_times.py served_error); a cold start's is that of its
+last zone, its extra["served_error_s"] the median and largest over all zones.
+
+One unrecorded warm-up update precedes the measured repeats: right after its first transfer
+a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would make repeat 1 an
+outlier of start-up rather than of transfer.
 """
 
 from __future__ import annotations
@@ -33,7 +38,12 @@ from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
 from harness.xfr import XfrTimeout
-from harness.xfr.served_times import served_curve, served_distribution
+from harness.xfr.served_times import (
+    error_summary,
+    served_curve,
+    served_distribution,
+    served_error,
+)
 
 START_TIMEOUT = 120.0  # a server that does not serve its zones by then has failed to start
 Emit = Callable[[TransferRecord], None]
@@ -156,11 +166,19 @@ class Bench(Protocol):
         """When each host first served `serial` of `zone`; hosts that did not by the
         deadline are missing. Raises CaseFailed when a server exits."""
 
+    def last_unserved(self, host: str) -> float | None:
+        """When the last SOA query that `host` answered without the serial of the last
+        `wait_served` was sent (None: it answered none so): where its error bar begins."""
+
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
     ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """Per host, when it first served each zone at `serial` (hosts that served them all),
         and why the others did not (a timeout naming the zones still pending)."""
+
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        """`last_unserved` per zone of the last `wait_all_zones` (zones `host` answered
+        without the serial; the others are missing)."""
 
     def publish(self, serial: int) -> Publication:
         """Put `serial` of the first zone on the primary (raises XfrTimeout, or
@@ -296,6 +314,7 @@ def update_repeat(
             emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "timeout"))
             continue
         duration = done[host] - t0[host]
+        late = served_error(done[host], bench.last_unserved(host), t0[host])
         with spent.phase("observe") as observe:
             facts = bench.observation(host, t0[host], done[host])
         with spent.phase("verify") as verify:
@@ -343,6 +362,7 @@ def update_repeat(
             | facts
             | extra,
             bound=bound,
+            duration_error_s=round(late, 6),
         )
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
 
@@ -454,6 +474,9 @@ def cold_start_repeat(
             continue
         times = sorted(served[host].values())
         duration = times[-1] - t0
+        unserved = bench.zones_last_unserved(host)
+        late = {z: served_error(at, unserved.get(z), t0) for z, at in served[host].items()}
+        last = max(served[host], key=served[host].__getitem__)
         problems, records = [], 0
         with spent.phase("verify") as verify:
             checks = bench.verify_zones(host, origins, serial)
@@ -483,10 +506,12 @@ def cold_start_repeat(
             bytes=log.bytes,
             messages=log.messages,
             phases=zones_served_phases(times, t0) | {"served": duration},
+            duration_error_s=round(late[last], 6),
             server_logged=_cold_start_logged(log),
             extra={
                 "zones": len(origins),
                 "served_curve": served_curve(times, t0),
+                "served_error_s": error_summary(late.values()),
                 "polling": polling,
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }

@@ -159,23 +159,25 @@ FAMILIES: tuple[Family, ...] = (
         "seconds",
     ),
     Family(
-        "xfrbench_server_memory_rss_bytes",
+        "xfrbench_server_memory_anon_bytes",
         "gauge",
-        "Resident anonymous memory of the server.",
+        "Anonymous memory of the server (cgroup v2 anon, v1 rss, or RssAnon over its "
+        "processes): its own heap, not the files it read.",
         S_LABELS,
         "bytes",
     ),
     Family(
-        "xfrbench_server_memory_peak_bytes",
+        "xfrbench_server_memory_charged_bytes",
         "gauge",
-        "Peak resident memory of the server.",
+        "Memory charged to the server's cgroup, page cache included.",
         S_LABELS,
         "bytes",
     ),
     Family(
-        "xfrbench_server_memory_bytes",
+        "xfrbench_server_memory_charged_peak_bytes",
         "gauge",
-        "Memory of the server's cgroup including page cache.",
+        "Peak of the memory charged to the server's cgroup since the server started, page "
+        "cache included.",
         S_LABELS,
         "bytes",
     ),

@@ -349,9 +349,9 @@ class MetricState:
 
         put("xfrbench_server_cpu_seconds", sample.get("cpu_user_s"), (*s_values, "user"))
         put("xfrbench_server_cpu_seconds", sample.get("cpu_system_s"), (*s_values, "system"))
-        put("xfrbench_server_memory_rss_bytes", sample.get("rss_bytes"))
-        put("xfrbench_server_memory_peak_bytes", sample.get("peak_rss_bytes"))
-        put("xfrbench_server_memory_bytes", sample.get("memory_bytes"))
+        put("xfrbench_server_memory_anon_bytes", sample.get("anon_bytes"))
+        put("xfrbench_server_memory_charged_bytes", sample.get("charged_bytes"))
+        put("xfrbench_server_memory_charged_peak_bytes", sample.get("charged_peak_bytes"))
         tcp = sample.get("tcp")
         if isinstance(tcp, dict):
             put("xfrbench_tcp_time_wait_sockets", tcp.get("time_wait"))

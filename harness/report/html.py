@@ -22,6 +22,7 @@ from harness.report.phases import SEEN
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
+from harness.results.resources import MEMORY_NOTE
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
 TEMPLATE = "report.html.j2"
@@ -228,6 +229,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             steady_bdps=f"{STEADY_BDPS:g}",
             seen=SEEN,
             cpu_window=CPU_WINDOW,
+            memory_note=MEMORY_NOTE,
             transport_notes=transport_notes(data.transports),
             steady_bounds=[row for row in data.bounds if row.steady],
             short_bounds=short_rows,

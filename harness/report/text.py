@@ -13,6 +13,7 @@ from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
+from harness.results.resources import MEMORY_NOTE
 
 CASE_COLUMNS = [
     "case",
@@ -312,7 +313,14 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     if data.resources:
         resources = folding_table(
             f"resources per case (from {data.resources_source})",
-            ["case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"],
+            [
+                "case",
+                "role",
+                "CPU s/transfer",
+                "anon peak MiB",
+                "charged peak MiB",
+                "peak TIME_WAIT",
+            ],
             left=2,
             names=width,
         )
@@ -322,11 +330,13 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
                     escape(short.get(item.case, item.case)),
                     role,
                     fmt.seconds(figures.cpu_total_s_per_transfer),
-                    fmt.mib(figures.peak_rss_bytes),
+                    fmt.mib(figures.anon_peak_bytes),
+                    fmt.mib(figures.charged_peak_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
         print_table(console, resources)
         console.print(escape(CPU_WINDOW_SHORT), soft_wrap=True)
+        console.print(escape(MEMORY_NOTE), soft_wrap=True)
     else:
         console.print(f"resources: {escape(data.resources_note or 'none')}", soft_wrap=True)
     if report is not None:

@@ -159,7 +159,7 @@ class PrimaryCost:
     case: str
     repeat: int
     cpu_s: float | None  # the primary's CPU from the repeat's start mark to its end mark
-    peak_rss_bytes: int | None
+    peak_rss_bytes: int | None  # the highest anonymous memory sampled in the repeat
     peak_connections: int | None  # established TCP connections, highest sampled
     tx_bytes: int | None  # sent on its links during the repeat
 
@@ -184,7 +184,7 @@ def primary_costs(samples: Iterable[dict[str, Any]]) -> list[PrimaryCost]:
         if start is not None and end is not None and start.get("pid") == end.get("pid"):
             cpu = _cpu(end) - _cpu(start)
             tx = int(end.get("net_tx_bytes", 0)) - int(start.get("net_tx_bytes", 0))
-        rss = [int(s["rss_bytes"]) for s in lines if isinstance(s.get("rss_bytes"), int)]
+        rss = [int(s["anon_bytes"]) for s in lines if isinstance(s.get("anon_bytes"), int)]
         conns = [int((s.get("tcp_states") or {}).get("established", 0)) for s in lines]
         out.append(
             PrimaryCost(

@@ -229,8 +229,9 @@ def never_read(run: ScrapedRun) -> set[str]:
     fleet, loss checks where no link has loss configured."""
     samples = load_samples(run.run_dir / "samples.jsonl")
     nullable = {
-        "xfrbench_server_memory_bytes": "memory_bytes",
-        "xfrbench_server_memory_peak_bytes": "peak_rss_bytes",
+        "xfrbench_server_memory_anon_bytes": "anon_bytes",
+        "xfrbench_server_memory_charged_bytes": "charged_bytes",
+        "xfrbench_server_memory_charged_peak_bytes": "charged_peak_bytes",
     }
     out = {
         metric

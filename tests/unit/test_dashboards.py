@@ -197,7 +197,7 @@ def test_queries_name_only_metrics_the_exporter_exports() -> None:
         "xfrbench_transfer_throughput_bytes_per_second",
         "xfrbench_transfer_bound_bytes_per_second",
         "xfrbench_server_cpu_seconds_total",
-        "xfrbench_server_memory_rss_bytes",
+        "xfrbench_server_memory_anon_bytes",
         "xfrbench_tcp_time_wait_sockets",
         "xfrbench_tcp_retransmitted_segments_total",
         "xfrbench_link_packets_total",

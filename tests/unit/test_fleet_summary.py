@@ -97,7 +97,7 @@ def test_primary_cost_between_the_repeat_marks() -> None:
     def sample(event: str, t: float, cpu: float, tx: int, est: int, repeat: int = 1) -> dict:
         return {
             "t": t, "event": event, "case": "c", "repeat": repeat, "role": "primary", "pid": 5,
-            "cpu_user_s": cpu, "cpu_system_s": cpu / 2, "rss_bytes": int(1e6 * t),
+            "cpu_user_s": cpu, "cpu_system_s": cpu / 2, "anon_bytes": int(1e6 * t),
             "net_tx_bytes": tx, "tcp_states": {"established": est},
         }  # fmt: skip
 

@@ -51,6 +51,12 @@ class FakeBench:
         self.primary_wrong = script.get("primary_wrong", {})  # serial -> what differs
         self.zone_times = script.get("zone_times", {})
         self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
+        # Seconds before a host served (or a zone was served) that the last SOA query it
+        # answered without the serial went out; missing: it answered none so.
+        self.unserved_before = script.get("unserved_before", {})
+        self.zone_unserved_before = script.get("zone_unserved_before", {})
+        self._served: dict[str, float] = {}
+        self._zones_served: dict[str, dict[str, float]] = {}
         self._trigger_at = self.now
         self.spent = WallClock(clock=self.clock)
 
@@ -82,7 +88,12 @@ class FakeBench:
             if after is not None and self._trigger_at + after <= deadline:
                 got[host] = self._trigger_at + after
         self.now = max([self.now, *got.values()])
+        self._served = got
         return got
+
+    def last_unserved(self, host: str) -> float | None:
+        before = self.unserved_before.get(host)
+        return None if before is None or host not in self._served else self._served[host] - before
 
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
@@ -95,7 +106,13 @@ class FakeBench:
                 continue
             served[host] = dict(zip(zones, (self._trigger_at + t for t in times), strict=True))
             self.now = max(self.now, *served[host].values())
+        self._zones_served = served
         return served, errors
+
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        before = self.zone_unserved_before.get(host, {})
+        at = self._zones_served.get(host, {})
+        return {zone: at[zone] - b for zone, b in before.items() if zone in at}
 
     def publish(self, serial: int) -> Publication:
         self.calls.append(("publish", serial))
@@ -355,6 +372,30 @@ def test_cold_start_is_timed_to_the_last_zone_and_reports_the_log(tmp_path: Path
     # Prepared (rendered, old copy removed) before t0, started after it, stopped at the end.
     kinds = [c[0] for c in bench.calls if c[0] in ("prepare", "start", "stop", "mark")]
     assert kinds == ["prepare", "start", "mark", "mark", "stop"] * 2
+
+
+def test_served_times_carry_their_error_bars(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "notify"\n', secondaries=2)
+    # site-0 answered the old serial 0.05 s before it served: that is its error bar. site-1
+    # answered none after its NOTIFY (its answers were lost, say): back to the NOTIFY.
+    bench = FakeBench(plan, unserved_before={"site-0": 0.05, "site-1": 5.0})
+    by_host = {r.host: r for r in _run(bench)}
+    assert by_host["site-0"].duration_error_s == pytest.approx(0.05)
+    assert by_host["site-1"].duration_error_s == pytest.approx(by_host["site-1"].duration_s)
+    zones = ["a.example.", "b.example.", "c.example."]
+    cold = _plan(
+        tmp_path, 'repeats = 1\ntrigger = "cold-start"\n[zones]\npreset = "hosting"\nzones = 3\n'
+    )
+    bench = FakeBench(
+        cold,
+        zones=zones,
+        zone_times={"secondary": [0.5, 2.5, 1.0]},
+        # a: 0.2 s; b (the last served): 0.4 s; c never answered unserved: all of its 1.0 s
+        zone_unserved_before={"secondary": {"a.example.": 0.2, "b.example.": 0.4}},
+    )
+    (record,) = _run(bench)
+    assert record.duration_error_s == pytest.approx(0.4)  # duration runs to the last zone
+    assert record.extra["served_error_s"] == pytest.approx({"median": 0.4, "max": 1.0})
 
 
 def test_cold_start_timeout_is_recorded(tmp_path: Path) -> None:

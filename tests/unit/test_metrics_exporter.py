@@ -77,9 +77,9 @@ def server_sample(**changes: Any) -> dict[str, Any]:
         "source": "cgroup-v1",
         "cpu_user_s": 1.25,
         "cpu_system_s": 0.5,
-        "rss_bytes": 9_000_000,
-        "peak_rss_bytes": 9_500_000,
-        "memory_bytes": None,
+        "anon_bytes": 9_000_000,
+        "charged_bytes": None,
+        "charged_peak_bytes": 9_500_000,
         "tcp": {"inuse": 2, "orphan": 0, "time_wait": 7, "alloc": 3},
         "tcp_states": {"listen": 2, "time_wait": 7},
         "ephemeral_ports_in_use": 5,
@@ -190,9 +190,9 @@ def test_server_samples_set_counters_from_cumulative_readings() -> None:
     cpu = "xfrbench_server_cpu_seconds_total"
     assert value(text, cpu, mode="user", **s) == 2.0  # the latest reading, not a sum
     assert value(text, cpu, mode="system", **s) == 0.5
-    assert value(text, "xfrbench_server_memory_rss_bytes", **s) == 9_000_000
-    assert value(text, "xfrbench_server_memory_peak_bytes", **s) == 9_500_000
-    assert value(text, "xfrbench_server_memory_bytes", **s) is None  # null: no series
+    assert value(text, "xfrbench_server_memory_anon_bytes", **s) == 9_000_000
+    assert value(text, "xfrbench_server_memory_charged_peak_bytes", **s) == 9_500_000
+    assert value(text, "xfrbench_server_memory_charged_bytes", **s) is None  # null: no series
     assert value(text, "xfrbench_tcp_time_wait_sockets", **s) == 0
     # A state that emptied shows as 0, not as a gap.
     assert value(text, "xfrbench_tcp_sockets", state="time_wait", **s) == 0
@@ -506,7 +506,7 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
                 server="bind",
                 event=event,
                 repeat=repeat,
-                memory_bytes=20_000_000,
+                charged_bytes=20_000_000,
                 net_tx_bytes=10,
                 net_rx_bytes=1,
             )

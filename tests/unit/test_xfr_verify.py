@@ -203,3 +203,77 @@ def test_zone_set_sums_equal_each_file_and_are_cached_until_one_changes(tmp_path
     assert {o: s for o, s in again.items() if o != origin} == {
         o: s for o, s in sums.items() if o != origin
     }
+
+
+def _rewrite_same_size(path: Path) -> None:
+    """Change one address (same length) and put the old mtime back: a rewrite within the
+    file system's timestamp granularity, as the size and mtime see it."""
+    before = path.stat()
+    text = path.read_bytes()
+    at = text.index(b"192.0.2.")
+    digit = text[at + 8 : at + 9]
+    path.write_bytes(text[: at + 8] + (b"7" if digit != b"7" else b"8") + text[at + 9 :])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def _cached_size_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A zone file large enough (INLINE_BYTES lowered) for its sum to be cached."""
+    path = tmp_path / "hosts.zone"
+    path.write_text("".join(f"h{i}.example. 300 IN A 192.0.2.{i % 250}\n" for i in range(3000)))
+    monkeypatch.setattr("harness.xfr.zonefile_sum.INLINE_BYTES", 1000)
+    return path
+
+
+def test_zone_file_sum_cache_misses_a_same_size_rewrite_with_the_old_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _cached_size_zone(tmp_path, monkeypatch)
+    first = zone_file_sum(path, "example.", workers=0)
+    assert path.with_name(path.name + ".rrsum").exists()
+    time.sleep(0.02)  # past the clock tick of the first write: the rewrite's ctime differs
+    _rewrite_same_size(path)
+    assert zone_file_sum(path, "example.", workers=0) != first
+    assert zone_file_sum(path, "example.", workers=0) == zone_file_sum(
+        path, "example.", cache=False
+    )
+
+
+def test_zone_file_sum_keeps_no_cache_for_a_file_changed_while_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.xfr.zonefile_sum as module
+
+    path = _cached_size_zone(tmp_path, monkeypatch)
+    summing = module._sum_file_inline
+
+    def rewritten_meanwhile(fd: int, size: int, origin: str) -> ZoneSum:
+        value = summing(fd, size, origin)
+        path.write_text(path.read_text().replace("192.0.2.1\n", "192.0.2.9\n"))  # same size
+        return value
+
+    monkeypatch.setattr(module, "_sum_file_inline", rewritten_meanwhile)
+    stale = zone_file_sum(path, "example.", workers=0)
+    monkeypatch.setattr(module, "_sum_file_inline", summing)
+    fresh = zone_file_sum(path, "example.", cache=False)
+    assert fresh != stale
+    assert zone_file_sum(path, "example.", workers=0) == fresh
+
+
+def test_zone_set_sums_cache_misses_a_same_size_rewrite_with_the_old_mtime(
+    tmp_path: Path,
+) -> None:
+    lines = [f"h{i}.example. 300 IN A 192.0.2.{i}\n" for i in range(20)]
+    files = []
+    for n in range(3):
+        path = tmp_path / f"z{n}.zone"
+        path.write_text("".join(lines).replace("example.", f"z{n}.example."))
+        files.append((path, f"z{n}.example."))
+    cache = tmp_path / "rrsums.json"
+    sums = zone_set_sums(files, cache_file=cache)
+    time.sleep(0.02)  # past the clock tick of the first write: the rewrite's ctime differs
+    _rewrite_same_size(files[1][0])
+    again = zone_set_sums(files, cache_file=cache)
+    assert again[files[1][1]] != sums[files[1][1]]
+    assert again[files[1][1]] == zone_file_sum(*files[1], cache=False)
