@@ -51,8 +51,9 @@ class Target:
 def normalize_link_counters(counters: dict[str, Any]) -> dict[str, dict[str, int]]:
     """`Testbed.link_counters()` -> {direction: {"passed", "dropped"}} (cumulative packets).
 
-    Shapes per direction: linkem {passed, dropped_loss, dropped_overflow, ...}; netem qdisc
-    {packets, drops, ...}; either may carry "htb" (the rate limiter's class 1:1, which the
+    Shapes per direction: linkem {passed, dropped_loss, dropped_overflow, dropped_down, ...,
+    state}; netem qdisc {packets, drops, ...}; either may carry "htb" (the rate limiter's
+    class 1:1, which the
     packets leave last). With htb, passed is what left htb; dropped adds htb's drops to
     linkem's (linkem queues before htb). netem sits inside htb and its drops already
     include every drop htb counts for it, so they are not added twice. A direction with no
@@ -65,7 +66,8 @@ def normalize_link_counters(counters: dict[str, Any]) -> dict[str, dict[str, int
         htb = stats.get("htb") if isinstance(stats.get("htb"), dict) else None
         if "passed" in stats:  # linkem
             passed = int(stats["passed"])
-            dropped = int(stats.get("dropped_loss", 0)) + int(stats.get("dropped_overflow", 0))
+            # Its random drops, queue overflows and, in faulted cases, the faults' drops.
+            dropped = sum(int(v) for k, v in stats.items() if k.startswith("dropped_"))
             if htb and "packets" in htb:
                 passed = int(htb["packets"])
                 dropped += int(htb.get("drops", 0))
