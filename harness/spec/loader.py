@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import ScenarioError
 from harness.core.terms import Transport, XfrKind
+from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
 from harness.spec.scenario import Scenario, flatten_matrix
@@ -25,13 +26,15 @@ from harness.spec.scenario import Scenario, flatten_matrix
 
 @dataclass(frozen=True)
 class Case:
-    """One cell of the matrix: a fully resolved scenario for one transport and xfr kind."""
+    """One cell of the matrix: a fully resolved scenario for one transport and xfr kind (and
+    one of its [[faults]], when it has any)."""
 
     name: str
     axes: dict[str, Any]  # the matrix values that made this case, by dotted key
     transport: Transport
     xfr: XfrKind
     scenario: Scenario
+    fault: FaultSpec | None = None
 
     @property
     def pair(self) -> str:
@@ -154,7 +157,7 @@ def _as_written(loc: tuple[Any, ...], raw: dict[str, Any]) -> tuple[Any, ...]:
 
 def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
     try:
-        return Scenario.model_validate(raw, context={"written": True})
+        scenario = Scenario.model_validate(raw, context={"written": True})
     except ValidationError as exc:
         lines: list[str] = []
         for error in exc.errors():
@@ -163,6 +166,11 @@ def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
             if line not in lines:
                 lines.append(line)
         raise ScenarioError("\n".join(lines)) from None
+    try:
+        scenario.check_faults()
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: {exc}{context}") from None
+    return scenario
 
 
 def _labelled(path: Path, key: str, value: Any) -> tuple[str | None, Any]:
@@ -224,20 +232,23 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
             chosen[key] = value if label is None else label
         where = f" (in the matrix case {_case_label(chosen)})" if chosen else ""
         scenario = _validate(variant, path, where)
+        faults: list[FaultSpec | None] = list(scenario.faults) or [None]
         for transport in base.transports:
             for xfr in base.xfr:
-                name = "/".join(
-                    [f"{scenario.servers.primary.kind}-{scenario.fleet_kinds}"]
-                    + [
-                        _case_label(v)
-                        if isinstance(v, dict)
-                        else f"{key.rsplit('.', 1)[-1]}={_case_label(v)}"
-                        for key, v in chosen.items()
-                        if not _only_kinds(key, v)
-                    ]
-                    + [transport, xfr]
-                )
-                cases.append(Case(name, chosen, transport, xfr, scenario))
+                for fault in faults:
+                    name = "/".join(
+                        [f"{scenario.servers.primary.kind}-{scenario.fleet_kinds}"]
+                        + [
+                            _case_label(v)
+                            if isinstance(v, dict)
+                            else f"{key.rsplit('.', 1)[-1]}={_case_label(v)}"
+                            for key, v in chosen.items()
+                            if not _only_kinds(key, v)
+                        ]
+                        + [transport, xfr]
+                        + ([fault.label] if fault is not None else [])
+                    )
+                    cases.append(Case(name, chosen, transport, xfr, scenario, fault))
     names = [case.name for case in cases]
     if len(set(names)) != len(names):
         # Two axes ending in the same key (link.delay and link.forward.delay): use full paths.
@@ -247,11 +258,13 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                     [case.pair.replace("->", "-")]
                     + [f"{k}={_case_label(v)}" for k, v in case.axes.items()]
                     + [case.transport, case.xfr]
+                    + ([case.fault.label] if case.fault is not None else [])
                 ),
                 case.axes,
                 case.transport,
                 case.xfr,
                 case.scenario,
+                case.fault,
             )
             for case in cases
         ]
@@ -280,6 +293,8 @@ def spec_hash(scenario: Scenario) -> str:
         dumped.pop("secondaries", None)
     if dumped.get("uplink") == LinkSpec().model_dump(mode="json"):
         dumped.pop("uplink", None)
+    if not dumped.get("faults"):
+        dumped.pop("faults", None)
     for key, default in _LATER_DEFAULTS.items():
         if dumped.get(key) == default:
             dumped.pop(key, None)
