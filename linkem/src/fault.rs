@@ -132,11 +132,18 @@ pub struct Faults {
     pub cuts: Vec<Ends>,
     armed: Option<(Action, u64)>,
     last_data: Option<Segment>,
+    /// An armed `set` or `restore` that fired on the last packet judged (an event to log).
+    fired: Option<&'static str>,
 }
 
 impl Faults {
     pub fn armed(&self) -> bool {
         self.armed.is_some()
+    }
+
+    /// The armed command that fired on the last packet judged, once.
+    pub fn take_fired(&mut self) -> Option<&'static str> {
+        self.fired.take()
     }
 
     /// Take `action` at once (`after_bytes` 0) or once that much TCP payload has passed.
@@ -240,6 +247,7 @@ impl Faults {
                         new_cut: Some(seg.ends),
                     };
                 } else {
+                    self.fired = Some(action.name());
                     self.apply(action, base, seed);
                 }
             }
@@ -464,7 +472,10 @@ mod tests {
         };
         f.command(Action::Set(down), 100, &b, 1).unwrap();
         assert_eq!(f.judge(Some(&data(0, 0, 99)), &b, 1), Judged::Pass);
+        assert_eq!(f.take_fired(), None);
         assert_eq!(f.judge(Some(&data(99, 0, 1)), &b, 1), Judged::Down);
+        assert_eq!(f.take_fired(), Some("set"));
+        assert_eq!(f.take_fired(), None);
         assert_eq!(f.judge(None, &b, 1), Judged::Down);
     }
 

@@ -303,6 +303,7 @@ impl Worker {
         let now = self.now_ns();
         let inspect = self.cfg.inspect;
         let mut forged: Vec<(Vec<Forge>, Option<tcp::Ends>)> = Vec::new();
+        let mut fired: Vec<&'static str> = Vec::new();
         for i in 0..n {
             // Split borrows: the datagram lives in rx while we mutate the rest.
             let Worker {
@@ -331,7 +332,11 @@ impl Worker {
                 };
                 let len = headers.map_or(0, |h| h.len);
                 counters.received_bytes += u64::from(len);
-                match faults.judge(headers.as_ref(), cfg, *seed) {
+                let judged = faults.judge(headers.as_ref(), cfg, *seed);
+                if let Some(action) = faults.take_fired() {
+                    fired.push(action);
+                }
+                match judged {
                     Judged::Pass => {}
                     Judged::Down => {
                         counters.dropped_down += 1;
@@ -402,6 +407,10 @@ impl Worker {
             if self.q.should_flush() {
                 self.q.flush()?;
             }
+        }
+        for action in fired {
+            let detail = json!({"action": action, "state": self.state()});
+            self.event("fired", detail);
         }
         for (resets, new_cut) in forged {
             if let Some(ends) = new_cut {
