@@ -344,6 +344,31 @@ class Server(ABC):
     def refresh_argv(self, zone: str) -> list[str]:
         """Check the primary's SOA now and transfer incrementally when it changed."""
 
+    # Faults (harness/measure/faults.py): a dialect that cannot do these returns None, and
+    # the record says "not supported by <kind>" where the server's words would be.
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        """The server's own account of a zone (its serial, refresh and transfer state)."""
+        return None
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        """As a primary: send NOTIFY for `zone` to its secondaries again, now."""
+        return None
+
+
+def lines_since(server: type[Server], text: str, since: float) -> list[str]:
+    """The log lines stamped at or after `since` (unix time, to the stamps' resolution);
+    a line without a stamp goes with the one before it."""
+    out: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        stamp = server.failures.timestamp(line, None)
+        if stamp is not None:
+            keep = stamp > since - server.failures.resolution_s
+        if keep:
+            out.append(line)
+    return out
+
 
 def last_incoming(server: type[Server], text: str, zone: str, serial: int) -> LoggedTransfer | None:
     """The secondary's own record of the transfer that brought `serial` of `zone`."""

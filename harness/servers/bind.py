@@ -209,3 +209,9 @@ class Bind(Server):
 
     def refresh_argv(self, zone: str) -> list[str]:
         return self.control("refresh", zone)
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        return self.control("zonestatus", zone)
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        return self.control("notify", zone)

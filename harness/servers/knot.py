@@ -194,3 +194,9 @@ class Knot(Server):
 
     def refresh_argv(self, zone: str) -> list[str]:
         return self.control("zone-refresh", zone)
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        return self.control("zone-status", zone)
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        return self.control("zone-notify", zone)

@@ -158,3 +158,9 @@ class Nsd(Server):
 
     def refresh_argv(self, zone: str) -> list[str]:
         return self.control("transfer", zone)
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        return self.control("zonestatus", zone)
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        return self.control("notify", zone)
