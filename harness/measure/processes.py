@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 from harness.core.errors import XfrbenchError
 from harness.core.netns import socket_in
-from harness.observe.procfs import ProcessGone, netns_inode
+from harness.observe.procfs import ProcessGone, descendants, netns_inode
 from harness.plan.case import HostPlan
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.binaries import ServerBinary
@@ -143,6 +144,26 @@ def stop(testbed: Testbed, running: RunningServer) -> None:
         running.proc = None
     with contextlib.suppress(FileNotFoundError):
         running.server.setup.socket_path.unlink()
+
+
+def kill(testbed: Testbed, running: RunningServer) -> list[int]:
+    """A crash: SIGKILL to every process of the server (its cgroup's, else its process
+    tree: NSD's children would keep its ports), then the same bookkeeping as stop().
+    Returns the pids killed."""
+    proc = running.proc
+    if proc is None:
+        return []
+    group = testbed.cgroup_of(proc)
+    pids = group.pids() if group is not None else descendants(proc.pid)
+    for pid in dict.fromkeys([proc.pid, *pids]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + 5.0
+    while group is not None and group.pids() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the children die after their parent
+    stop(testbed, running)
+    return sorted(set([proc.pid, *pids]))
 
 
 def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:

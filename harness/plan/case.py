@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
 from harness.servers.base import Capabilities
-from harness.spec import Case, HostSpec, LinkSpec, ServerSpec
+from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
 from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -53,6 +53,7 @@ class CasePlan:
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # least seconds from one transfer's end to the next trigger
+    fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
 
     @property
     def name(self) -> str:
@@ -143,6 +144,7 @@ def plan_case(case: Case) -> CasePlan:
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
+        fault=case.fault,
     )
 
 
@@ -200,6 +202,11 @@ class GroupPlan:
     @property
     def timeout(self) -> float:
         return max(case.timeout for case in self.cases)
+
+    @property
+    def faults(self) -> bool:
+        """A case of the group breaks something: its testbed runs linkem with control."""
+        return any(case.fault is not None for case in self.cases)
 
     def transfers(self) -> int:
         return sum(case.transfers() for case in self.cases)

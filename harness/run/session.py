@@ -22,7 +22,9 @@ from typing import Any
 from harness import zonegen
 from harness.compose.backend import Backend
 from harness.link.path import compute_bound, configured_rtt, through
+from harness.measure.faults import fault_repeat
 from harness.measure.live import TLS_HOSTNAME, LiveCase
+from harness.measure.live_faults import LiveFaults
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
@@ -120,6 +122,7 @@ class GroupSession:
                         self.dir / "testbed",
                         label=group.first.name,
                         provider=provider,
+                        faults=group.faults,
                     )
                 )
                 tls = None
@@ -195,8 +198,15 @@ class GroupSession:
                     status(f"{plan.name}: first copies and the warm-up update")
                     self.serial = prepare_updates(self.live)
                 self.serial += 1
-                status(f"{plan.name}: repeat {repeat}: transfer and verification")
-                update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
+                if plan.fault is not None:
+                    status(f"{plan.name}: repeat {repeat}: {plan.fault.kind} and healing")
+                    faults = LiveFaults(self.live)
+                    fault_repeat(
+                        self.live, faults, ctx, repeat, self.serial, self.run_ctx.emit, extra
+                    )
+                else:
+                    status(f"{plan.name}: repeat {repeat}: transfer and verification")
+                    update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
             client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
         except PublishFailed as exc:
             self.broken, self.broken_kind = str(exc), "publish"
