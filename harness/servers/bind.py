@@ -40,6 +40,10 @@ _IN = re.compile(
     r"Transfer completed: (?P<msgs>\d+) messages, (?P<recs>\d+) records, (?P<bytes>\d+) bytes, "
     r"(?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
+# A failed transfer ends with "Transfer completed" too, with what it had received by then.
+_STATUS = re.compile(
+    r"transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): Transfer status: (?P<status>.+)$"
+)
 _OUT = re.compile(
     r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
@@ -150,11 +154,23 @@ class Bind(Server):
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         out: list[LoggedTransfer] = []
+        failed: set[tuple[str, str]] = set()  # (zone, peer) whose last status was a failure
         for line in text.splitlines():
+            status = _STATUS.search(line)
+            if status:
+                key = (status["zone"], status["peer"])
+                if status["status"].strip() == "success":
+                    failed.discard(key)
+                else:
+                    failed.add(key)
+                continue
             match = _IN.match(line)
             direction, xfr = "in", None
-            if match and match["msgs"] == "0":
-                continue  # a failed transfer ends with an empty "Transfer completed" too
+            if match and (match["msgs"] == "0" or (match["zone"], match["peer"]) in failed):
+                # A failed transfer's "Transfer completed": empty, or cut (a reset) after
+                # what it had received; not a transfer.
+                failed.discard((match["zone"], match["peer"]))
+                continue
             if not match:
                 match = _OUT.match(line)
                 direction = "out"

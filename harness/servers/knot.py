@@ -60,6 +60,9 @@ KNOT_ATTEMPTS = (
     # zone.c log_try_addr_error(): one line per primary address tried ("remote <id>, " is
     # left out for the zone's preferred primary).
     re.compile(r"\] refresh, (?:remote \S+, )?address \S+, failed \((?P<reason>.+)\)$"),
+    # An incoming transfer that failed and is tried again at once as AXFR (a reset
+    # mid-transfer: tests/fixtures/failures/knot-reset.log).
+    re.compile(r"\] refresh, incoming, remote \S+, fallback to AXFR \((?P<reason>.+)\)$"),
 )
 KNOT_REASONS: dict[str, FailureCategory] = {
     "address is not available": "address_not_available",

@@ -51,11 +51,16 @@ EXPECTED = {
     # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
     "bind-timed-out.log": (0, 0, 19, 0, 3, 28),
     "bind-lossy.log": (0, 0, 2, 0, 0, 2),
+    # A reset mid-transfer: "failed while receiving responses: connection reset" and its
+    # status line; its "Transfer completed" says what it had received (25 messages).
+    "bind-reset.log": (0, 0, 0, 0, 1, 2),
     # Knot: the address line, "not usable", "next retry at", "zone event failed".
     "knot-address-not-available.log": (5, 0, 0, 5, 0, 20),
     "knot-refused.log": (0, 7, 0, 7, 0, 28),
     "knot-timed-out.log": (0, 0, 5, 5, 0, 20),
     "knot-lossy.log": (0, 0, 1, 1, 0, 4),
+    # "fallback to AXFR (connection reset)": tried again at once, no retry scheduled.
+    "knot-reset.log": (0, 1, 0, 0, 0, 1),
     # NSD: one line per failed connect, nothing else.
     "nsd-address-not-available.log": (15, 0, 0, 0, 0, 15),
     "nsd-refused.log": (0, 18, 0, 0, 0, 18),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import DIALECTS, ServerSetup
+from harness.servers import DIALECTS, ServerSetup, count_failures
 from harness.servers.base import Server, lines_since
 from harness.servers.bind import Bind, bind_timestamp
 from harness.servers.knot import Knot, knot_timestamp
@@ -70,3 +70,26 @@ def test_lines_since_a_moment(kind: type[Server], fixture: str, stamp: object) -
         assert at is None or at > middle - kind.failures.resolution_s
     assert lines_since(kind, text, 0.0) == lines
     assert lines_since(kind, text, 4e9) == []
+
+
+# --- a transfer cut by a reset, as each server logged it (tests/fixtures/failures/*-reset.log)
+
+
+def test_bind_a_transfer_cut_by_a_reset_is_not_a_transfer() -> None:
+    text = (FIXTURES / "failures" / "bind-reset.log").read_text()
+    incoming = [e for e in Bind.parse_log(text) if e.direction == "in"]
+    # Its "Transfer completed: 25 messages ... (serial 9)" follows "Transfer status:
+    # connection reset": only the two transfers that succeeded are transfers.
+    assert [(e.serial, e.messages) for e in incoming] == [(8, 58), (9, 58)]
+    counts = count_failures("bind", text, None)
+    assert counts.attempts == 1 and counts.other_failure == 1
+
+
+def test_knot_a_reset_then_its_fallback_to_axfr_is_a_failed_attempt() -> None:
+    text = (FIXTURES / "failures" / "knot-reset.log").read_text()
+    counts = count_failures("knot", text, None)
+    # "connection reset" is how Knot 3.2 words every connect or I/O error but a timeout.
+    assert counts.refused == 1 and counts.attempts == 1
+    assert "fallback to AXFR (connection reset)" in (counts.first_failure_line or "")
+    (incoming,) = [e for e in Knot.parse_log(text) if e.direction == "in"]
+    assert (incoming.xfr, incoming.bytes) == ("axfr", 581927)
