@@ -34,7 +34,7 @@ Per secondary, measured:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from harness.measure.protocol import (
@@ -251,6 +251,15 @@ def fault_repeat(
                 renotify = faults.renotify(zone)
                 if renotify.at is not None:
                     _wait(bench, stuck, zone, serial, renotify.at + plan.timeout, freed)
+            with spent.phase("observe"):
+                for host in freed:  # the transfer that freed it, as the servers logged it
+                    later = faults.account(host, zone, since, stuck=False)
+                    accounts[host] = replace(
+                        accounts[host],
+                        transfers=later.transfers,
+                        retry_xfr=later.retry_xfr,
+                        retry_xfr_from=later.retry_xfr_from,
+                    )
     finally:
         with spent.phase("observe"):
             cleanup = faults.fault_cleanup(fault, targets)

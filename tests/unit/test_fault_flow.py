@@ -132,9 +132,10 @@ class FaultFake(FakeBench):
             failures={"timed_out": 1},
             failure_lines=["xfrd: failed"],
             marks=[(since + 0.5, "timed_out")],
-            transfers=[{"side": "primary", "xfr": "axfr"}],
-            retry_xfr="axfr",
-            retry_xfr_from="primary log",
+            # While stuck it has not transferred yet.
+            transfers=[] if stuck else [{"side": "primary", "xfr": "axfr"}],
+            retry_xfr=None if stuck else "axfr",
+            retry_xfr_from=None if stuck else "primary log",
             status="state: refreshing" if stuck else None,
             log=["line"] if stuck else [],
         )
@@ -217,6 +218,9 @@ def test_a_new_notify_that_frees_a_stuck_secondary_is_recorded(tmp_path: Path) -
     fault = far.extra["fault"]
     assert fault["stuck"] and fault["freed_by_notify"]
     assert fault["renotify"]["served_after_s"] == pytest.approx(0.4)
+    # Its account while stuck, and the transfer that freed it as logged afterwards.
+    assert fault["account"]["status"] == "state: refreshing"
+    assert fault["server"]["retry_xfr"] == "axfr"
     # Freed is still not healed on its own: a timeout, with a verified copy.
     assert far.failure == "timeout" and far.verified and not far.counts
     assert "a new NOTIFY freed it" in (far.error or "")
