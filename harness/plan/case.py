@@ -12,6 +12,7 @@ measurement flow; nothing in here touches the machine, so every decision is unit
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from harness import zonegen
@@ -165,6 +166,25 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
     return None
 
 
+def supported_part(
+    plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
+) -> tuple[CasePlan | None, dict[str, str]]:
+    """A fleet case some secondaries cannot take (Knot 3.2 beside BIND over XoT): the case
+    for the others, and why each of those cannot. (None, {}) when the primary (or every
+    secondary) cannot: the whole case is unsupported (support_problem says why)."""
+    if support_problem(plan, servers) is None:
+        return plan, {}
+    alone = {
+        host.name: support_problem(dataclasses.replace(plan, hosts=(plan.primary, host)), servers)
+        for host in plan.secondaries
+    }
+    able = [host for host in plan.secondaries if alone[host.name] is None]
+    if not able or not plan.is_fleet:
+        return None, {}
+    reasons = {name: why for name, why in alone.items() if why is not None}
+    return dataclasses.replace(plan, hosts=(plan.primary, *able)), reasons
+
+
 @dataclass(frozen=True)
 class GroupPlan:
     """Cases that share one testbed and one set of servers: those of one matrix cell, which
@@ -213,9 +233,11 @@ class GroupPlan:
 
 
 def group_cases(plans: list[CasePlan]) -> list[GroupPlan]:
-    """Group the cases of one matrix cell (the same resolved scenario), in run order."""
+    """Group the cases of one matrix cell (the same resolved scenario and hosts: a case
+    some secondaries cannot take runs on a testbed without them), in run order."""
     groups: dict[str, list[CasePlan]] = {}
     for plan in plans:
-        key = plan.case.scenario.model_dump_json()
+        hosts = ",".join(host.name for host in plan.hosts)
+        key = f"{plan.case.scenario.model_dump_json()} {hosts}"
         groups.setdefault(key, []).append(plan)
     return [GroupPlan(tuple(cases)) for cases in groups.values()]
