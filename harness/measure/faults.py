@@ -62,6 +62,9 @@ class FaultAct:
     at: float | None
     evidence: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    # An armed link fault fires on each targeted link when that link carried its bytes:
+    # host -> when it fired there (bench clock).
+    hosts: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ class FaultBench(Protocol):
         """A link fault with after_bytes: arm linkem, which fires it on the packet."""
 
     def fault_fired(self, fault: FaultSpec, hosts: list[str]) -> FaultAct | None:
-        """An armed fault that fired (None: not yet)."""
+        """An armed fault that fired on some targeted link (None: on none yet); its
+        `hosts` says where it fired so far and when."""
 
     def fault_begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct: ...
 
@@ -260,6 +264,10 @@ def fault_repeat(
                         retry_xfr=later.retry_xfr,
                         retry_xfr_from=later.retry_xfr_from,
                     )
+        fired = begin.hosts
+        if armed is not None and begin.at is not None:  # where else it fired since
+            last = faults.fault_fired(fault, targets)
+            fired = last.hosts if last is not None else fired
     finally:
         with spent.phase("observe"):
             cleanup = faults.fault_cleanup(fault, targets)
@@ -300,8 +308,11 @@ def fault_repeat(
         account = accounts[host]
         mine = dict(common) | {
             "targeted": host in targets,
+            "fired_s": _since(fired.get(host), trigger_at),  # an armed link fault, here
             "served_s": _since(done, trigger_at),
-            "heal_s": _heal(done, window) if host in served else None,
+            "heal_s": _heal(done, window, fired.get(host) if fault.kind == "reset" else None)
+            if host in served
+            else None,
             "unaffected": host in served and window.happened and served[host] < begin.at,
             "stuck": host in stuck,
             "freed_by_notify": host in freed,
@@ -341,13 +352,13 @@ def _since(at: float | None, origin: float | None) -> float | None:
     return None if at is None or origin is None else round(at - origin, 6)
 
 
-def _heal(served: float | None, window: _Window) -> float | None:
-    """Seconds from the fault's end to serving: 0 when served during the fault."""
-    if served is None:
+def _heal(served: float | None, window: _Window, own_end: float | None = None) -> float | None:
+    """Seconds from the fault's end (`own_end`: where a reset fired on this host's link)
+    to serving: 0 when served during the fault."""
+    if served is None or not window.happened:
         return None
-    if not window.happened:
-        return None
-    return round(max(0.0, served - window.end_at), 6)
+    end = own_end if own_end is not None else window.end_at
+    return round(max(0.0, served - end), 6)
 
 
 def _bytes(

@@ -38,6 +38,8 @@ class LiveFaults:
 
     def __init__(self, live: LiveCase) -> None:
         self.live = live
+        # unix time - bench time, once: linkem's event times convert alike every time.
+        self._offset = time.time() - live.clock()
         self._armed_at = 0.0  # unix time linkem was armed (its later events are this fault's)
         self._timeline: dict[str, list[list[float]]] = {}
         self._stop = threading.Event()
@@ -92,7 +94,7 @@ class LiveFaults:
         return self._send_all([linkem.restore_command(name) for name in names])
 
     def _to_clock(self, unix: float) -> float:
-        return unix - (time.time() - self.live.clock())
+        return unix - self._offset
 
     def fault_arm(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         assert fault.after_bytes is not None
@@ -101,16 +103,21 @@ class LiveFaults:
         return FaultAct(None, {"armed": answers}, error)
 
     def fault_fired(self, fault: FaultSpec, hosts: list[str]) -> FaultAct | None:
-        names = {name for host in hosts for name in self._directions(host, fault.directions)}
+        names = {name: host for host in hosts for name in self._directions(host, fault.directions)}
         wanted = "reset" if fault.kind == "reset" else "fired"
-        for event in self._control().stats().get("events", []):
-            if (
-                event.get("event") == wanted
-                and event.get("direction") in names
-                and float(event.get("at_unix", 0)) >= self._armed_at
-            ):
-                return FaultAct(self._to_clock(float(event["at_unix"])), {"linkem": event})
-        return None
+        found = [
+            event
+            for event in self._control().stats().get("events", [])
+            if event.get("event") == wanted
+            and event.get("direction") in names
+            and float(event.get("at_unix", 0)) >= self._armed_at
+        ]
+        if not found:
+            return None
+        where: dict[str, float] = {}
+        for event in found:
+            where.setdefault(names[event["direction"]], self._to_clock(float(event["at_unix"])))
+        return FaultAct(min(where.values()), {"linkem": found}, hosts=where)
 
     # --- begin and end ------------------------------------------------------------------------
 

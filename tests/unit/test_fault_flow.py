@@ -97,7 +97,10 @@ class FaultFake(FakeBench):
         if self.fire_after_bytes and carried >= fault.after_bytes:
             self.began = self._trigger_at + fault.after_bytes / self.bytes_per_s
             self.ended = self.began  # a reset is one event
-            return FaultAct(self.began, {"event": "reset"})
+            # It fires on "far" 0.2 s after "near" (its link carried the bytes later).
+            where = {"near": self.began, "far": self.began + 0.2}
+            fired = {h: t for h, t in where.items() if t <= self.now}
+            return FaultAct(self.began, {"event": "reset"}, hosts=fired)
         return None
 
     def fault_begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
@@ -243,7 +246,11 @@ def test_an_armed_reset_begins_when_linkem_fires_it(tmp_path: Path) -> None:
     fault = got["far"].extra["fault"]
     assert fault["began_s"] == pytest.approx(2.5) and fault["ended_s"] == fault["began_s"]
     assert not any(e[0] == "begin" for e in bench.log)  # linkem began it, not the harness
-    assert fault["heal_s"] == pytest.approx(0.5)
+    # Each link's own reset: far's fired 0.2 s later; its healing counts from there.
+    assert fault["fired_s"] == pytest.approx(2.7)
+    assert got["near"].extra["fault"]["fired_s"] == pytest.approx(2.5)
+    assert fault["heal_s"] == pytest.approx(0.3)
+    assert got["near"].extra["fault"]["heal_s"] == pytest.approx(0.5)
 
 
 def test_an_armed_fault_that_never_fires_says_so(tmp_path: Path) -> None:
