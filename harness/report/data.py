@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
+from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.phases import CasePhases, case_phases
@@ -159,6 +160,7 @@ class ReportData:
     links: list[PathCheck] = field(default_factory=list)
     bounds: list[BoundRow] = field(default_factory=list)
     fleet: FleetData | None = None
+    faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
 
     @property
     def uniform_link(self) -> str | None:
@@ -449,6 +451,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
         fleet=fleet_data(summary, records, samples),
+        faults=fault_data(records),
     )
 
 

@@ -16,6 +16,7 @@ from harness.core.errors import UserInputError
 from harness.core.stats import min_two_sided_p, repeats_for_alpha
 from harness.core.terms import TRANSPORTS
 from harness.report.data import ReportData, RunInfo
+from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
 from harness.report.phases import SEEN
@@ -241,7 +242,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             ),
             figures_by_section={
                 section: [f for f in rendered_figures if f.section == section]
-                for section in ("answers", "fleet", "details")
+                for section in ("answers", "fleet", "faults", "details")
             },
             run=data.run,
             warnings=data.warnings,
@@ -255,6 +256,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             resources_source=data.resources_source,
             resources_note=data.resources_note,
             link_rows=link_rows,
+            fault_cell=cell_text,
         )
     )
 

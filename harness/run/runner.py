@@ -141,9 +141,12 @@ def unsupported_cases(
         else:
             runnable.append(part)
         ctx = RecordContext(run_id, plan)
+        # A faulted case's record names its fault (the report's faults table shows it).
+        fault = {"fault": {"name": plan.fault.label, "kind": plan.fault.kind}} if plan.fault else {}
         for host, problem in reasons.items():
             reason = f"unsupported: {problem}"
-            emit(fail_record(ctx, host, 0, plan.zone_spec.origin, reason, "unsupported"))
+            zone = plan.zone_spec.origin
+            emit(fail_record(ctx, host, 0, zone, reason, "unsupported", fault))
     return runnable
 
 

@@ -105,6 +105,8 @@ class FaultFake(FakeBench):
 
     def fault_begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         self.began = self.now
+        if fault.kind == "reset":  # one event: its end is its beginning
+            self.ended = self.now
         self.log.append(("begin", fault.kind, tuple(hosts), round(self.now - self._trigger_at, 3)))
         return FaultAct(self.now, {"did": "begin"})
 
