@@ -10,7 +10,9 @@ Failures (FAILURES): one line per attempt, "xfrd: connect <addr> failed: <strerr
 (connect() failed at once, as it does when no port is free; names no zone) or "<zone>: Could
 not tcp connect to <addr>: <strerror>" (the non-blocking connect failed later, as a refused
 one does). 4.6.1 logs neither its timeouts nor its retries (only in debug builds): those
-counts are 0 because the log is silent, not because nothing failed.
+counts are 0 because the log is silent, not because nothing failed. A transfer whose
+connection fails while it reads (a reset) is "xfrd: failed reading tcp <strerror>", after
+two TLS lines over XoT.
 """
 
 from __future__ import annotations
@@ -55,13 +57,20 @@ NSD_ATTEMPTS = (
     re.compile(r"\]: error: xfrd: connect \S+ failed: (?P<reason>.+)$"),
     # xfrd-tcp.c: the non-blocking connect failed (SO_ERROR), for this zone.
     re.compile(r"\]: error: \S+: Could not tcp connect to \S+: (?P<reason>.+)$"),
+    # xfrd-tcp.c: a transfer's connection failed while reading (a reset mid-transfer,
+    # tests/fixtures/failures/nsd-reset.log); names no zone.
+    re.compile(r"\]: error: xfrd: failed reading tcp (?P<reason>.+)$"),
 )
 NSD_REASONS: dict[str, FailureCategory] = {  # strerror() texts
     "Cannot assign requested address": "address_not_available",
     "Connection refused": "refused",
 }
 NSD_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = ()
-NSD_FOLLOW_UPS: tuple[re.Pattern[str], ...] = ()
+NSD_FOLLOW_UPS: tuple[re.Pattern[str], ...] = (
+    # Over TLS the read failure is told twice before "failed reading tcp".
+    re.compile(r"\]: error: ssl_read returned error \d+ with received -?\d+$"),
+    re.compile(r"\]: error: tls read sz: .+$"),
+)
 
 FAILURES = FailureWording(
     NSD_ATTEMPTS, NSD_REASONS, NSD_FIXED, NSD_FOLLOW_UPS, nsd_timestamp, 0.001

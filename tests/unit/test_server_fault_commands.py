@@ -93,3 +93,12 @@ def test_knot_a_reset_then_its_fallback_to_axfr_is_a_failed_attempt() -> None:
     assert "fallback to AXFR (connection reset)" in (counts.first_failure_line or "")
     (incoming,) = [e for e in Knot.parse_log(text) if e.direction == "in"]
     assert (incoming.xfr, incoming.bytes) == ("axfr", 581927)
+
+
+def test_nsd_a_reset_over_xot_is_one_failed_attempt_in_three_lines() -> None:
+    text = (FIXTURES / "failures" / "nsd-reset.log").read_text()
+    counts = count_failures("nsd", text, None)
+    assert counts.attempts == 1 and counts.failing_lines == 3
+    assert (counts.first_failure_line or "").endswith(
+        "xfrd: failed reading tcp Connection reset by peer"
+    )
