@@ -82,7 +82,7 @@ class FaultRow:
 class FaultData:
     cases: list[FaultCase]
     rows: list[FaultRow]
-    kinds: list[str]  # the server kinds, in the order they appear
+    kinds: list[str]  # the secondaries' server kinds, sorted
 
 
 def status_words(status: str | None) -> str:
@@ -122,8 +122,8 @@ def _host(record: TransferRecord) -> HostHealing:
     words = status_words(account.get("status")) if fault.get("stuck") else ""
     if not words and lines:
         words = lines[0]
-    if record.unsupported:
-        words = record.error or ""
+    if record.unsupported:  # "unsupported: secondary knot 3.2.6: <why>": the why
+        words = (record.error or "").rsplit(": ", 1)[-1]
     return HostHealing(
         host=record.host,
         kind=record.secondary_kind,
@@ -214,7 +214,7 @@ def fault_data(records: list[TransferRecord]) -> FaultData | None:
         FaultRow(name, transport, xfr, {kind: _cell(hosts) for kind, hosts in per.items()})
         for (name, transport, xfr), per in grouped.items()
     ]
-    return FaultData(list(cases.values()), rows, kinds)
+    return FaultData(list(cases.values()), rows, sorted(kinds))
 
 
 def series(case: FaultCase) -> dict[str, Any]:
