@@ -165,3 +165,23 @@ def test_a_matrix_case_that_loses_the_target_site_is_named(tmp_path: Path) -> No
     message = error(tmp_path, text)
     assert "faults[0].target: 'far-2' names no site or host" in message
     assert "(in the matrix case secondaries.far.count=1)" in message
+
+
+def test_the_shipped_faults_scenario() -> None:
+    loaded = spec.load(Path(__file__).resolve().parents[2] / "scenarios" / "faults.toml")
+    kinds = {case.fault.kind for case in loaded.cases if case.fault is not None}
+    assert kinds == {
+        "link-down",
+        "reset",
+        "slow-primary",
+        "link-degrade",
+        "primary-restart",
+        "primary-stop",
+        "secondary-kill",
+    }
+    assert len(loaded.cases) == 7 * 2 * 2  # every fault, AXFR and IXFR, TCP and XoT
+    nsd262 = next(c for c in loaded.cases if c.name.endswith("xot/ixfr/nsd262"))
+    assert nsd262.fault is not None and nsd262.fault.target == "nsd"
+    assert nsd262.fault.delay == 0.15 and nsd262.fault.loss is not None
+    assert nsd262.fault.loss.p == 10.0
+    assert loaded.scenario.zones.record_count == 1_000_000
