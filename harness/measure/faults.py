@@ -215,7 +215,8 @@ def fault_repeat(
     armed = None
     try:
         if fault.after_bytes is not None and fault.on_link:
-            armed = faults.fault_arm(fault, targets)
+            with spent.phase("publish"):  # linkem armed just before the new serial
+                armed = faults.fault_arm(fault, targets)
         try:
             with spent.phase("publish"):
                 triggered = _trigger(bench, serial, zone)
@@ -401,9 +402,13 @@ def _record(
         record.extra["fault"] = fault
         emit(record)
         return
-    facts = bench.observation(host, t0, done)
-    check = bench.verify(host, zone, serial)
-    logged = bench.logged(host, zone, serial, started_at)
+    with bench.spent.phase("observe"):
+        facts = bench.observation(host, t0, done)
+    with bench.spent.phase("verify"):
+        check = bench.verify(host, zone, serial)
+    with bench.spent.phase("observe"):
+        logged = bench.logged(host, zone, serial, started_at)
+        counters = bench.link_counters()
     size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
     stuck = fault["stuck"]
     ok = check.ok and not stuck
@@ -431,7 +436,7 @@ def _record(
             "primary": logged.primary,
             "secondary_failures": logged.failures,
         },
-        extra={"link_counters": bench.link_counters(), "fault": fault} | facts | extra,
+        extra={"link_counters": counters, "fault": fault} | facts | extra,
         duration_error_s=round(served_error(done, bench.last_unserved(host), t0), 6)
         if done >= t0
         else 0.0,

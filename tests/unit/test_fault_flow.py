@@ -283,3 +283,13 @@ def test_a_failed_publish_still_cleans_up(tmp_path: Path) -> None:
     assert [r.failure for r in records] == ["publish", "publish"]
     assert ("cleanup", "reset") in bench.log
     assert ("mark", "transfer-end", 1) in bench.calls
+
+
+def test_where_a_faulted_repeats_wall_time_went(tmp_path: Path) -> None:
+    plan = faulted(tmp_path, 'kind = "link-down"\nat = "1s"\nduration = "4s"')
+    bench = FaultFake(plan, serve_after={"near": 0.5, "far": 3.0}, verify_s=0.7)
+    run(bench)
+    split = bench.spent.split()
+    # Each secondary's copy verified, the harness's; nothing left out of a phase.
+    assert split.phases["verify"] == pytest.approx(2 * 0.7)
+    assert split.unaccounted_s == pytest.approx(0.0)
