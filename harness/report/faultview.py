@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.terms import FAULT_KINDS, TRANSPORTS, XFR_KINDS
 from harness.results.model import TransferRecord
 
 # The parts of a zone status that say what a stuck secondary waits for, in any server's
@@ -206,15 +207,31 @@ def fault_data(records: list[TransferRecord]) -> FaultData | None:
             )
         cases[key].hosts.append(_host(record))
     grouped: dict[tuple[str, str, str], dict[str, list[HostHealing]]] = {}
+    kinds_of: dict[str, str] = {}
     for record in faulted:
         fault = record.extra["fault"]
-        key = (str(fault.get("name") or fault.get("kind")), record.transport, record.xfr)
+        name = str(fault.get("name") or fault.get("kind"))
+        kinds_of.setdefault(name, str(fault.get("kind")))
+        key = (name, record.transport, record.xfr)
         grouped.setdefault(key, {}).setdefault(record.secondary_kind, []).append(_host(record))
     rows = [
         FaultRow(name, transport, xfr, {kind: _cell(hosts) for kind, hosts in per.items()})
         for (name, transport, xfr), per in grouped.items()
     ]
+    # Transport, then kind, then the fault in the scenario's order of kinds (runs interleave).
+    order = {name: _kind_rank(kind) for name, kind in kinds_of.items()}
+    rows.sort(
+        key=lambda r: (_rank(TRANSPORTS, r.transport), _rank(XFR_KINDS, r.xfr), order[r.fault])
+    )
     return FaultData(list(cases.values()), rows, sorted(kinds))
+
+
+def _rank(order: tuple[str, ...], value: str) -> int:
+    return order.index(value) if value in order else len(order)
+
+
+def _kind_rank(kind: str) -> tuple[int, str]:
+    return _rank(FAULT_KINDS, kind), kind
 
 
 def series(case: FaultCase) -> dict[str, Any]:
