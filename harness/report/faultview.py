@@ -35,7 +35,8 @@ class HostHealing:
     kind: str  # the secondary's server kind
     targeted: bool
     # healed | during (served while the fault lasted) | unaffected (before it began) | stuck
-    # | freed (stuck, then served after the new NOTIFY) | unsupported | failed | no fault
+    # | freed (stuck, then served after the new NOTIFY) | unsupported | failed | no fault |
+    # not targeted (a fault on another site)
     outcome: str
     heal_s: float | None
     served_s: float | None  # since the trigger
@@ -113,6 +114,8 @@ def _host(record: TransferRecord) -> HostHealing:
         outcome = "failed"
     elif fault.get("began_s") is None:
         outcome = "no fault"
+    elif not fault.get("targeted", True):
+        outcome = "not targeted"  # another site's fault: it shows what the fleet did
     elif fault.get("unaffected"):
         outcome = "unaffected"
     elif _before(fault.get("served_s"), fault.get("ended_s")):

@@ -48,6 +48,11 @@ def faulted_records(tmp_path: Path) -> list[TransferRecord]:
         freed_after={"far": 0.3},
     )
     fault_repeat(bench, bench, RecordContext("faults", reset), 1, 13, out.append, {})
+    one = faulted(
+        tmp_path, 'kind = "link-degrade"\nat = "0s"\nduration = "2s"\nloss = "10%"\ntarget = "far"'
+    )
+    bench = Faulty(one, serve_after={"near": 0.5, "far": 1.0}, heal_after={"far": 0.5})
+    fault_repeat(bench, bench, RecordContext("faults", one), 1, 14, out.append, {})
     return out
 
 
@@ -77,8 +82,16 @@ def test_the_table_says_what_each_server_did(tmp_path: Path) -> None:
     assert cell_text(reset.cells["bind"]) == "healed in 0.70 s"
     assert cell_text(reset.cells["nsd"]) == "stuck; a new NOTIFY freed it"
     assert reset.cells["nsd"].words == 'state: refreshing; wait: "286 sec between attempts"'
+    # A fault on one site: the others are not targeted.
+    one = rows["link-degrade"]
+    assert cell_text(one.cells["bind"]) == "not targeted"
+    assert cell_text(one.cells["nsd"]) == "healed in 0.50 s"
     # One timeline per faulted repeat, each secondary in it.
-    assert [(c.name, len(c.hosts)) for c in data.faults.cases] == [("link-down", 2), ("reset", 2)]
+    assert [(c.name, len(c.hosts)) for c in data.faults.cases] == [
+        ("link-down", 2),
+        ("reset", 2),
+        ("link-degrade", 2),
+    ]
 
 
 def test_html_and_figure(tmp_path: Path) -> None:
