@@ -42,6 +42,7 @@ class LiveFaults:
         self._offset = time.time() - live.clock()
         self._armed_at = 0.0  # unix time linkem was armed (its later events are this fault's)
         self._timeline: dict[str, list[list[float]]] = {}
+        self._timeline_hosts: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -225,30 +226,35 @@ class LiveFaults:
     def timeline_start(self, hosts: list[str]) -> None:
         self._timeline = {host: [] for host in hosts}
         self._stop.clear()
+        self._timeline_hosts = hosts
 
         def sample() -> None:
             while not self._stop.is_set():
-                try:
-                    now, got = self.live.clock(), self.link_bytes(hosts)
-                except (LinkemControlError, CaseFailed):
-                    got = {}
-                for host, carried in got.items():
-                    series = self._timeline[host]
-                    # A flat stretch keeps its two ends only.
-                    if len(series) >= 2 and series[-1][1] == series[-2][1] == carried:
-                        series[-1] = [now, carried]
-                    else:
-                        series.append([now, carried])
+                self._sample()
                 self._stop.wait(TIMELINE_INTERVAL)
 
         self._thread = threading.Thread(target=sample, name="fault-timeline", daemon=True)
         self._thread.start()
+
+    def _sample(self) -> None:
+        try:
+            now, got = self.live.clock(), self.link_bytes(self._timeline_hosts)
+        except (LinkemControlError, CaseFailed):
+            return
+        for host, carried in got.items():
+            series = self._timeline[host]
+            # A flat stretch keeps its two ends only.
+            if len(series) >= 2 and series[-1][1] == series[-2][1] == carried:
+                series[-1] = [now, carried]
+            else:
+                series.append([now, carried])
 
     def timeline_stop(self) -> dict[str, list[list[float]]]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
+            self._sample()  # the curve ends where the repeat did
         return self._timeline
 
     # --- the servers' own account -------------------------------------------------------------
