@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.core.stats import nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import TransferRecord
-from harness.results.summary import percentile
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query waited
 
@@ -91,8 +91,8 @@ def fleet_repeats(records: Iterable[TransferRecord]) -> list[FleetRepeat]:
                 secondaries=len(items),
                 served=len(counted),
                 first_s=ordered[0] if ordered else None,
-                p50_s=statistics.median(ordered) if ordered else None,
-                p95_s=percentile(ordered, 95) if ordered else None,
+                p50_s=nearest_rank(ordered, 50) if ordered else None,
+                p95_s=nearest_rank(ordered, 95) if ordered else None,
                 last_s=ordered[-1] if ordered else None,
                 last_host=last_host,
                 last_site=sites.get(last_host) if last_host else None,
