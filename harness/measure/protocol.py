@@ -293,7 +293,12 @@ def update_repeat(
                 if host in t0
                 else _no_notify_text(plan.timeout, host, serial)
             )
-            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "timeout"))
+            # What it was sent (the NOTIFY's phase: a fleet's origin is the first NOTIFY to
+            # any secondary) and what the servers logged: why it is missing, in their words.
+            with spent.phase("observe"):
+                logged = bench.logged(host, zone, serial, started_at)
+            seen = {"phases": phases[host], "server_logged": _logged_json(logged)}
+            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, **seen))
             continue
         duration = done[host] - t0[host]
         with spent.phase("observe") as observe:
@@ -329,11 +334,7 @@ def update_repeat(
             bytes=size,
             messages=messages,
             phases=phases[host] | seen | {"served": duration},
-            server_logged={
-                "secondary": logged.secondary,
-                "primary": logged.primary,
-                "secondary_failures": logged.failures,
-            },
+            server_logged=_logged_json(logged),
             extra={
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
@@ -370,6 +371,14 @@ def _notified(bench: Bench, triggered: _Triggered, serial: int) -> _Triggered:
         for host, phase in triggered.phases.items()
     }
     return _Triggered(t0, phases, triggered.method, triggered.issued)
+
+
+def _logged_json(logged: Logged) -> dict[str, Any]:
+    return {
+        "secondary": logged.secondary,
+        "primary": logged.primary,
+        "secondary_failures": logged.failures,
+    }
 
 
 def _no_notify_text(timeout: float, host: str, serial: int) -> str:
@@ -414,9 +423,13 @@ def _failed(
     at: float,
     extra: dict[str, Any] | None = None,
     kind: Failure = "timeout",
+    phases: dict[str, float] | None = None,
+    server_logged: dict[str, Any] | None = None,
 ) -> TransferRecord:
     observed = failure(serial, error, at, kind=kind)
     observed.extra = dict(extra or {})
+    observed.phases = dict(phases or {})
+    observed.server_logged = dict(server_logged or {})
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 
