@@ -87,7 +87,7 @@ S_LABELS = ("run_id", "case", "server", "role", "host", "site")
 L_LABELS = ("run_id", "case", "host", "site", "direction")
 C_LABELS = ("run_id", "case")
 FLEET_STATS = ("first", "p50", "p95", "last")
-FLEET_STATUSES = ("recorded", "served", "waited")
+FLEET_STATUSES = ("secondaries", "recorded", "served", "waited")
 LOSS_VERDICTS = tuple(v.replace(" ", "_") for v in get_args(Verdict))
 
 
@@ -252,15 +252,18 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_fleet_propagation_seconds",
         "gauge",
-        "Latest repeat: seconds from its first NOTIFY (or command) until the first, median, "
-        "95th percentile and last secondary served the new serial, over those so far.",
+        "Latest repeat: seconds from its first NOTIFY to any secondary (or command) until the "
+        "first, median and 95th percentile (nearest rank over the whole fleet) and the last "
+        "secondary served the new serial; absent while the fleet has not got there (not "
+        "converged, or records still to come).",
         (*C_LABELS, "stat"),
         "seconds",
     ),
     Family(
         "xfrbench_fleet_secondaries",
         "gauge",
-        "Latest repeat: secondaries with a record, served (verified), waited for a slot.",
+        "Latest repeat: secondaries in the fleet, those with a record so far, served "
+        "(verified), waited for a slot. Converged when served equals secondaries.",
         (*C_LABELS, "status"),
     ),
     Family(

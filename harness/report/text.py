@@ -13,6 +13,7 @@ from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
+from harness.results.fleet import NOT_CONVERGED
 
 CASE_COLUMNS = [
     "case",
@@ -198,21 +199,34 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     if fleet is None:
         return
     table = folding_table(
-        "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
-        "(medians over repeats)",
-        ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
-    )
+        "Fleet: seconds from each repeat's first NOTIFY (to any secondary) until its "
+        "secondaries serve it; p95 by nearest rank over the whole fleet; medians over repeats, "
+        "a repeat that did not converge counting as never",
+        ["case", "secondaries", "served, per repeat", "p95", "last", "last sites",
+         "waited for a slot"],
+    )  # fmt: skip
     for item in fleet.cases:
         lasts = sorted({r.last_site for r in item.repeats if r.last_site})
         table.add_row(
             escape(short.get(item.case, item.case)),
             str(item.secondaries),
-            fmt.seconds(item.median_p95_s),
-            fmt.seconds(item.median_last_s),
+            ", ".join(r.served_of.removesuffix(" served") for r in item.repeats),
+            _converged(item.median_p95_s),
+            _converged(item.median_last_s),
             escape(", ".join(lasts) or "-"),
             str(item.waited),
         )
     print_table(console, table)
+    for item in fleet.cases:
+        for repeat in item.not_converged:
+            console.print(
+                escape(
+                    f"{short.get(item.case, item.case)} repeat {repeat.repeat}: "
+                    f"{repeat.served_of}, not converged; missing: "
+                    + "; ".join(repeat.why_missing())
+                ),
+                soft_wrap=True,
+            )
     sites = folding_table(
         "Fleet per site",
         ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
@@ -246,6 +260,11 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 fmt.seconds(point.median_last_s),
             )
         print_table(console, table)
+
+
+def _converged(seconds: float | None) -> str:
+    """A fleet time, or why there is none: the fleet did not get there."""
+    return NOT_CONVERGED if seconds is None else fmt.seconds(seconds)
 
 
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:

@@ -1,47 +1,78 @@
 """A fleet's figures from its records (pure): how fast a new serial reached the whole fleet,
-which site was last, who waited for a transfer slot, per-site tables, and what the primary
-spent per repeat as the fleet grows.
+whether it reached all of it, which site was last, who waited for a transfer slot, per-site
+tables, and what the primary spent per repeat as the fleet grows.
+
+Convergence is stated, never implied: every repeat says how many of its N secondaries served
+the new serial ("14 of 16 served"). Its percentiles are taken by nearest rank over all N
+(harness.core.stats.nearest_rank), a secondary that never served counting as later than
+any time: p95 is the time by which 95 % of the fleet served it, and "not converged" (None)
+when fewer did; "last" is a time only when all N served. Who is missing, and why, is said
+in the records' own words (the harness's error, the secondary's first failure line).
 
 Propagation is counted from one origin per repeat, so that secondaries are comparable:
-with trigger "notify" the first NOTIFY the primary sent in that repeat (a secondary's
-record is timed from its own NOTIFY: its fleet time adds how much later that NOTIFY left);
-with "retransfer" the control command, the records' own origin. A secondary "waited for a
-slot" when it connected more than once during its transfer (refused, then retried) or when
-its connect came later after its SOA query than a round trip or three can explain: the
-primary's transfers-out (BIND), xfrd (NSD) or worker limits (Knot) held it back.
+with trigger "notify" the first NOTIFY the primary sent to any secondary in that repeat,
+served or not (a secondary's record is timed from its own NOTIFY: its fleet time adds how
+much later that NOTIFY left); with "retransfer" the control command, the records' own
+origin. A secondary "waited for a slot" when it connected more than once during its
+transfer (refused, then retried) or when its connect came later after its SOA query than a
+round trip or three can explain: the primary's transfers-out (BIND), xfrd (NSD) or worker
+limits (Knot) held it back.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.core.stats import nearest_rank
+from harness.core.stats import PERCENTILE_METHOD, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
-from harness.results.model import TransferRecord
+from harness.results.model import FAILURE_WORDS, TransferRecord
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query waited
+NOT_CONVERGED = "not converged"
+NO_RECORD = "no record of this repeat (an interrupted run)"
 
 
 @dataclass
 class FleetRepeat:
     case: str
     repeat: int
-    secondaries: int
-    served: int  # verified transfers that count
+    secondaries: int  # N: the fleet
+    served: int  # k: verified transfers that count
     first_s: float | None
+    # Nearest rank over all N: None when that rank fell on a secondary that never served.
     p50_s: float | None
     p95_s: float | None
-    last_s: float | None
+    last_s: float | None  # None unless all N served
     last_host: str | None
     last_site: str | None
     waited: int  # secondaries that waited for a transfer slot
     times: dict[str, float] = field(default_factory=dict)  # host -> fleet time
+    served_of: str = ""  # "k of N served", as every view shows it beside the times
+    converged: bool = False  # all N served
+    # Who did not serve and why: {host, site, failure, error, server_said}.
+    missing: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def why_missing(self) -> list[str]:
+        """One line per missing secondary, in the records' own words."""
+        return [missing_text(m) for m in self.missing]
+
+
+def missing_text(missing: dict[str, Any]) -> str:
+    """ "edge-3 (seoul): timed out: timeout after 20 s: ...; its log: '...'"."""
+    where = f"{missing.get('host')} ({missing.get('site')})"
+    text = f"{where}: {missing.get('failure') or 'failed'}"
+    if missing.get("error"):
+        text += f": {missing['error']}"
+    if missing.get("server_said"):
+        text += f"; its log: {missing['server_said']!r}"
+    return text
 
 
 def fleet_time(record: TransferRecord) -> float | None:
@@ -49,6 +80,15 @@ def fleet_time(record: TransferRecord) -> float | None:
     if record.duration_s is None:
         return None
     return record.duration_s + record.phases.get("notify_sent", 0.0)
+
+
+def fleet_percentile(served: list[float], fleet: int, q: float) -> float | None:
+    """The q-th percentile (nearest rank) of a fleet of `fleet` secondaries of which those
+    in `served` served, at those times: None when its rank falls past them."""
+    if fleet < 1 or len(served) > fleet:
+        raise ValueError(f"{len(served)} served of a fleet of {fleet}")
+    value = nearest_rank(sorted(served) + [math.inf] * (fleet - len(served)), q)
+    return None if math.isinf(value) else value
 
 
 def waited_for_slot(record: TransferRecord) -> bool:
@@ -62,45 +102,74 @@ def waited_for_slot(record: TransferRecord) -> bool:
     return connect - soa > SLOT_GRACE_S + 3 * rtt
 
 
-def _host(record: TransferRecord) -> str:
-    return record.host
+def _missing(record: TransferRecord) -> dict[str, Any]:
+    failures = record.server_logged.get("secondary_failures") or {}
+    return {
+        "host": record.host,
+        "site": record.site,
+        "failure": FAILURE_WORDS.get(record.failure, record.failure) if record.failure else None,
+        "error": record.error,
+        "server_said": failures.get("first_failure_line") if isinstance(failures, dict) else None,
+    }
 
 
-def fleet_repeats(records: Iterable[TransferRecord]) -> list[FleetRepeat]:
-    """One entry per (case, repeat) of fleet records, in the order they ran."""
+def fleet_repeats(
+    records: Iterable[TransferRecord], fleets: dict[str, dict[str, str]] | None = None
+) -> list[FleetRepeat]:
+    """One entry per (case, repeat) of fleet records, in the order they ran. `fleets`:
+    per case, its secondaries (host -> site); by default every host with a record of the
+    case in any repeat (a repeat without a record of one of them was interrupted)."""
     groups: dict[tuple[str, int], list[TransferRecord]] = {}
+    hosts: dict[str, dict[str, str]] = {}
     for record in records:
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             continue
         groups.setdefault((record.case, record.repeat), []).append(record)
-    out = []
-    for (case, repeat), items in groups.items():
-        counted = [r for r in items if r.counts]
-        raw = {_host(r): fleet_time(r) for r in counted}
-        times = {host: t for host, t in raw.items() if t is not None}
-        notify = [r.phases["notify_sent"] for r in counted if "notify_sent" in r.phases]
-        origin = min(notify) if notify else 0.0
-        times = {host: round(t - origin, 6) for host, t in times.items()}
-        ordered = sorted(times.values())
-        last_host = max(times, key=lambda h: times[h]) if times else None
-        sites = {_host(r): r.site for r in items}
-        out.append(
-            FleetRepeat(
-                case=case,
-                repeat=repeat,
-                secondaries=len(items),
-                served=len(counted),
-                first_s=ordered[0] if ordered else None,
-                p50_s=nearest_rank(ordered, 50) if ordered else None,
-                p95_s=nearest_rank(ordered, 95) if ordered else None,
-                last_s=ordered[-1] if ordered else None,
-                last_host=last_host,
-                last_site=sites.get(last_host) if last_host else None,
-                waited=sum(1 for r in counted if waited_for_slot(r)),
-                times=times,
-            )
-        )
-    return out
+        hosts.setdefault(record.case, {})[record.host] = record.site
+    if fleets is not None:
+        hosts |= fleets
+    return [_repeat(case, repeat, items, hosts[case]) for (case, repeat), items in groups.items()]
+
+
+def _repeat(
+    case: str, repeat: int, items: list[TransferRecord], fleet: dict[str, str]
+) -> FleetRepeat:
+    counted = [r for r in items if r.counts]
+    raw = {r.host: fleet_time(r) for r in counted}
+    times = {host: t for host, t in raw.items() if t is not None}
+    # The first NOTIFY to any secondary, served or not (failed records keep their phase).
+    notify = [r.phases["notify_sent"] for r in items if "notify_sent" in r.phases]
+    origin = min(notify) if notify else 0.0
+    times = {host: round(t - origin, 6) for host, t in times.items()}
+    ordered = sorted(times.values())
+    size = max(len(fleet), len({r.host for r in items}))
+    missing = [_missing(r) for r in items if r.host not in times]
+    seen = {r.host for r in items}
+    missing += [
+        {"host": host, "site": site, "failure": None, "error": NO_RECORD, "server_said": None}
+        for host, site in fleet.items()
+        if host not in seen
+    ]
+    converged = not missing and len(times) == size
+    last_host = max(times, key=lambda h: times[h]) if converged else None
+    sites = {r.host: r.site for r in items}
+    return FleetRepeat(
+        case=case,
+        repeat=repeat,
+        secondaries=size,
+        served=len(times),
+        first_s=ordered[0] if ordered else None,
+        p50_s=fleet_percentile(ordered, size, 50),
+        p95_s=fleet_percentile(ordered, size, 95),
+        last_s=ordered[-1] if converged else None,
+        last_host=last_host,
+        last_site=sites.get(last_host) if last_host else None,
+        waited=sum(1 for r in counted if waited_for_slot(r)),
+        times=times,
+        served_of=f"{len(times)} of {size} served",
+        converged=converged,
+        missing=missing,
+    )
 
 
 @dataclass
@@ -142,7 +211,7 @@ def site_rows(records: Iterable[TransferRecord]) -> list[SiteRow]:
             SiteRow(
                 case=case,
                 site=site,
-                secondaries=len({_host(r) for r in items}),
+                secondaries=len({r.host for r in items}),
                 transfers=len(items),
                 ok=len(counted),
                 median_s=statistics.median(durations) if durations else None,
@@ -203,6 +272,16 @@ def _cpu(sample: dict[str, Any]) -> float:
     return float(sample.get("cpu_user_s", 0.0)) + float(sample.get("cpu_system_s", 0.0))
 
 
+def median_over_repeats(values: list[float | None]) -> float | None:
+    """The median over repeats of a figure that a repeat may lack (it did not converge): a
+    missing one counts as later than any, so the median is a time only when at least half
+    of the repeats have one."""
+    if not values:
+        return None
+    median = statistics.median(math.inf if v is None else v for v in values)
+    return None if math.isinf(median) else median
+
+
 def fleet_summary(records: list[TransferRecord], samples: list[dict[str, Any]]) -> dict[str, Any]:
     """summary.json's "fleet" section: per case, its repeats, its sites and the primary's
     cost; {} for a run without fleets."""
@@ -214,12 +293,14 @@ def fleet_summary(records: list[TransferRecord], samples: list[dict[str, Any]]) 
     out: dict[str, Any] = {}
     for case in dict.fromkeys(r.case for r in repeats):
         mine = [r for r in repeats if r.case == case]
-        lasts = [r.last_s for r in mine if r.last_s is not None]
-        p95s = [r.p95_s for r in mine if r.p95_s is not None]
+        converged = sum(1 for r in mine if r.converged)
         out[case] = {
             "secondaries": max(r.secondaries for r in mine),
-            "median_last_s": statistics.median(lasts) if lasts else None,
-            "median_p95_s": statistics.median(p95s) if p95s else None,
+            "percentiles": PERCENTILE_METHOD,
+            "converged_repeats": converged,
+            "converged": f"{converged} of {len(mine)} repeats converged",
+            "median_last_s": median_over_repeats([r.last_s for r in mine]),
+            "median_p95_s": median_over_repeats([r.p95_s for r in mine]),
             "waited": sum(r.waited for r in mine),
             "repeats": [r.to_dict() for r in mine],
             "sites": [s.to_dict() for s in sites if s.case == case],

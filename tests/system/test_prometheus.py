@@ -318,6 +318,7 @@ def test_a_fleets_metrics_om_ends_with_its_summary_figures(
         stats = figures("xfrbench_fleet_propagation_seconds", "stat")
         assert stats == pytest.approx({k: last[f"{k}_s"] for k in ("first", "p50", "p95", "last")})
         assert figures("xfrbench_fleet_secondaries", "status") == {
+            "secondaries": last["secondaries"],
             "recorded": last["secondaries"],
             "served": last["served"],
             "waited": last["waited"],

@@ -394,7 +394,23 @@ def fleet_duration(site: str, index: int, repeat: int, size: int) -> float:
     return (0.05 if site == "near" else 0.4) + 0.01 * index + 0.003 * repeat + 0.002 * size
 
 
-def make_fleet_run(root: Path, name: str = "f1") -> Path:
+LOST_WORDS = (
+    "2026-11-25T16:23:14+0000 info: [tld.] refresh, address 10.0.0.2@53, failed (timed out)"
+)
+
+
+def lost_record(name: str, case: str, repeat: int, host: str, site: str) -> Any:
+    """A secondary that never served: a timeout, with its NOTIFY seen and its log's words."""
+    return record(
+        name, case, repeat, None, host=host, site=site, unsupported=False, failure="timeout",
+        error=f"timeout after 20 s: the {host} never served tld. serial {2 + repeat}",
+        phases={"notify_sent": 0.001},
+        server_logged={"secondary_failures": {"timed_out": 1, "first_failure_line": LOST_WORDS}},
+    )  # fmt: skip
+
+
+def make_fleet_run(root: Path, name: str = "f1", lost: tuple[str, int, str] | None = None) -> Path:
+    """`lost`: (case, repeat, host) of a secondary that never served."""
     samples = []
     metas = []
     with RunStore.create(root, name, None, META) as store:
@@ -406,6 +422,9 @@ def make_fleet_run(root: Path, name: str = "f1") -> Path:
                         host = f"{site}-{index}"
                         hosts[host] = site
                         duration = fleet_duration(site, index, repeat, per_site)
+                        if lost == (case, repeat, host):
+                            store.append(lost_record(name, case, repeat, host, site))
+                            continue
                         store.append(
                             record(
                                 name, case, repeat, duration,
@@ -501,6 +520,38 @@ def test_fleet_section_in_the_page_and_the_terminal(
     assert main(["report", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "Fleet:" in out and "The primary as the fleet grows" in out and "far" in out
+
+
+def test_a_fleet_that_did_not_converge_shows_no_last_time_and_who_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    large = list(FLEETS)[1]
+    folder = make_fleet_run(tmp_path, lost=(large, 2, "far-3"))
+    data = load_report_data(folder)
+    assert data.fleet is not None
+    case = data.fleet.cases[1]
+    first, second, third = case.repeats
+    assert first.converged and first.served_of == "6 of 6 served"
+    assert second.served_of == "5 of 6 served" and second.last_s is None
+    assert second.p95_s is None and second.last_site is None
+    # the origin is the lost secondary's NOTIFY (0.001 s), the earliest of the repeat
+    near1 = fleet_duration("near", 1, 2, 3) + 0.01 - 0.001
+    assert second.times["near-1"] == pytest.approx(near1)
+    assert case.converged == "2 of 3 repeats converged"
+    page = render_html(data)
+    parsed = Tables(page)
+    rows = [(a, c) for a, c in parsed.rows("fleet-repeats") if a.get("data-case") == large]
+    lost_row = next(cells for a, cells in rows if a.get("data-repeat") == "2")
+    last = next(c for c, _ in lost_row if "last" in c["class"].split())
+    assert last["data-value"] == "" and "not converged" in page
+    assert "5 of 6 served" in page and "far-3 (far): timed out" in page
+    assert "failed (timed out)" in page  # the secondary's own words
+    assert main(["report", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "5 of 6" in out and "not converged" in out
+    assert "repeat 2: 5 of 6 served, not converged; missing: far-3 (far): timed out" in " ".join(
+        out.split()
+    )
 
 
 # --- a real run -------------------------------------------------------------------------
