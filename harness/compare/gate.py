@@ -56,9 +56,10 @@ IMPROVEMENT = "improvement"
 NO_CHANGE = "no-change"
 DRIFTING = "drifting"  # significantly slower, but a side drifts: not called a regression
 FAILED_IN_B = "failed-in-b"
+NOT_CONVERGED_IN_B = "not-converged-in-b"  # a fleet whose new serial did not reach all of it
 NEW_IN_B = "new-in-b"
 NO_DATA = "no-data"
-REGRESSIONS = (REGRESSION, FAILED_IN_B)
+REGRESSIONS = (REGRESSION, FAILED_IN_B, NOT_CONVERGED_IN_B)
 DURATION = "duration"  # what a comparison compares: transfer durations...
 FLEET_FIGURES = ("fleet last", "fleet p95")  # ...or a fleet's propagation per repeat
 
@@ -67,6 +68,7 @@ FEW = "few transfers"
 SPREAD = "wide spread"
 FAILURES = "failures differ"
 DRIFT = "drift"
+NOT_CONVERGED = "not converged"  # a fleet's repeat, and who it did not reach
 
 
 # --- one case -----------------------------------------------------------------------------
@@ -291,7 +293,9 @@ def fleet_comparisons(
     alpha: float,
 ) -> list[CaseComparison]:
     """Per fleet case in both runs: the last secondary's and the 95th percentile's time to
-    serve the new serial, one value per repeat (harness/results/fleet.py)."""
+    serve the new serial, one value per repeat (harness/results/fleet.py). A repeat that
+    did not get there (not converged: no last time, or fewer than 95 % served) has no value;
+    any such repeat in B makes the figure a regression, whatever the times of the others."""
     repeats_a, repeats_b = fleet_repeats(records_a), fleet_repeats(records_b)
     out = []
     for case in dict.fromkeys(r.case for r in repeats_a):
@@ -302,17 +306,26 @@ def fleet_comparisons(
         for figure, name in zip(FLEET_FIGURES, ("last_s", "p95_s"), strict=True):
             values_a = [getattr(r, name) for r in mine_a if getattr(r, name) is not None]
             values_b = [getattr(r, name) for r in mine_b if getattr(r, name) is not None]
-            out.append(
-                compare_sides(
-                    case,
-                    SERVER_TO_SERVER,
-                    _values_side(values_a, len(mine_a), threshold),
-                    _values_side(values_b, len(mine_b), threshold),
-                    threshold=threshold,
-                    alpha=alpha,
-                    figure=figure,
-                )
+            item = compare_sides(
+                case,
+                SERVER_TO_SERVER,
+                _values_side(values_a, len(mine_a), threshold),
+                _values_side(values_b, len(mine_b), threshold),
+                threshold=threshold,
+                alpha=alpha,
+                figure=figure,
             )
+            short_b = [r for r in mine_b if getattr(r, name) is None]
+            if short_b:
+                item.verdict = NOT_CONVERGED_IN_B
+                item.identical = item.within = False
+                for name_, mine in (("A", mine_a), ("B", mine_b)):
+                    for r in mine:
+                        if getattr(r, name) is None:
+                            text = f"run {name_} repeat {r.repeat}: {r.served_of}, not converged"
+                            item.warnings.append(text + ": " + "; ".join(r.why_missing()))
+                            item.kinds.append(NOT_CONVERGED)
+            out.append(item)
     return out
 
 

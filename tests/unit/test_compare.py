@@ -17,6 +17,7 @@ from harness.compare.gate import (
     FAILED_IN_B,
     IMPROVEMENT,
     NO_CHANGE,
+    NOT_CONVERGED_IN_B,
     REGRESSION,
     load_and_compare,
 )
@@ -373,8 +374,11 @@ def test_a_small_trend_does_not_hide_a_regression(tmp_path: Path) -> None:
 FLEET_CASE = "bind-bind/tcp/axfr"
 
 
-def make_fleet_run(root: Path, name: str, far_factor: float, repeats: int = 6) -> Path:
-    """Two sites of two secondaries; the far site's durations scaled by `far_factor`."""
+def make_fleet_run(
+    root: Path, name: str, far_factor: float, repeats: int = 6, lost: tuple[int, str] | None = None
+) -> Path:
+    """Two sites of two secondaries; the far site's durations scaled by `far_factor`.
+    `lost`: (repeat, host) of a secondary that never served."""
     with RunStore.create(root, name, None, META) as store:
         for repeat in range(1, repeats + 1):
             for site, base in (("near", 0.05), ("far", 0.5)):
@@ -383,14 +387,17 @@ def make_fleet_run(root: Path, name: str, far_factor: float, repeats: int = 6) -
                     duration = (base + 0.01 * index + jitter) * (
                         far_factor if site == "far" else 1.0
                     )
+                    ok = lost != (repeat, f"{site}-{index}")
                     store.append(
                         TransferRecord(
                             run_id=name, case=FLEET_CASE, repeat=repeat, primary_kind="bind",
                             secondary_kind="bind", transport="tcp", xfr="axfr", zone="tld.",
                             serial=2 + repeat, records=1000, bytes=100_000, messages=10,
-                            duration_s=round(duration, 6), started_at=1000.0 + repeat,
-                            ok=True, verified=True, trigger="notify",
-                            phases={"notify_sent": 0.01 * index, "served": duration},
+                            duration_s=round(duration, 6) if ok else None,
+                            started_at=1000.0 + repeat, ok=ok, verified=ok, trigger="notify",
+                            error=None if ok else "timeout after 20 s: never served",
+                            phases={"notify_sent": 0.01 * index}
+                            | ({"served": duration} if ok else {}),
                             host=f"{site}-{index}", site=site,
                         )
                     )  # fmt: skip
@@ -422,3 +429,24 @@ def test_fleets_are_compared_per_site_and_on_their_propagation(
     status, out, _ = run_cli(capsys, a, b)
     assert status == 1 and f"{FLEET_CASE} @ far" in out and "fleet last" in out
     assert run_cli(capsys, a, a)[0] == 0
+
+
+def test_a_fleet_that_did_not_converge_in_b_is_a_regression_not_a_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """B's far-2 never served in repeat 4: its other repeats are as fast as A's, and the
+    fleet's last and p95 of the remaining five would say "no change"."""
+    a = make_fleet_run(tmp_path, "a", 1.0)
+    b = make_fleet_run(tmp_path, "b", 1.0, lost=(4, "far-2"))
+    items = {c.label: c for c in load_and_compare(a, b).cases}
+    for figure in ("fleet last", "fleet p95"):
+        item = items[f"{FLEET_CASE}: {figure}"]
+        assert item.verdict == NOT_CONVERGED_IN_B and item.regression
+        assert (item.a.n, item.b.n, item.b.attempts) == (6, 5, 6)
+        assert any("run B repeat 4: 3 of 4 served, not converged" in w for w in item.warnings)
+    status, out, _ = run_cli(capsys, a, b)
+    text = " ".join(out.split())
+    assert status == 1 and "the fleet did not converge in B: regression" in text
+    assert "far-2 (far): timed out: timeout after 20 s: never served" in text
+    # The other way round, a fleet that converged in B where A's did not is no regression.
+    assert all(not c.regression for c in load_and_compare(b, a).cases if "fleet" in c.label)
