@@ -80,6 +80,9 @@ class Logged:
     secondary: dict[str, Any] = field(default_factory=dict)
     primary: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, Any] = field(default_factory=dict)  # the secondary's, this repeat
+    # The primary's refusals for want of a slot so far in this repeat, to any secondary
+    # (servers/refusals.py RefusalCount.to_json(); refusals None: not logged).
+    refusals: dict[str, Any] = field(default_factory=dict)
 
     def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
         """Bytes, messages and records, from whichever server logged them; None where neither
@@ -184,8 +187,8 @@ class Bench(Protocol):
         """verify() for many small zones at once (a cold start)."""
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The transfer as the servers logged it, and the secondary's failure lines since
-        `since` (unix time)."""
+        """The transfer as the servers logged it, the secondary's failure lines since
+        `since` (unix time), and the primary's refusals since then (to any secondary)."""
 
     def cold_start_log(self, host: str) -> ColdStartLog: ...
 
@@ -378,6 +381,7 @@ def _logged_json(logged: Logged) -> dict[str, Any]:
         "secondary": logged.secondary,
         "primary": logged.primary,
         "secondary_failures": logged.failures,
+        "primary_refusals": logged.refusals,
     }
 
 
