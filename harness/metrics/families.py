@@ -87,7 +87,7 @@ S_LABELS = ("run_id", "case", "server", "role", "host", "site")
 L_LABELS = ("run_id", "case", "host", "site", "direction")
 C_LABELS = ("run_id", "case")
 FLEET_STATS = ("first", "p50", "p95", "last")
-FLEET_STATUSES = ("secondaries", "recorded", "served", "waited")
+FLEET_STATUSES = ("secondaries", "recorded", "served", "reconnected", "possibly_waited")
 LOSS_VERDICTS = tuple(v.replace(" ", "_") for v in get_args(Verdict))
 
 
@@ -263,8 +263,18 @@ FAMILIES: tuple[Family, ...] = (
         "xfrbench_fleet_secondaries",
         "gauge",
         "Latest repeat: secondaries in the fleet, those with a record so far, served "
-        "(verified), waited for a slot. Converged when served equals secondaries.",
+        "(verified; converged when it equals secondaries), reconnected (opened more than one "
+        "connection, by source port), possibly_waited (connected late after the SOA query: "
+        "a guess, a busy CPU looks the same).",
         (*C_LABELS, "status"),
+    ),
+    Family(
+        "xfrbench_fleet_refusals",
+        "gauge",
+        "Latest repeat: transfers the primary refused for want of a slot, counted in its "
+        "log in its own words (BIND: 'request denied: quota reached'); absent where its "
+        "server's wording is not known (not logged).",
+        C_LABELS,
     ),
     Family(
         "xfrbench_primary_repeat_cpu_seconds",

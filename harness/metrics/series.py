@@ -296,11 +296,24 @@ class MetricState:
                 changed.append(self._set(*key, seconds))
             else:  # not reached, not known yet, or of a fleet of unknown size: no figure
                 self.values.pop(key, None)
-        counts = (figures.secondaries, len(records), figures.served, figures.waited)
+        counts = (
+            figures.secondaries,
+            len(records),
+            figures.served,
+            figures.reconnected,
+            figures.possibly_waited,
+        )
         for status, count in zip(FLEET_STATUSES, counts, strict=True):
-            changed.append(
-                self._set("xfrbench_fleet_secondaries", (self.run_id, case, status), count)
-            )
+            key = ("xfrbench_fleet_secondaries", (self.run_id, case, status))
+            if count is not None:
+                changed.append(self._set(*key, count))
+            else:  # not counted: no series rather than a 0
+                self.values.pop(key, None)
+        key = ("xfrbench_fleet_refusals", (self.run_id, case))
+        if figures.refusals is not None:
+            changed.append(self._set(*key, figures.refusals))
+        else:  # not logged: no series rather than a 0
+            self.values.pop(key, None)
         return changed
 
     def add_sample(self, sample: dict[str, Any]) -> list[SeriesKey]:

@@ -33,7 +33,9 @@ class FleetCase:
     secondaries: int
     median_last_s: float | None  # None: fewer than half of the repeats converged
     median_p95_s: float | None
-    waited: int
+    refusals: int | None  # the primary's log over the repeats; None: not logged
+    reconnected: int | None  # None: not counted (older records)
+    possibly_waited: int  # a heuristic (harness/results/fleet.py)
     repeats: list[FleetRepeat]
     sites: list[SiteRow]
     primary: list[PrimaryCost]
@@ -96,7 +98,9 @@ def _cases(section: dict[str, Any]) -> list[FleetCase]:
                 secondaries=int(figures.get("secondaries") or 0),
                 median_last_s=figures.get("median_last_s"),
                 median_p95_s=figures.get("median_p95_s"),
-                waited=int(figures.get("waited") or 0),
+                refusals=_count(figures.get("refusals")),
+                reconnected=_count(figures.get("reconnected")),
+                possibly_waited=int(figures.get("possibly_waited") or 0),
                 repeats=_rows(FleetRepeat, figures.get("repeats") or []),
                 sites=_rows(SiteRow, figures.get("sites") or []),
                 primary=_rows(PrimaryCost, figures.get("primary") or []),
@@ -104,6 +108,10 @@ def _cases(section: dict[str, Any]) -> list[FleetCase]:
             )
         )
     return out
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _current(section: dict[str, Any]) -> bool:

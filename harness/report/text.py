@@ -203,7 +203,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
         "secondaries serve it; p95 by nearest rank over the whole fleet; medians over repeats, "
         "a repeat that did not converge counting as never",
         ["case", "secondaries", "served, per repeat", "p95", "last", "last sites",
-         "waited for a slot"],
+         "refused (primary's log)", "reconnected", "possibly waited"],
     )  # fmt: skip
     for item in fleet.cases:
         lasts = sorted({r.last_site for r in item.repeats if r.last_site})
@@ -214,9 +214,12 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
             _converged(item.median_p95_s),
             _converged(item.median_last_s),
             escape(", ".join(lasts) or "-"),
-            str(item.waited),
+            NOT_LOGGED if item.refusals is None else str(item.refusals),
+            "-" if item.reconnected is None else str(item.reconnected),
+            str(item.possibly_waited),
         )
     print_table(console, table)
+    console.print(escape(FLEET_WAITS), soft_wrap=True)
     for item in fleet.cases:
         for repeat in item.not_converged:
             console.print(
@@ -260,6 +263,16 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 fmt.seconds(point.median_last_s),
             )
         print_table(console, table)
+
+
+NOT_LOGGED = "not logged"
+FLEET_WAITS = (
+    "Fleet slots: refused = transfers the primary refused for want of a slot, counted in "
+    "its log in its own words (not logged: its server's wording is not known); reconnected "
+    "= secondaries that opened more than one connection (by source port); possibly waited "
+    "= connected later after their SOA query than 3 round trips + 50 ms explain, a guess "
+    "(a busy CPU looks the same)."
+)
 
 
 def _converged(seconds: float | None) -> str:

@@ -1,6 +1,6 @@
 """A fleet's figures from its records (pure): how fast a new serial reached the whole fleet,
-whether it reached all of it, which site was last, who waited for a transfer slot, per-site
-tables, and what the primary spent per repeat as the fleet grows.
+whether it reached all of it, which site was last, how often the primary refused a transfer
+for want of a slot, per-site tables, and what the primary spent per repeat as the fleet grows.
 
 Convergence is stated, never implied: every repeat says how many of its N secondaries served
 the new serial ("14 of 16 served"). Its percentiles are taken by nearest rank over all N
@@ -13,10 +13,18 @@ Propagation is counted from one origin per repeat, so that secondaries are compa
 with trigger "notify" the first NOTIFY the primary sent to any secondary in that repeat,
 served or not (a secondary's record is timed from its own NOTIFY: its fleet time adds how
 much later that NOTIFY left); with "retransfer" the control command, the records' own
-origin. A secondary "waited for a slot" when it connected more than once during its
-transfer (refused, then retried) or when its connect came later after its SOA query than a
-round trip or three can explain: the primary's transfers-out (BIND), xfrd (NSD) or worker
-limits (Knot) held it back.
+origin.
+
+Waiting for a transfer slot (the primary's transfers-out, xfrd or worker limits) is counted
+where it is seen, and guessed only under the name "possibly":
+- refusals: the lines the primary wrote for each transfer it refused, in its own wording
+  (servers/refusals.py), over the repeat; None where its dialect has no such wording ("not
+  logged", never 0). Its lines name no secondary, so the count is the repeat's.
+- reconnected: secondaries that opened more than one connection during their transfer,
+  connections told apart by source port (a retransmitted SYN is not a second one).
+- possibly waited: secondaries whose connect came later after their SOA query than three
+  round trips and 50 ms explain. A heuristic: a busy CPU delays a connect just as a slot
+  does (bench/README-fleet.md found 46 of 64 "waiting" where the primary refused none).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from harness.core.stats import PERCENTILE_METHOD, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import FAILURE_WORDS, TransferRecord
 
-SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query waited
+SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query possibly waited
 NOT_CONVERGED = "not converged"
 NO_RECORD = "no record of this repeat (an interrupted run)"
 
@@ -49,12 +57,14 @@ class FleetRepeat:
     last_s: float | None  # None unless all N served
     last_host: str | None
     last_site: str | None
-    waited: int  # secondaries that waited for a transfer slot
     times: dict[str, float] = field(default_factory=dict)  # host -> fleet time
     served_of: str = ""  # "k of N served", as every view shows it beside the times
     converged: bool = False  # all N served
     # Who did not serve and why: {host, site, failure, error, server_said}.
     missing: list[dict[str, Any]] = field(default_factory=list)
+    refusals: int | None = None  # the primary's log, the repeat's; None: not logged
+    reconnected: int | None = None  # None: records from before connections were counted
+    possibly_waited: int = 0  # a heuristic, see the module's docstring
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,15 +101,32 @@ def fleet_percentile(served: list[float], fleet: int, q: float) -> float | None:
     return None if math.isinf(value) else value
 
 
-def waited_for_slot(record: TransferRecord) -> bool:
-    wire = record.extra.get("wire") or {}
-    if wire.get("connects", 0) > 1:
-        return True
+def possibly_waited(record: TransferRecord) -> bool:
+    """Its connect came later after its SOA query than 3 round trips and 50 ms explain: it
+    may have waited for a slot, or for a CPU (a heuristic, never a count of refusals)."""
     soa, connect = record.phases.get("soa_query"), record.phases.get("connect")
     if soa is None or connect is None:
         return False
     rtt = float(record.extra.get("path_rtt_s") or 0.0)
     return connect - soa > SLOT_GRACE_S + 3 * rtt
+
+
+def refusals(records: list[TransferRecord]) -> int | None:
+    """The primary's refusals in a repeat, from its records (each counted the primary's
+    log from the repeat's start to its own end: the latest saw the most); None when a
+    record says its primary's dialect logs none, or none has a count (older records)."""
+    counts = [(r.server_logged.get("primary_refusals") or {}) for r in records]
+    if not counts or any("refusals" not in c or c["refusals"] is None for c in counts):
+        return None
+    return max(int(c["refusals"]) for c in counts)
+
+
+def reconnected(records: list[TransferRecord]) -> int | None:
+    """Secondaries that opened more than one connection (distinct source ports) during
+    their transfer; None when no record counted connections (older records)."""
+    wires = [r.extra.get("wire") or {} for r in records]
+    counted = [w["connections"] for w in wires if "connections" in w]
+    return sum(1 for n in counted if n > 1) if counted else None
 
 
 def _missing(record: TransferRecord) -> dict[str, Any]:
@@ -164,11 +191,13 @@ def _repeat(
         last_s=ordered[-1] if converged else None,
         last_host=last_host,
         last_site=sites.get(last_host) if last_host else None,
-        waited=sum(1 for r in counted if waited_for_slot(r)),
         times=times,
         served_of=f"{len(times)} of {size} served",
         converged=converged,
         missing=missing,
+        refusals=refusals(items),
+        reconnected=reconnected(counted),
+        possibly_waited=sum(1 for r in counted if possibly_waited(r)),
     )
 
 
@@ -282,6 +311,11 @@ def median_over_repeats(values: list[float | None]) -> float | None:
     return None if math.isinf(median) else median
 
 
+def _total(counts: list[int | None]) -> int | None:
+    """A count over repeats, None when a repeat has none (not logged, not counted)."""
+    return None if not counts or None in counts else sum(c for c in counts if c is not None)
+
+
 def fleet_summary(records: list[TransferRecord], samples: list[dict[str, Any]]) -> dict[str, Any]:
     """summary.json's "fleet" section: per case, its repeats, its sites and the primary's
     cost; {} for a run without fleets."""
@@ -301,7 +335,9 @@ def fleet_summary(records: list[TransferRecord], samples: list[dict[str, Any]]) 
             "converged": f"{converged} of {len(mine)} repeats converged",
             "median_last_s": median_over_repeats([r.last_s for r in mine]),
             "median_p95_s": median_over_repeats([r.p95_s for r in mine]),
-            "waited": sum(r.waited for r in mine),
+            "refusals": _total([r.refusals for r in mine]),
+            "reconnected": _total([r.reconnected for r in mine]),
+            "possibly_waited": sum(r.possibly_waited for r in mine),
             "repeats": [r.to_dict() for r in mine],
             "sites": [s.to_dict() for s in sites if s.case == case],
             "primary": [c.to_dict() for c in costs if c.case == case],

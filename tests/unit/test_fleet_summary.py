@@ -1,5 +1,5 @@
 """Fleet figures from records and samples (pure): propagation from one origin per repeat,
-the last site, who waited for a transfer slot, per-site rows and the primary's cost."""
+the last site, the primary's refusals, per-site rows and the primary's cost."""
 
 from __future__ import annotations
 
@@ -125,17 +125,37 @@ def test_a_repeat_without_a_record_of_a_secondary_is_not_converged() -> None:
     assert second.missing[0]["host"] == "b" and "no record" in second.missing[0]["error"]
 
 
-def test_a_late_or_second_connect_is_a_wait_for_a_slot() -> None:
+def test_slots_refusals_from_the_primarys_log_connections_by_port_the_rest_possible() -> None:
     quick = {"soa_query": 0.010, "connect": 0.035}
     late = {"soa_query": 0.010, "connect": 0.900}  # 0.05 s + 3 x 20 ms would have done
+    # Two SYNs from one port: a retransmission, one connection; two ports: two connections.
+    once, twice = {"syns": 2, "connections": 1}, {"syns": 2, "connections": 2}
     records = [
-        record("a", "s", 1, 0.5, phases=quick, extra={"wire": {"connects": 1}}),
-        record("b", "s", 1, 1.5, phases=late, extra={"wire": {"connects": 1}}),
-        record("c", "s", 1, 2.0, phases=quick, extra={"wire": {"connects": 2}}),
-        record("d", "s", 1, 2.0, phases=late, rtt=0.5),  # a long path explains it
+        record("a", "s", 1, 0.5, phases=quick, extra={"wire": once}),
+        record("b", "s", 1, 1.5, phases=late, extra={"wire": once}),
+        record("c", "s", 1, 2.0, phases=quick, extra={"wire": twice}),
+        record("d", "s", 1, 2.0, phases=late, rtt=0.5, extra={"wire": once}),  # a long path
     ]
+    # Each record counted the primary's log from the repeat's start to its own end.
+    for r, seen in zip(records, (1, 2, 2, 2), strict=True):
+        r.server_logged = {"primary_refusals": {"server": "bind", "refusals": seen}}
     (repeat,) = fleet_repeats(records)
-    assert repeat.waited == 2
+    assert repeat.refusals == 2  # the primary's count, the repeat's, not per secondary
+    assert repeat.reconnected == 1  # c; a's second SYN is not a second connection
+    assert repeat.possibly_waited == 1  # b: a guess, kept apart from what was counted
+    summary = fleet_summary(records, [])["bind-bind/tcp/axfr"]
+    assert (summary["refusals"], summary["reconnected"], summary["possibly_waited"]) == (2, 1, 1)
+
+
+def test_refusals_of_a_primary_whose_wording_is_unknown_are_not_logged_never_zero() -> None:
+    knot = record("a", "s", 1, 0.5)
+    knot.server_logged = {"primary_refusals": {"server": "knot", "refusals": None}}
+    (repeat,) = fleet_repeats([knot])
+    assert repeat.refusals is None
+    older = record("a", "s", 1, 0.5, extra={"wire": {"connects": 2}})  # SYNs, not connections
+    (repeat,) = fleet_repeats([older])
+    assert repeat.refusals is None and repeat.reconnected is None
+    assert fleet_summary([older], [])["bind-bind/tcp/axfr"]["refusals"] is None
 
 
 def test_site_rows_and_loss_checks() -> None:

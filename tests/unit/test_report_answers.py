@@ -549,6 +549,9 @@ def test_a_fleet_that_did_not_converge_shows_no_last_time_and_who_is_missing(
     assert main(["report", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "5 of 6" in out and "not converged" in out
+    # These records hold no refusal count of the primary's: "not logged", never 0.
+    refused = next(c for c, _ in lost_row if "refused" in c.get("class", "").split())
+    assert refused["data-value"] == "" and "not logged" in out
     assert "repeat 2: 5 of 6 served, not converged; missing: far-3 (far): timed out" in " ".join(
         out.split()
     )
