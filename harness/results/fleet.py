@@ -201,6 +201,16 @@ def _repeat(
     )
 
 
+def fleet_repeat_values(records: Iterable[TransferRecord]) -> dict[int, float | None]:
+    """One value per repeat of one fleet case's records (or one site's), what every
+    statistic over a fleet takes: the time its last secondary served, from the repeat's
+    first NOTIFY; None for a repeat that did not converge. Never one value per secondary:
+    the secondaries of a repeat share its NOTIFY, its primary and its links, and are no
+    independent samples (their durations would make p-values too small, and an
+    auto-repeated fleet stop after one repeat)."""
+    return {r.repeat: r.last_s for r in fleet_repeats(records)}
+
+
 @dataclass
 class SiteRow:
     case: str
