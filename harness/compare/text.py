@@ -158,6 +158,9 @@ def print_comparison(result: Comparison, console: Console) -> None:
                 verdict_text(item, result.threshold, result.alpha),
             )
         console.print(table)
+        fleets = dict.fromkeys(item.per for item in result.cases if item.per != "transfer")
+        for per in fleets:  # what n counts in a fleet's rows: repeats, not secondaries
+            console.print(escape(f"fleet rows: one value per {per}"), soft_wrap=True)
         for line in grouped_warnings(result):
             console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
     for warning in result.warnings:
