@@ -61,6 +61,12 @@ def transport_notes(groups: list[TransportGroup]) -> list[str]:
         f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
         f"(p < {ALPHA:g})."
     ]
+    fleets = [g.key for g in groups if g.per != "transfer"]
+    if fleets:  # n counts repeats there: a fleet's secondaries are not independent samples
+        notes.append(
+            f"{len(fleets)} fleet group(s): n counts repeats, one value each (when the "
+            "fleet's last secondary served), not one per secondary."
+        )
     untestable = [c for c in costs if not c.testable]
     if untestable:
         smallest = min(min_two_sided_p(g.baseline_n, c.n) for g in groups for c in g.costs

@@ -17,7 +17,8 @@ import pytest
 from harness.cli import main
 from harness.link.losscheck import check_loss
 from harness.report.data import load_report_data
-from harness.report.html import render_html
+from harness.report.html import render_html, transport_notes
+from harness.report.transport_costs import transport_costs
 from harness.results import RunStore, TransferRecord
 from harness.results.meta import CaseMeta
 from harness.spec import LossSpec
@@ -614,3 +615,24 @@ def test_a_real_quick_run(tmp_path: Path) -> None:
         assert row.bound_bps == pytest.approx(bound)
         assert row.bdps == pytest.approx(row.bytes / (bound * 0.020 / 8))
         assert not row.steady and row.ratio is not None
+
+
+def test_a_fleets_transport_cost_takes_one_value_per_repeat() -> None:
+    """Eight secondaries per repeat, XoT 10 % slower: pooled, 24 against 24 durations made
+    p tiny; per repeat it is 3 against 3, where no p below 0.05 is possible."""
+    records = []
+    for transport, factor in (("tcp", 1.0), ("xot", 1.1)):
+        for repeat in (1, 2, 3):
+            for index in range(8):
+                duration = (0.5 + 0.001 * index + 0.002 * repeat) * factor
+                records.append(
+                    record("f", f"bind-bind/preset=tld/{transport}/axfr", repeat, duration,
+                           host=f"edge-{index}", site="edge",
+                           phases={"notify_sent": 0.0, "served": duration})
+                )  # fmt: skip
+    (group,) = transport_costs(records)
+    assert group.per.startswith("fleet repeat") and group.baseline_n == 3
+    xot = next(c for c in group.costs if c.transport == "xot")
+    assert xot.n == 3 and not xot.testable and not xot.significant
+    assert xot.median_s == pytest.approx((0.507 + 0.004) * 1.1)  # repeat 2's last secondary
+    assert any("n counts repeats" in note for note in transport_notes([group]))
