@@ -22,6 +22,7 @@ from harness.report.phases import SEEN
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
+from harness.results.fleet import refused_text
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
 TEMPLATE = "report.html.j2"
@@ -176,6 +177,7 @@ def environment() -> jinja2.Environment:
         value=lambda v: "" if v is None else v,
         index=index_text,
         significance=significance,
+        refused=refused_text,
     )
     return env
 

@@ -13,7 +13,7 @@ from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
-from harness.results.fleet import NOT_CONVERGED
+from harness.results.fleet import NOT_CONVERGED, refused_text
 
 CASE_COLUMNS = [
     "case",
@@ -227,6 +227,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                     f"{short.get(item.case, item.case)} repeat {repeat.repeat}: "
                     f"{repeat.served_of}, not converged; missing: "
                     + "; ".join(repeat.why_missing())
+                    + (f"; {refused_text(repeat.refusals)}" if repeat.refusals else "")
                 ),
                 soft_wrap=True,
             )

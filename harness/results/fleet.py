@@ -85,6 +85,11 @@ def missing_text(missing: dict[str, Any]) -> str:
     return text
 
 
+def refused_text(refusals: int) -> str:
+    """Beside who is missing: what the primary's log said about its slots."""
+    return f"the primary logged {refusals} refusal(s) for want of a slot in this repeat"
+
+
 def fleet_time(record: TransferRecord) -> float | None:
     """Seconds from the repeat's trigger (the reload command with notify) to served."""
     if record.duration_s is None:
