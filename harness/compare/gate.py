@@ -2,7 +2,9 @@
 
 Cases are matched by (case, method), and in a fleet by site as well (a far site's transfers
 are not a near one's); a fleet case also compares its propagation figures per repeat (the
-last secondary's and the 95th percentile's time to serve the new serial). For each: the
+last secondary's and the 95th percentile's time to serve the new serial). A fleet's values
+are one per repeat, a site's too (when its last secondary served): the secondaries of one
+repeat are no independent samples, and pooling them would make p-values too small. For each: the
 median of each run with a percentile-bootstrap confidence interval, the relative change of B
 against A with its own bootstrap interval, and a two-sided Mann-Whitney U test. A change is
 significant only when it is larger than the threshold AND p < alpha: a small but consistent
@@ -40,7 +42,7 @@ from harness.core.stats import (
     repeats_for_alpha,
 )
 from harness.core.terms import SERVER_TO_SERVER
-from harness.results.fleet import fleet_repeats
+from harness.results.fleet import fleet_repeat_values, fleet_repeats
 from harness.results.folder import RUN_JSON, open_run
 from harness.results.meta import RunMeta
 from harness.results.model import TransferRecord
@@ -56,9 +58,10 @@ IMPROVEMENT = "improvement"
 NO_CHANGE = "no-change"
 DRIFTING = "drifting"  # significantly slower, but a side drifts: not called a regression
 FAILED_IN_B = "failed-in-b"
+NOT_CONVERGED_IN_B = "not-converged-in-b"  # a fleet whose new serial did not reach all of it
 NEW_IN_B = "new-in-b"
 NO_DATA = "no-data"
-REGRESSIONS = (REGRESSION, FAILED_IN_B)
+REGRESSIONS = (REGRESSION, FAILED_IN_B, NOT_CONVERGED_IN_B)
 DURATION = "duration"  # what a comparison compares: transfer durations...
 FLEET_FIGURES = ("fleet last", "fleet p95")  # ...or a fleet's propagation per repeat
 
@@ -67,6 +70,10 @@ FEW = "few transfers"
 SPREAD = "wide spread"
 FAILURES = "failures differ"
 DRIFT = "drift"
+NOT_CONVERGED = "not converged"  # a fleet's repeat, and who it did not reach
+# What one value of a fleet's comparison is (never one secondary's transfer).
+PER_SITE_REPEAT = "repeat: when the site's last secondary served, from its first NOTIFY"
+PER_FLEET_REPEAT = "repeat: the fleet's last or p95 time, from its first NOTIFY"
 
 
 # --- one case -----------------------------------------------------------------------------
@@ -101,6 +108,7 @@ class CaseComparison:
     kinds: list[str] = field(default_factory=list)  # the kind of each warning
     site: str | None = None  # a fleet's site
     figure: str = DURATION
+    per: str = "transfer"  # what one value is: a transfer, or (a fleet's) a repeat
     within: bool = False  # the change's whole interval lies within the threshold
     identical: bool = False  # A's and B's values are the same
 
@@ -154,6 +162,13 @@ def _values_side(
 
 
 def _side(records: list[TransferRecord], threshold: float) -> Side:
+    if any(r.site is not None for r in records):
+        # A fleet's site: one value per repeat, when its last secondary served (from the
+        # first NOTIFY to the site); its secondaries of one repeat are no independent
+        # samples. A repeat in which one of them failed has no value.
+        per_repeat = fleet_repeat_values(records)
+        values = [v for _, v in sorted(per_repeat.items()) if v is not None]
+        return _values_side(values, len(per_repeat), threshold)
     counted = [r for r in records if r.counts and r.duration_s is not None]
     series: dict[str, list[float]] = {}
     for record in counted:
@@ -272,7 +287,7 @@ def compare_case(
     alpha: float,
     site: str | None = None,
 ) -> CaseComparison:
-    return compare_sides(
+    item = compare_sides(
         case,
         method,
         _side(records_a, threshold),
@@ -281,6 +296,9 @@ def compare_case(
         alpha=alpha,
         site=site,
     )
+    if site is not None:
+        item.per = PER_SITE_REPEAT
+    return item
 
 
 def fleet_comparisons(
@@ -291,7 +309,9 @@ def fleet_comparisons(
     alpha: float,
 ) -> list[CaseComparison]:
     """Per fleet case in both runs: the last secondary's and the 95th percentile's time to
-    serve the new serial, one value per repeat (harness/results/fleet.py)."""
+    serve the new serial, one value per repeat (harness/results/fleet.py). A repeat that
+    did not get there (not converged: no last time, or fewer than 95 % served) has no value;
+    any such repeat in B makes the figure a regression, whatever the times of the others."""
     repeats_a, repeats_b = fleet_repeats(records_a), fleet_repeats(records_b)
     out = []
     for case in dict.fromkeys(r.case for r in repeats_a):
@@ -302,17 +322,27 @@ def fleet_comparisons(
         for figure, name in zip(FLEET_FIGURES, ("last_s", "p95_s"), strict=True):
             values_a = [getattr(r, name) for r in mine_a if getattr(r, name) is not None]
             values_b = [getattr(r, name) for r in mine_b if getattr(r, name) is not None]
-            out.append(
-                compare_sides(
-                    case,
-                    SERVER_TO_SERVER,
-                    _values_side(values_a, len(mine_a), threshold),
-                    _values_side(values_b, len(mine_b), threshold),
-                    threshold=threshold,
-                    alpha=alpha,
-                    figure=figure,
-                )
+            item = compare_sides(
+                case,
+                SERVER_TO_SERVER,
+                _values_side(values_a, len(mine_a), threshold),
+                _values_side(values_b, len(mine_b), threshold),
+                threshold=threshold,
+                alpha=alpha,
+                figure=figure,
             )
+            item.per = PER_FLEET_REPEAT
+            short_b = [r for r in mine_b if getattr(r, name) is None]
+            if short_b:
+                item.verdict = NOT_CONVERGED_IN_B
+                item.identical = item.within = False
+                for name_, mine in (("A", mine_a), ("B", mine_b)):
+                    for r in mine:
+                        if getattr(r, name) is None:
+                            text = f"run {name_} repeat {r.repeat}: {r.served_of}, not converged"
+                            item.warnings.append(text + ": " + "; ".join(r.why_missing()))
+                            item.kinds.append(NOT_CONVERGED)
+            out.append(item)
     return out
 
 

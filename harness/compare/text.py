@@ -17,6 +17,8 @@ from harness.compare.gate import (
     MAX_CV,
     NEW_IN_B,
     NO_DATA,
+    NOT_CONVERGED,
+    NOT_CONVERGED_IN_B,
     REGRESSION,
     SPREAD,
     CaseComparison,
@@ -47,6 +49,8 @@ def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
         return "[yellow]slower, but it drifts: not called a regression[/]"
     if item.verdict == FAILED_IN_B:
         return "[bold red]every transfer failed in B: regression[/]"
+    if item.verdict == NOT_CONVERGED_IN_B:
+        return "[bold red]the fleet did not converge in B: regression[/]"
     if item.verdict == NEW_IN_B:
         return "results only in B"
     if item.verdict == NO_DATA:
@@ -101,6 +105,12 @@ def grouped_warnings(result: Comparison) -> list[str]:
             + "; ".join(parts)
             + (f" and {more} more" if more else "")
         )
+    for item in result.cases:  # a fleet that did not converge: who it missed, per repeat
+        lines += [
+            f"{item.label}: {text}"
+            for kind, text in zip(item.kinds, item.warnings, strict=True)
+            if kind == NOT_CONVERGED
+        ]
     drifting = [item for item in result.cases if DRIFT in item.kinds]
     for item in drifting[:4]:
         texts = [t for k, t in zip(item.kinds, item.warnings, strict=True) if k == DRIFT]
@@ -148,6 +158,9 @@ def print_comparison(result: Comparison, console: Console) -> None:
                 verdict_text(item, result.threshold, result.alpha),
             )
         console.print(table)
+        fleets = dict.fromkeys(item.per for item in result.cases if item.per != "transfer")
+        for per in fleets:  # what n counts in a fleet's rows: repeats, not secondaries
+            console.print(escape(f"fleet rows: one value per {per}"), soft_wrap=True)
         for line in grouped_warnings(result):
             console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
     for warning in result.warnings:

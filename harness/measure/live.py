@@ -31,7 +31,7 @@ from harness.measure.watch import TransferObserver
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.plan.case import CasePlan, GroupPlan
-from harness.servers import count_failures
+from harness.servers import count_failures, count_refusals
 from harness.servers.base import NewVersion, Reach, last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
@@ -482,22 +482,22 @@ class LiveCase:
         return out
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The secondary's logged incoming transfer and failures since `since`, and the
-        primary's logged outgoing transfer."""
+        """The secondary's logged incoming transfer and failures since `since`, the
+        primary's logged outgoing transfer, and its refusals (to anyone) since `since`."""
         assert self.primary is not None
         running = self.secondaries[host]
         dialect = type(running.server)
         text = srv.read_text(running.server.log_path)
         incoming = last_incoming(dialect, text, zone, serial)
         primary = type(self.primary.server)
-        outgoing = last_outgoing(
-            primary, srv.read_text(self.primary.server.log_path), zone, serial, running.host.address
-        )
+        primary_text = srv.read_text(self.primary.server.log_path)
+        outgoing = last_outgoing(primary, primary_text, zone, serial, running.host.address)
         failures = count_failures(dialect.kind, text, since)
         return Logged(
             incoming.to_json() if incoming else {},
             outgoing.to_json() if outgoing else {},
             failures.to_json() if failures.failing_lines else {},
+            count_refusals(primary.kind, primary_text, since, self.wall()).to_json(),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:

@@ -22,6 +22,7 @@ from harness.report.phases import SEEN
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
+from harness.results.fleet import refused_text
 from harness.results.resources import MEMORY_NOTE
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
@@ -62,6 +63,12 @@ def transport_notes(groups: list[TransportGroup]) -> list[str]:
         f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
         f"(p < {ALPHA:g})."
     ]
+    fleets = [g.key for g in groups if g.per != "transfer"]
+    if fleets:  # n counts repeats there: a fleet's secondaries are not independent samples
+        notes.append(
+            f"{len(fleets)} fleet group(s): n counts repeats, one value each (when the "
+            "fleet's last secondary served), not one per secondary."
+        )
     untestable = [c for c in costs if not c.testable]
     if untestable:
         smallest = min(min_two_sided_p(g.baseline_n, c.n) for g in groups for c in g.costs
@@ -171,6 +178,7 @@ def environment() -> jinja2.Environment:
         value=lambda v: "" if v is None else v,
         index=index_text,
         significance=significance,
+        refused=refused_text,
     )
     return env
 

@@ -13,6 +13,7 @@ from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
+from harness.results.fleet import NOT_CONVERGED, refused_text
 from harness.results.resources import MEMORY_NOTE
 
 CASE_COLUMNS = [
@@ -199,21 +200,38 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     if fleet is None:
         return
     table = folding_table(
-        "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
-        "(medians over repeats)",
-        ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
-    )
+        "Fleet: seconds from each repeat's first NOTIFY (to any secondary) until its "
+        "secondaries serve it; p95 by nearest rank over the whole fleet; medians over repeats, "
+        "a repeat that did not converge counting as never",
+        ["case", "secondaries", "served, per repeat", "p95", "last", "last sites",
+         "refused (primary's log)", "reconnected", "possibly waited"],
+    )  # fmt: skip
     for item in fleet.cases:
         lasts = sorted({r.last_site for r in item.repeats if r.last_site})
         table.add_row(
             escape(short.get(item.case, item.case)),
             str(item.secondaries),
-            fmt.seconds(item.median_p95_s),
-            fmt.seconds(item.median_last_s),
+            ", ".join(r.served_of.removesuffix(" served") for r in item.repeats),
+            _converged(item.median_p95_s),
+            _converged(item.median_last_s),
             escape(", ".join(lasts) or "-"),
-            str(item.waited),
+            NOT_LOGGED if item.refusals is None else str(item.refusals),
+            "-" if item.reconnected is None else str(item.reconnected),
+            str(item.possibly_waited),
         )
     print_table(console, table)
+    console.print(escape(FLEET_WAITS), soft_wrap=True)
+    for item in fleet.cases:
+        for repeat in item.not_converged:
+            console.print(
+                escape(
+                    f"{short.get(item.case, item.case)} repeat {repeat.repeat}: "
+                    f"{repeat.served_of}, not converged; missing: "
+                    + "; ".join(repeat.why_missing())
+                    + (f"; {refused_text(repeat.refusals)}" if repeat.refusals else "")
+                ),
+                soft_wrap=True,
+            )
     sites = folding_table(
         "Fleet per site",
         ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
@@ -247,6 +265,21 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 fmt.seconds(point.median_last_s),
             )
         print_table(console, table)
+
+
+NOT_LOGGED = "not logged"
+FLEET_WAITS = (
+    "Fleet slots: refused = transfers the primary refused for want of a slot, counted in "
+    "its log in its own words (not logged: its server's wording is not known); reconnected "
+    "= secondaries that opened more than one connection (by source port); possibly waited "
+    "= connected later after their SOA query than 3 round trips + 50 ms explain, a guess "
+    "(a busy CPU looks the same)."
+)
+
+
+def _converged(seconds: float | None) -> str:
+    """A fleet time, or why there is none: the fleet did not get there."""
+    return NOT_CONVERGED if seconds is None else fmt.seconds(seconds)
 
 
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:

@@ -2,7 +2,8 @@
 
 Facts that shape transfers: transfers-in 10, transfers-per-ns 2, transfers-out 10,
 serial-query-rate 20/s (paces a cold start), each inbound transfer on its own TCP
-connection; XoT both ways since 9.18 with the "dot" ALPN.
+connection; XoT both ways since 9.18 with the "dot" ALPN. A request beyond transfers-out is
+answered SERVFAIL and logged "... request denied: quota reached" (REFUSALS).
 
 Failures (FAILURES): the attempt is "transfer of '<zone>' from <addr>: failed to connect:
 <reason>" (its "Transfer status: <reason>" and "Transfer completed: 0 messages" lines follow),
@@ -32,6 +33,7 @@ from harness.servers.base import (
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.refusals import RefusalWording
 from harness.xfr.update import send_update, serial_update
 from harness.zonegen.digest import read_diff
 
@@ -93,6 +95,18 @@ FAILURES = FailureWording(
     BIND_ATTEMPTS, BIND_REASONS, BIND_FIXED, BIND_FOLLOW_UPS, bind_timestamp, 0.001
 )
 
+# --- refusals as a primary (harness/servers/refusals.py) ---
+
+# xfrout.c: a request beyond transfers-out, answered SERVFAIL, one line per request (its
+# mnemonic is the type asked for: a Knot secondary's IXFR and then its AXFR fallback are two),
+# naming no client: "2026-11-25T16:21:51.086 xfer-out: warning: AXFR request denied: quota
+# reached" (tests/fixtures/refusals/bind-primary-quota.log).
+REFUSALS = RefusalWording(
+    re.compile(r" xfer-out: \w+: (?:AXFR|IXFR) request denied: quota reached$"),
+    bind_timestamp,
+    0.001,
+)
+
 
 class Bind(Server):
     kind = "bind"
@@ -114,6 +128,7 @@ class Bind(Server):
         "min-retry-time": int,
     }
     failures = FAILURES
+    refusals = REFUSALS
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
 

@@ -104,6 +104,9 @@ class Knot(Server):
         "tcp-max-clients": int,
     }
     failures = FAILURES
+    # No line of a Knot primary refusing a transfer for want of a slot is captured yet
+    # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.
+    refusals = None
     # Secondary RSS: 169 MiB at 500 k records (tld), 186 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
 

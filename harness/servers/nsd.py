@@ -84,6 +84,9 @@ class Nsd(Server):
         "tcp-timeout": int,
     }
     failures = FAILURES
+    # No line of a NSD primary refusing a transfer for want of a slot is captured yet
+    # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.
+    refusals = None
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)

@@ -278,6 +278,26 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     assert all(r.site == "site" for r in records)
 
 
+def test_a_secondary_that_never_serves_keeps_its_notify_and_the_servers_words(
+    tmp_path: Path,
+) -> None:
+    """A fleet's origin is the first NOTIFY to any secondary, the missing ones' included,
+    and who is missing is said in the servers' own words: the failed record keeps both."""
+    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "20s"\n', secondaries=2)
+    bench = FakeBench(plan, notify_after={"site-0": 0.3, "site-1": 0.1})
+    wait = bench.wait_served
+
+    def site_1_lost(hosts: list[str], zone: str, serial: int, deadline: float) -> dict:
+        got = wait(hosts, zone, serial, deadline)
+        return {h: at for h, at in got.items() if serial != 12 or h != "site-1"}
+
+    bench.wait_served = site_1_lost  # type: ignore[method-assign]
+    served, missing = _run(bench)
+    assert served.ok and not missing.ok and missing.failure == "timeout"
+    assert missing.phases == pytest.approx({"primary_reload": 0.2, "notify_sent": 0.1})
+    assert missing.server_logged["secondary_failures"] == {"timed_out": 1}
+
+
 def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     tmp_path: Path,
 ) -> None:

@@ -284,8 +284,8 @@ def test_case_figures_are_the_hand_computed_ones(tmp_path: Path) -> None:
     one = rows[(CASE1, "server-to-server")]
     assert one.durations_s == [1.0, 2.0, 1.5]
     assert one.median_s == 1.5
-    assert one.p10_s == pytest.approx(1.1)  # rank 0.2 between 1.0 and 1.5
-    assert one.p90_s == pytest.approx(1.9)  # rank 1.8 between 1.5 and 2.0
+    assert one.p10_s == 1.0  # nearest rank: ceil(0.1 x 3) = the 1st of 1.0, 1.5, 2.0
+    assert one.p90_s == 2.0  # ceil(0.9 x 3) = the 3rd
     assert one.throughputs_bps == pytest.approx([100e6, 50e6, 100e6 / 1.5])
     assert one.throughput_bps == pytest.approx(100e6 / 1.5)
     assert one.model_bound_bps == 80e6 and one.limited_by == "rate"
@@ -425,7 +425,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     # tables: the medians and their exact values
     s2s = "server-to-server"
     assert page.cells[(CASE1, s2s, "median")] == {"text": "1.5", "value": "1.5"}
-    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.1"
+    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1"
     assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "0.5"
     assert page.cells[(CASE2, s2s, "median")]["text"] == "4"
     assert page.cells[(CASE2, s2s, "failed")]["text"] == "2"

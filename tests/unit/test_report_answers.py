@@ -408,7 +408,23 @@ def fleet_duration(site: str, index: int, repeat: int, size: int) -> float:
     return (0.05 if site == "near" else 0.4) + 0.01 * index + 0.003 * repeat + 0.002 * size
 
 
-def make_fleet_run(root: Path, name: str = "f1") -> Path:
+LOST_WORDS = (
+    "2026-11-25T16:23:14+0000 info: [tld.] refresh, address 10.0.0.2@53, failed (timed out)"
+)
+
+
+def lost_record(name: str, case: str, repeat: int, host: str, site: str) -> Any:
+    """A secondary that never served: a timeout, with its NOTIFY seen and its log's words."""
+    return record(
+        name, case, repeat, None, host=host, site=site, unsupported=False, failure="timeout",
+        error=f"timeout after 20 s: the {host} never served tld. serial {2 + repeat}",
+        phases={"notify_sent": 0.001},
+        server_logged={"secondary_failures": {"timed_out": 1, "first_failure_line": LOST_WORDS}},
+    )  # fmt: skip
+
+
+def make_fleet_run(root: Path, name: str = "f1", lost: tuple[str, int, str] | None = None) -> Path:
+    """`lost`: (case, repeat, host) of a secondary that never served."""
     samples = []
     metas = []
     with RunStore.create(root, name, None, META) as store:
@@ -420,6 +436,9 @@ def make_fleet_run(root: Path, name: str = "f1") -> Path:
                         host = f"{site}-{index}"
                         hosts[host] = site
                         duration = fleet_duration(site, index, repeat, per_site)
+                        if lost == (case, repeat, host):
+                            store.append(lost_record(name, case, repeat, host, site))
+                            continue
                         store.append(
                             record(
                                 name, case, repeat, duration,
