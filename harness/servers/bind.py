@@ -6,10 +6,11 @@ connection; XoT both ways since 9.18 with the "dot" ALPN.
 
 Failures (FAILURES): the attempt is "transfer of '<zone>' from <addr>: failed to connect:
 <reason>" (its "Transfer status: <reason>" and "Transfer completed: 0 messages" lines follow),
-and for the SOA query before it "refresh: failure trying primary ...: <reason>" or "refresh:
-retry limit for primary ... exceeded" (a query that timed out). BIND tries the transfer over
-TCP even after the SOA query of a zone with no data failed, so one refresh can count two
-failed attempts: a UDP query and a TCP connect. 9.18 logs its retries only at debug level,
+and for the SOA query before it "refresh: failure trying primary ...: <reason>", "refresh:
+unexpected rcode (<RCODE>) from primary ..." or "refresh: retry limit for primary ...
+exceeded" (a query that timed out). BIND tries the transfer over TCP even after the SOA query
+of a zone with no data failed, so one refresh can count two failed attempts: a UDP query and a
+TCP connect (or a REFUSED query and a NOTAUTH transfer). 9.18 logs its retries only at debug level,
 so its `retry` count is 0 because the log is silent, not because nothing was retried.
 """
 
@@ -64,11 +65,20 @@ BIND_ATTEMPTS = (
     re.compile(r"xfer-in: error: transfer of '[^']+' from \S+: [^:]+: (?P<reason>.+)$"),
     # The SOA query before a transfer (UDP; an ICMP port unreachable reads "refused").
     re.compile(r"refresh: failure trying primary \S+ \(source \S+\): (?P<reason>.+)$"),
+    # zone.c refresh_callback(): the SOA query was answered with an error rcode, e.g.
+    # "refresh: unexpected rcode (REFUSED) from primary 198.18.111.2#53 (source 0.0.0.0#0)"
+    # (category general). BIND then tries the transfer anyway, a second attempt.
+    re.compile(r"refresh: unexpected rcode \((?P<reason>[^)]+)\) from primary \S+ \(source \S+\)$"),
 )
 BIND_REASONS: dict[str, FailureCategory] = {
     "address not available": "address_not_available",
     "connection refused": "refused",
     "timed out": "timed_out",
+    # The primary's answer: the SOA query REFUSED, the transfer NOTAUTH (a primary that does
+    # not serve the zone). A SERVFAIL (what a BIND primary at its transfers-out quota answers)
+    # or an "end of file" (the primary closed mid-transfer) is other_failure.
+    "REFUSED": "refused",
+    "NOTAUTH": "refused",
 }
 BIND_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
     # The SOA query went unanswered through all its UDP retries: a timeout.

@@ -51,6 +51,14 @@ EXPECTED = {
     # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
     "bind-timed-out.log": (0, 0, 19, 0, 3, 28),
     "bind-lossy.log": (0, 0, 2, 0, 0, 2),
+    # A primary without 4 of the 10 zones: each refresh is an SOA query answered REFUSED and
+    # the transfer BIND tries anyway answered NOTAUTH (+ its status and empty completion).
+    "bind-refused-rcode.log": (0, 16, 0, 0, 0, 32),
+    # A BIND primary at its transfers-out quota answers SERVFAIL: no refusal in BIND's words.
+    "bind-servfail-quota.log": (0, 0, 0, 0, 1, 3),
+    # The primary closed mid-transfer: "end of file", its status, and a "Transfer completed"
+    # with the messages received so far, which is no failing line of its own.
+    "bind-aborted-eof.log": (0, 0, 0, 0, 3, 6),
     # Knot: the address line, "not usable", "next retry at", "zone event failed".
     "knot-address-not-available.log": (5, 0, 0, 5, 0, 20),
     "knot-refused.log": (0, 7, 0, 7, 0, 28),
@@ -82,6 +90,21 @@ def test_counts_per_capture(name: str) -> None:
     assert got == EXPECTED[name]
     assert counts.first_failure_s is None  # no start time given
     assert (counts.first_failure_line is None) == (counts.failing_lines == 0)
+
+
+# One real line of each form, the capture it is taken from, and its category.
+FORMS = [
+    ("bind-refused-rcode.log", "refresh: unexpected rcode (REFUSED) from primary ", "refused"),
+    ("bind-refused-rcode.log", ": failed while receiving responses: NOTAUTH", "refused"),
+    ("bind-servfail-quota.log", ": failed while receiving responses: SERVFAIL", "other_failure"),
+    ("bind-aborted-eof.log", ": failed while receiving responses: end of file", "other_failure"),
+]
+
+
+@pytest.mark.parametrize(("name", "form", "category"), FORMS)
+def test_each_form_on_its_captured_line(name: str, form: str, category: str) -> None:
+    line = next(line for line in read(name).splitlines() if form in line)
+    assert servers.classify(kind_of(name), line) == category, line
 
 
 @pytest.mark.parametrize(
@@ -162,6 +185,11 @@ def test_lines_of_an_earlier_run_in_the_same_file_are_left_out() -> None:
     assert everything.timed_out == EXPECTED["knot-timed-out.log"][2] + both.timed_out
 
 
+# Captures in which no transfer got through: 100 % loss, or every one aborted.
+NONE_SERVED = {name for name in EXPECTED if name.endswith("-timed-out.log")} | {
+    "bind-aborted-eof.log"
+}
+
 # Lines each server writes for a transfer that worked (and the harness's own pulls).
 SUCCESS = {
     "bind": ("Transfer status: success", "transferred serial", "AXFR ended"),
@@ -177,7 +205,7 @@ def test_successful_transfer_lines_are_not_counted(name: str) -> None:
     ok_lines = [line for line in lines if any(p in line for p in SUCCESS[kind])]
     for line in ok_lines:
         assert servers.classify(kind, line) is None, line
-    if not name.endswith("-timed-out.log"):  # 100% loss there: none got through
+    if name not in NONE_SERVED:
         assert ok_lines, f"{name} has no successful transfer around its failures"
 
 
