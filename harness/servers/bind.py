@@ -10,7 +10,9 @@ and for the SOA query before it "refresh: failure trying primary ...: <reason>",
 unexpected rcode (<RCODE>) from primary ..." or "refresh: retry limit for primary ...
 exceeded" (a query that timed out). BIND tries the transfer over TCP even after the SOA query
 of a zone with no data failed, so one refresh can count two failed attempts: a UDP query and a
-TCP connect (or a REFUSED query and a NOTAUTH transfer). 9.18 logs its retries only at debug level,
+TCP connect (or a REFUSED query and a NOTAUTH transfer). A primary that failed to connect
+twice is held as unreachable for 10 minutes: every transfer due then is skipped, "... is
+unreachable (cached)", one `unreachable` line each. 9.18 logs its retries only at debug level,
 so its `retry` count is 0 because the log is silent, not because nothing was retried.
 """
 
@@ -79,17 +81,25 @@ BIND_REASONS: dict[str, FailureCategory] = {
     # or an "end of file" (the primary closed mid-transfer) is other_failure.
     "REFUSED": "refused",
     "NOTAUTH": "refused",
+    # The TCP connect answered by ICMP host unreachable. (An SOA query over UDP that meets
+    # one is not told: it runs out of retries, "retry limit ... exceeded", a timeout.)
+    "host unreachable": "unreachable",
 }
 BIND_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
     # The SOA query went unanswered through all its UDP retries: a timeout.
     (re.compile(r"refresh: retry limit for primary \S+ exceeded \(source \S+\)$"), "timed_out"),
-    # No connect at all: an earlier timeout put the primary in the unreachable cache.
+    # No connect at all: the primary is in BIND's unreachable cache, where a connect that
+    # failed (refused, timed out, host unreachable: counted under their own reason) puts it
+    # from the second failure on, for 10 minutes, and only a successful connect takes it out.
+    # BIND's own word, unreachable, whatever put it there; logged when a transfer is due
+    # ("got_transfer_quota: ..."), or by the refresh itself ("refresh: ...", category
+    # general), also for `rndc retransfer` once the fault is gone.
     (
         re.compile(
-            r"got_transfer_quota: skipping zone transfer as primary \S+ \(source \S+\) "
-            r"is unreachable \(cached\)$"
+            r"(?:got_transfer_quota|refresh): skipping zone transfer as primary \S+ "
+            r"\(source \S+\) is unreachable \(cached\)$"
         ),
-        "other_failure",
+        "unreachable",
     ),
 )
 BIND_FOLLOW_UPS = (

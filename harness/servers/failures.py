@@ -23,16 +23,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import Literal
+from typing import Literal, get_args
 
-FailureCategory = Literal["address_not_available", "refused", "timed_out", "retry", "other_failure"]
-CATEGORIES: tuple[FailureCategory, ...] = (
-    "address_not_available",
-    "refused",
-    "timed_out",
-    "retry",
-    "other_failure",
-)
+# address_not_available: no local port or address to connect from (EADDRNOTAVAIL);
+# refused: the primary's host or server said no (a reset connect, REFUSED, NOTAUTH);
+# timed_out: nothing came back in time; unreachable: the network said the primary cannot be
+# reached (ICMP host unreachable), or the server skipped the attempt because it holds the
+# primary as unreachable (BIND's cache); retry: a retry scheduled (not an attempt);
+# other_failure: any other reason, in the server's words.
+FailureCategory = Literal[
+    "address_not_available", "refused", "timed_out", "unreachable", "retry", "other_failure"
+]
+CATEGORIES: tuple[FailureCategory, ...] = get_args(FailureCategory)
 Stamp = Callable[[str, "tzinfo | None"], "float | None"]
 
 
@@ -86,6 +88,7 @@ class FailureCounts:
     address_not_available: int = 0
     refused: int = 0
     timed_out: int = 0
+    unreachable: int = 0
     retry: int = 0
     other_failure: int = 0
     failing_lines: int = 0
@@ -96,7 +99,7 @@ class FailureCounts:
     @property
     def attempts(self) -> int:
         """Failed attempts (a retry scheduled is not an attempt of its own)."""
-        return self.address_not_available + self.refused + self.timed_out + self.other_failure
+        return sum(getattr(self, category) for category in CATEGORIES if category != "retry")
 
     def to_json(self) -> dict[str, object]:
         return {

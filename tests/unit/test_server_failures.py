@@ -42,33 +42,40 @@ def kind_of(name: str) -> ServerKind:
     return by_name[name.split("-", 1)[0]]
 
 
-# file: (address_not_available, refused, timed_out, retry, other_failure, failing_lines)
+# file: (address_not_available, refused, timed_out, unreachable, retry, other_failure,
+#        failing_lines)
 EXPECTED = {
     # BIND: "failed to connect: ..." + "Transfer status: ..." + empty "Transfer completed".
-    "bind-address-not-available.log": (8, 0, 0, 0, 0, 24),
+    "bind-address-not-available.log": (8, 0, 0, 0, 0, 0, 24),
     # The SOA query gets an ICMP port unreachable: one "failure trying primary" line each.
-    "bind-refused.log": (0, 14, 0, 0, 0, 14),
+    "bind-refused.log": (0, 14, 0, 0, 0, 0, 14),
     # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
-    "bind-timed-out.log": (0, 0, 19, 0, 3, 28),
-    "bind-lossy.log": (0, 0, 2, 0, 0, 2),
+    "bind-timed-out.log": (0, 0, 19, 3, 0, 0, 28),
+    "bind-lossy.log": (0, 0, 2, 0, 0, 0, 2),
     # A primary without 4 of the 10 zones: each refresh is an SOA query answered REFUSED and
     # the transfer BIND tries anyway answered NOTAUTH (+ its status and empty completion).
-    "bind-refused-rcode.log": (0, 16, 0, 0, 0, 32),
+    "bind-refused-rcode.log": (0, 16, 0, 0, 0, 0, 32),
     # A BIND primary at its transfers-out quota answers SERVFAIL: no refusal in BIND's words.
-    "bind-servfail-quota.log": (0, 0, 0, 0, 1, 3),
+    "bind-servfail-quota.log": (0, 0, 0, 0, 0, 1, 3),
     # The primary closed mid-transfer: "end of file", its status, and a "Transfer completed"
     # with the messages received so far, which is no failing line of its own.
-    "bind-aborted-eof.log": (0, 0, 0, 0, 3, 6),
+    "bind-aborted-eof.log": (0, 0, 0, 0, 0, 3, 6),
+    # Refused connects put the primary in BIND's unreachable cache: 2 refused (+ status and
+    # completion), then 28 refreshes skipped as "unreachable (cached)", retransfers included.
+    "bind-unreachable-cached.log": (0, 2, 0, 28, 0, 0, 34),
+    # ICMP host unreachable: the SOA queries time out (20), the TCP connects are told "host
+    # unreachable" (3, + status and completion), then 14 skipped (4 + 10 of both forms).
+    "bind-host-unreachable.log": (0, 0, 20, 17, 0, 0, 43),
     # Knot: the address line, "not usable", "next retry at", "zone event failed".
-    "knot-address-not-available.log": (5, 0, 0, 5, 0, 20),
-    "knot-refused.log": (0, 7, 0, 7, 0, 28),
-    "knot-timed-out.log": (0, 0, 5, 5, 0, 20),
-    "knot-lossy.log": (0, 0, 1, 1, 0, 4),
+    "knot-address-not-available.log": (5, 0, 0, 0, 5, 0, 20),
+    "knot-refused.log": (0, 7, 0, 0, 7, 0, 28),
+    "knot-timed-out.log": (0, 0, 5, 0, 5, 0, 20),
+    "knot-lossy.log": (0, 0, 1, 0, 1, 0, 4),
     # NSD: one line per failed connect, nothing else.
-    "nsd-address-not-available.log": (15, 0, 0, 0, 0, 15),
-    "nsd-refused.log": (0, 18, 0, 0, 0, 18),
+    "nsd-address-not-available.log": (15, 0, 0, 0, 0, 0, 15),
+    "nsd-refused.log": (0, 18, 0, 0, 0, 0, 18),
     # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
-    "nsd-timed-out.log": (0, 0, 0, 0, 0, 0),
+    "nsd-timed-out.log": (0, 0, 0, 0, 0, 0, 0),
 }
 
 
@@ -83,6 +90,7 @@ def test_counts_per_capture(name: str) -> None:
         counts.address_not_available,
         counts.refused,
         counts.timed_out,
+        counts.unreachable,
         counts.retry,
         counts.other_failure,
         counts.failing_lines,
@@ -98,6 +106,13 @@ FORMS = [
     ("bind-refused-rcode.log", ": failed while receiving responses: NOTAUTH", "refused"),
     ("bind-servfail-quota.log", ": failed while receiving responses: SERVFAIL", "other_failure"),
     ("bind-aborted-eof.log", ": failed while receiving responses: end of file", "other_failure"),
+    ("bind-host-unreachable.log", ": failed to connect: host unreachable", "unreachable"),
+    (
+        "bind-host-unreachable.log",
+        ": got_transfer_quota: skipping zone transfer as ",
+        "unreachable",
+    ),
+    ("bind-unreachable-cached.log", ": refresh: skipping zone transfer as primary ", "unreachable"),
 ]
 
 
@@ -185,9 +200,12 @@ def test_lines_of_an_earlier_run_in_the_same_file_are_left_out() -> None:
     assert everything.timed_out == EXPECTED["knot-timed-out.log"][2] + both.timed_out
 
 
-# Captures in which no transfer got through: 100 % loss, or every one aborted.
+# Captures in which no transfer got through: 100 % loss, every one aborted, or BIND holding
+# the primary as unreachable (cached) for 10 minutes, past the fault and the capture's end.
 NONE_SERVED = {name for name in EXPECTED if name.endswith("-timed-out.log")} | {
-    "bind-aborted-eof.log"
+    "bind-aborted-eof.log",
+    "bind-unreachable-cached.log",
+    "bind-host-unreachable.log",
 }
 
 # Lines each server writes for a transfer that worked (and the harness's own pulls).
@@ -244,6 +262,7 @@ def test_to_json_for_the_transfer_record() -> None:
         "address_not_available": 0,
         "refused": 0,
         "timed_out": 2,
+        "unreachable": 0,
         "retry": 0,
         "other_failure": 0,
         "failing_lines": 2,
