@@ -74,6 +74,18 @@ EXPECTED = {
     # NSD: one line per failed connect, nothing else.
     "nsd-address-not-available.log": (15, 0, 0, 0, 0, 0, 15),
     "nsd-refused.log": (0, 18, 0, 0, 0, 0, 18),
+    # A primary without 4 of the 10 zones answers NOTAUTH, in NSD's words.
+    "nsd-refused-rcode.log": (0, 10, 0, 0, 0, 0, 10),
+    # The kernel's connect timeout (tcp_syn_retries 2: 7 s, before xfrd's own 120 s timer).
+    "nsd-connect-timed-out.log": (0, 0, 22, 0, 0, 0, 22),
+    # ICMP host unreachable: "No route to host".
+    "nsd-no-route-to-host.log": (0, 0, 0, 26, 0, 0, 26),
+    # A BIND primary at its transfers-out quota answers SERVFAIL.
+    "nsd-servfail-quota.log": (0, 0, 0, 0, 0, 1, 1),
+    # The primary aborted each transfer part way: an end of file, worded with a stale errno.
+    "nsd-aborted-eof.log": (0, 0, 0, 0, 0, 3, 3),
+    # The primary swept the idle, queued connection: "tcp read sz" and "failed reading tcp".
+    "nsd-reset-idle.log": (0, 0, 0, 0, 0, 1, 2),
     # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
     "nsd-timed-out.log": (0, 0, 0, 0, 0, 0, 0),
 }
@@ -113,6 +125,13 @@ FORMS = [
         "unreachable",
     ),
     ("bind-unreachable-cached.log", ": refresh: skipping zone transfer as primary ", "unreachable"),
+    ("nsd-connect-timed-out.log", ": Connection timed out", "timed_out"),
+    ("nsd-no-route-to-host.log", ": No route to host", "unreachable"),
+    ("nsd-servfail-quota.log", " received error code SERVFAIL from ", "other_failure"),
+    ("nsd-refused-rcode.log", " received error code SERVER NOT AUTHORITATIVE FOR ZONE ", "refused"),
+    ("nsd-aborted-eof.log", "xfrd: failed reading tcp Operation now in progress", "other_failure"),
+    ("nsd-reset-idle.log", "xfrd: failed reading tcp Connection reset by peer", "other_failure"),
+    ("nsd-reset-idle.log", "error: tcp read sz: Connection reset by peer", "follow-up"),
 ]
 
 
@@ -206,6 +225,7 @@ NONE_SERVED = {name for name in EXPECTED if name.endswith("-timed-out.log")} | {
     "bind-aborted-eof.log",
     "bind-unreachable-cached.log",
     "bind-host-unreachable.log",
+    "nsd-aborted-eof.log",
 }
 
 # Lines each server writes for a transfer that worked (and the harness's own pulls).
