@@ -3,7 +3,10 @@
 Facts that shape transfers: tcp-io-timeout 500 ms also covers outgoing transfers;
 refresh events run on the background workers; remote-pool-limit 0 (no pooling of outgoing
 connections); XoT from 3.4. Knot 3.2 logs seconds and bytes of a transfer but no record count,
-and names the serial only on the 'started' line of an outgoing transfer.
+and names the serial only on the 'started' line of an outgoing transfer. Knot 3.4 writes the
+protocol after the remote's address ("remote 198.19.31.2@53 TCP, finished, ...") and the
+serial of an incoming transfer on its 'finished' line ("finished, remote serial 1, ..."):
+parse_log reads both.
 
 Failures (FAILURES): the attempt is "refresh, remote <id>, address <addr>, failed
 (<reason>)", one per address tried; "remote <id> not usable" and "zone event 'refresh'
@@ -31,14 +34,17 @@ from harness.servers.base import (
 )
 from harness.servers.failures import FailureCategory, FailureWording
 
+# The remote as Knot 3.2 writes it ("remote 198.18.255.1@53, ") and 3.4 ("remote
+# 198.19.31.2@53 TCP, ": the protocol after the address); the peer is the address alone.
+_REMOTE = r"remote (?P<peer>[^\s,]+)(?: [A-Z]+)?,?"
 _FINISHED = re.compile(
     r"^(?P<at>\S+) \w+: \[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>incoming|outgoing), "
-    r"remote (?P<peer>\S+?),? finished, (?P<secs>[\d.]+) seconds, (?P<msgs>\d+) messages, "
-    r"(?P<bytes>\d+) bytes"
+    + _REMOTE
+    # 3.4 names the serial of an incoming transfer here: "finished, remote serial 1, ..."
+    + r" finished,(?: remote serial (?P<remote_serial>[^,]+),)? (?P<secs>[\d.]+) seconds, "
+    r"(?P<msgs>\d+) messages, (?P<bytes>\d+) bytes"
 )
-_STARTED = re.compile(
-    r"\[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>\w+), remote (?P<peer>\S+?),"
-)
+_STARTED = re.compile(r"\[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>\w+), " + _REMOTE)
 _SERIAL = re.compile(r"serial (?:\d+ -> )?(?P<serial>\d+)")
 
 
@@ -150,13 +156,17 @@ class Knot(Server):
             if not match:
                 continue
             key = (match["zone"], match["dir"], match["peer"])
+            serial = started_serial.pop(key, None)
+            if match["remote_serial"]:
+                remote = _SERIAL.search(f"serial {match['remote_serial']}")
+                serial = int(remote["serial"]) if remote else serial
             out.append(
                 LoggedTransfer(
                     "knot",
                     "in" if match["dir"] == "incoming" else "out",
                     zone_name(match["zone"]),
                     match["xfr"].lower(),
-                    started_serial.pop(key, None),
+                    serial,
                     float(match["secs"]),
                     int(match["msgs"]),
                     None,

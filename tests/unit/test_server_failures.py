@@ -71,6 +71,10 @@ EXPECTED = {
     "knot-refused.log": (0, 7, 0, 0, 7, 0, 28),
     "knot-timed-out.log": (0, 0, 5, 0, 5, 0, 20),
     "knot-lossy.log": (0, 0, 1, 0, 1, 0, 4),
+    # Knot 3.4.6 words its failures as 3.2.6 does: TCP connects refused by a reset.
+    "knot-3.4-refused.log": (0, 31, 0, 0, 31, 0, 124),
+    # Its primary in the same capture: no failure line.
+    "knot-3.4-primary.log": (0, 0, 0, 0, 0, 0, 0),
     # NSD: one line per failed connect, nothing else.
     "nsd-address-not-available.log": (15, 0, 0, 0, 0, 0, 15),
     "nsd-refused.log": (0, 18, 0, 0, 0, 0, 18),
@@ -125,6 +129,8 @@ FORMS = [
         "unreachable",
     ),
     ("bind-unreachable-cached.log", ": refresh: skipping zone transfer as primary ", "unreachable"),
+    ("knot-3.4-refused.log", ", failed (connection reset)", "refused"),
+    ("knot-3.4-refused.log", "] refresh, failed (no usable master), next retry at ", "retry"),
     ("nsd-connect-timed-out.log", ": Connection timed out", "timed_out"),
     ("nsd-no-route-to-host.log", ": No route to host", "unreachable"),
     ("nsd-servfail-quota.log", " received error code SERVFAIL from ", "other_failure"),

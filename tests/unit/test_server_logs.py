@@ -31,6 +31,27 @@ def test_knot_takes_the_serial_from_the_started_line() -> None:
     assert [e.serial for e in entries if e.direction == "out"] == [1, 2]
 
 
+def test_knot_3_4_lines_name_the_protocol_and_the_incoming_serial() -> None:
+    # Knot 3.4.6 (the compose trixie image): "remote A@53 TCP, finished, remote serial 1, ..."
+    # on the secondary, "remote A@port TCP, started, serial 1" on the primary.
+    captures = FIXTURES / "failures"
+    text = (captures / "knot-3.4-refused.log").read_text()
+    finished = [line for line in text.splitlines() if "incoming" in line and ", finished," in line]
+    incoming = Knot.parse_log(text)
+    assert len(incoming) == len(finished) == 11
+    assert {(e.direction, e.xfr, e.serial, e.messages, e.peer) for e in incoming} == {
+        ("in", "axfr", 1, 1, "198.19.31.2@53")
+    }
+    assert [e.bytes for e in incoming[:3]] == [493, 484, 494]
+    assert all(Knot.peer_is(e.peer, "198.19.31.2") for e in incoming)
+    entry = last_incoming(Knot, text, "zovadetuf.hosting.example.", 1)
+    assert entry is not None and entry.bytes == 484 and entry.at_unix is not None
+    outgoing = Knot.parse_log((captures / "knot-3.4-primary.log").read_text())
+    assert len(outgoing) == 11
+    assert {(e.direction, e.xfr, e.serial) for e in outgoing} == {("out", "axfr", 1)}
+    assert outgoing[0].peer == "198.19.31.130@36602" and outgoing[0].bytes == 493
+
+
 def test_nsd_commit_lines() -> None:
     entries = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
     assert [(e.zone, e.serial, e.logged_at) for e in entries] == [
