@@ -491,7 +491,7 @@ class LiveCase:
         return Logged(
             incoming.to_json() if incoming else {},
             outgoing.to_json() if outgoing else {},
-            failures.to_json() if failures.failing_lines else {},
+            failures.to_json(),  # nulls where it does not log a category, even if none failed
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:

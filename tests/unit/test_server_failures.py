@@ -43,55 +43,57 @@ def kind_of(name: str) -> ServerKind:
 
 
 # file: (address_not_available, refused, timed_out, unreachable, retry, other_failure,
-#        failing_lines)
+#        failing_lines); None where the server does not log the category ("not logged"):
+# BIND's retries, Knot's unreachable hosts, NSD's retries and (unless some were logged) its
+# timeouts.
 EXPECTED = {
     # BIND: "failed to connect: ..." + "Transfer status: ..." + empty "Transfer completed".
-    "bind-address-not-available.log": (8, 0, 0, 0, 0, 0, 24),
+    "bind-address-not-available.log": (8, 0, 0, 0, None, 0, 24),
     # The SOA query gets an ICMP port unreachable: one "failure trying primary" line each.
-    "bind-refused.log": (0, 14, 0, 0, 0, 0, 14),
+    "bind-refused.log": (0, 14, 0, 0, None, 0, 14),
     # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
-    "bind-timed-out.log": (0, 0, 19, 3, 0, 0, 28),
-    "bind-lossy.log": (0, 0, 2, 0, 0, 0, 2),
+    "bind-timed-out.log": (0, 0, 19, 3, None, 0, 28),
+    "bind-lossy.log": (0, 0, 2, 0, None, 0, 2),
     # A primary without 4 of the 10 zones: each refresh is an SOA query answered REFUSED and
     # the transfer BIND tries anyway answered NOTAUTH (+ its status and empty completion).
-    "bind-refused-rcode.log": (0, 16, 0, 0, 0, 0, 32),
+    "bind-refused-rcode.log": (0, 16, 0, 0, None, 0, 32),
     # A BIND primary at its transfers-out quota answers SERVFAIL: no refusal in BIND's words.
-    "bind-servfail-quota.log": (0, 0, 0, 0, 0, 1, 3),
+    "bind-servfail-quota.log": (0, 0, 0, 0, None, 1, 3),
     # The primary closed mid-transfer: "end of file", its status, and a "Transfer completed"
     # with the messages received so far, which is no failing line of its own.
-    "bind-aborted-eof.log": (0, 0, 0, 0, 0, 3, 6),
+    "bind-aborted-eof.log": (0, 0, 0, 0, None, 3, 6),
     # Refused connects put the primary in BIND's unreachable cache: 2 refused (+ status and
     # completion), then 28 refreshes skipped as "unreachable (cached)", retransfers included.
-    "bind-unreachable-cached.log": (0, 2, 0, 28, 0, 0, 34),
+    "bind-unreachable-cached.log": (0, 2, 0, 28, None, 0, 34),
     # ICMP host unreachable: the SOA queries time out (20), the TCP connects are told "host
     # unreachable" (3, + status and completion), then 14 skipped (4 + 10 of both forms).
-    "bind-host-unreachable.log": (0, 0, 20, 17, 0, 0, 43),
+    "bind-host-unreachable.log": (0, 0, 20, 17, None, 0, 43),
     # Knot: the address line, "not usable", "next retry at", "zone event failed".
-    "knot-address-not-available.log": (5, 0, 0, 0, 5, 0, 20),
-    "knot-refused.log": (0, 7, 0, 0, 7, 0, 28),
-    "knot-timed-out.log": (0, 0, 5, 0, 5, 0, 20),
-    "knot-lossy.log": (0, 0, 1, 0, 1, 0, 4),
+    "knot-address-not-available.log": (5, 0, 0, None, 5, 0, 20),
+    "knot-refused.log": (0, 7, 0, None, 7, 0, 28),
+    "knot-timed-out.log": (0, 0, 5, None, 5, 0, 20),
+    "knot-lossy.log": (0, 0, 1, None, 1, 0, 4),
     # Knot 3.4.6 words its failures as 3.2.6 does: TCP connects refused by a reset.
-    "knot-3.4-refused.log": (0, 31, 0, 0, 31, 0, 124),
+    "knot-3.4-refused.log": (0, 31, 0, None, 31, 0, 124),
     # Its primary in the same capture: no failure line.
-    "knot-3.4-primary.log": (0, 0, 0, 0, 0, 0, 0),
+    "knot-3.4-primary.log": (0, 0, 0, None, 0, 0, 0),
     # NSD: one line per failed connect, nothing else.
-    "nsd-address-not-available.log": (15, 0, 0, 0, 0, 0, 15),
-    "nsd-refused.log": (0, 18, 0, 0, 0, 0, 18),
+    "nsd-address-not-available.log": (15, 0, None, 0, None, 0, 15),
+    "nsd-refused.log": (0, 18, None, 0, None, 0, 18),
     # A primary without 4 of the 10 zones answers NOTAUTH, in NSD's words.
-    "nsd-refused-rcode.log": (0, 10, 0, 0, 0, 0, 10),
+    "nsd-refused-rcode.log": (0, 10, None, 0, None, 0, 10),
     # The kernel's connect timeout (tcp_syn_retries 2: 7 s, before xfrd's own 120 s timer).
-    "nsd-connect-timed-out.log": (0, 0, 22, 0, 0, 0, 22),
+    "nsd-connect-timed-out.log": (0, 0, 22, 0, None, 0, 22),
     # ICMP host unreachable: "No route to host".
-    "nsd-no-route-to-host.log": (0, 0, 0, 26, 0, 0, 26),
+    "nsd-no-route-to-host.log": (0, 0, None, 26, None, 0, 26),
     # A BIND primary at its transfers-out quota answers SERVFAIL.
-    "nsd-servfail-quota.log": (0, 0, 0, 0, 0, 1, 1),
+    "nsd-servfail-quota.log": (0, 0, None, 0, None, 1, 1),
     # The primary aborted each transfer part way: an end of file, worded with a stale errno.
-    "nsd-aborted-eof.log": (0, 0, 0, 0, 0, 3, 3),
+    "nsd-aborted-eof.log": (0, 0, None, 0, None, 3, 3),
     # The primary swept the idle, queued connection: "tcp read sz" and "failed reading tcp".
-    "nsd-reset-idle.log": (0, 0, 0, 0, 0, 1, 2),
+    "nsd-reset-idle.log": (0, 0, None, 0, None, 1, 2),
     # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
-    "nsd-timed-out.log": (0, 0, 0, 0, 0, 0, 0),
+    "nsd-timed-out.log": (0, 0, None, 0, None, 0, 0),
 }
 
 
@@ -289,10 +291,53 @@ def test_to_json_for_the_transfer_record() -> None:
         "refused": 0,
         "timed_out": 2,
         "unreachable": 0,
-        "retry": 0,
+        "retry": None,
         "other_failure": 0,
+        "unlogged": ["retry"],
         "failing_lines": 2,
         "first_failure_s": pytest.approx(31.153, abs=1e-3),
         "first_failure_line": counts.first_failure_line,
         "resolution_s": 0.001,
     }
+
+
+def test_a_category_a_server_does_not_log_is_none_never_zero() -> None:
+    # 200 s with the primary unreachable: NSD 4.6.1 gave each attempt up on its own timer
+    # and logged nothing. Its timeouts and retries are unknown, not 0.
+    silent = servers.count_failures("nsd", read("nsd-timed-out.log"), None)
+    assert (silent.timed_out, silent.retry) == (None, None)
+    assert silent.to_json()["timed_out"] is None
+    # The kernel's connect timeout, when it came first, is logged: a floor.
+    logged = servers.count_failures("nsd", read("nsd-connect-timed-out.log"), None)
+    assert logged.timed_out == 22 and logged.floor("timed_out")
+    assert not logged.floor("refused") and not silent.floor("timed_out")
+    # BIND never logs a retry, Knot never an unreachable host: None even where nothing failed.
+    assert servers.count_failures("bind", "", None).retry is None
+    assert servers.count_failures("knot", "", None).unreachable is None
+    assert servers.count_failures("knot", "", None).retry == 0
+
+
+def test_counts_read_back_from_a_record() -> None:
+    counts = servers.count_failures("nsd", read("nsd-connect-timed-out.log"), None)
+    back = servers.FailureCounts.from_json(json.loads(json.dumps(counts.to_json())))
+    assert back == counts
+    # A record of a harness that stored 0 for every category and knew no "unreachable" (the
+    # transfer records of format 1 and 2 until now) still loads; {} is "no counts kept".
+    old = {
+        "server": "bind",
+        "address_not_available": 0,
+        "refused": 0,
+        "timed_out": 2,
+        "retry": 0,
+        "other_failure": 3,
+        "failing_lines": 5,
+        "first_failure_s": 31.2,
+        "first_failure_line": "x",
+        "resolution_s": 0.001,
+    }
+    loaded = servers.FailureCounts.from_json(old)
+    assert loaded is not None
+    assert (loaded.timed_out, loaded.unreachable, loaded.retry, loaded.unlogged) == (2, 0, 0, ())
+    assert loaded.attempts == 5 and loaded.first_failure_s == 31.2
+    assert servers.FailureCounts.from_json({}) is None
+    assert servers.FailureCounts.from_json(None) is None
