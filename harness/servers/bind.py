@@ -43,6 +43,12 @@ _IN = re.compile(
     r"Transfer completed: (?P<msgs>\d+) messages, (?P<recs>\d+) records, (?P<bytes>\d+) bytes, "
     r"(?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
+# xfrin.c logs each incoming transfer's end as "Transfer status: <result>" and then "Transfer
+# completed: ..." with what it received, failed or not.
+_STATUS = re.compile(
+    r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
+    r"Transfer status: (?P<status>.+)$"
+)
 _OUT = re.compile(
     r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
@@ -177,12 +183,23 @@ class Bind(Server):
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
+        """Transfers that completed, in and out. An incoming transfer whose "Transfer
+        status" was a failure ends with "Transfer completed" too, with what it received
+        before it failed (an aborted AXFR: "8 messages, 3787 records ... (serial 1)"): not a
+        transfer."""
         out: list[LoggedTransfer] = []
+        failed: dict[tuple[str, str], bool] = {}  # (zone, peer) -> its last status failed
         for line in text.splitlines():
+            status = _STATUS.match(line)
+            if status:
+                failed[(status["zone"], status["peer"])] = status["status"] != "success"
+                continue
             match = _IN.match(line)
             direction, xfr = "in", None
-            if match and match["msgs"] == "0":
-                continue  # a failed transfer ends with an empty "Transfer completed" too
+            if match and (
+                failed.pop((match["zone"], match["peer"]), False) or match["msgs"] == "0"
+            ):
+                continue
             if not match:
                 match = _OUT.match(line)
                 direction = "out"

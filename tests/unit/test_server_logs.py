@@ -79,6 +79,22 @@ def test_bind_failed_transfers_are_not_counted_as_transfers() -> None:
     assert all(e.messages and e.serial for e in incoming)
 
 
+def test_bind_transfers_aborted_part_way_are_not_counted_as_transfers() -> None:
+    # A Knot primary aborted three AXFRs part way; BIND ended each with "Transfer status:
+    # end of file" and then "Transfer completed: 8 messages, 3787 records ... (serial 1)".
+    text = (FIXTURES / "failures" / "bind-aborted-eof.log").read_text()
+    completed = [line for line in text.splitlines() if "Transfer completed:" in line]
+    assert len(completed) == 3
+    assert all("Transfer completed: 0 messages" not in line for line in completed)
+    assert "Transfer completed: 8 messages, 3787 records" in completed[0]
+    assert Bind.parse_log(text) == []
+    assert last_incoming(Bind, text, "quota.example.", 1) is None
+    # A transfer that did complete (another capture, a BIND primary) still counts.
+    served = (FIXTURES / "failures" / "bind-servfail-quota.log").read_text()
+    incoming = [e for e in Bind.parse_log(served) if e.direction == "in"]
+    assert [(e.serial, e.messages, e.records) for e in incoming] == [(1, 284, 100001)]
+
+
 def test_each_logged_transfer_carries_its_stamp_as_unix_time() -> None:
     # Local-time stamps (BIND, NSD) are read in this host's zone, as the servers ran here;
     # Knot writes its offset and whole seconds.
