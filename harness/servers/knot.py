@@ -15,6 +15,16 @@ event: that one counts as a retry. Its stamps have whole seconds only. "connecti
 (KNOT_ECONN) stands for a refused connect, a reset part way and an ICMP host unreachable
 alike (all three seen in real runs, tests/fixtures/failures/README.md): counted refused, and
 `unreachable` is None, "not logged".
+
+As a primary, Knot (3.2.6 captured; 3.4 has no transfer quota either) never refuses a
+transfer for want of a slot, so it never logs a refusal: there is no outgoing-transfer quota,
+one TCP worker sends a whole AXFR, and with every worker busy further connections wait in the
+kernel's accept backlog, silently (tcp-max-clients only stops a worker polling for more).
+An outgoing transfer that dies (its 500 ms tcp-io-timeout on a send, logged at debug level
+only, or the secondary gone) leaves just "AXFR, outgoing, remote A@port, started, serial N"
+with no "finished" (24 started, 1 finished with six secondaries behind 2 Mbit/s). Its only
+line about such clients is the idle sweep, "notice: TCP, terminated inactive client, address
+A@port". That is what a refusal count of None, "not logged", means for a Knot primary.
 """
 
 from __future__ import annotations

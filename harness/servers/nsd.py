@@ -15,6 +15,14 @@ from <addr>" (the primary answered with an error), or "xfrd: failed reading tcp 
 xfrd's own timer nor its retries (only in debug builds): its retry count is None, "not
 logged", and so is its timed_out count unless the kernel's connect timeout was logged (then
 a floor). 0 would say nothing failed that way.
+
+As a primary, NSD 4.6.1 never refuses a transfer for want of a slot and never logs one: at
+tcp-count connections its server process stops accepting, and further connections wait in
+the kernel's accept backlog, with nothing logged at any verbosity (tcp-reject-overflow, which
+the harness does not set, would close them, silently too). A secondary that gave up while
+queued shows later only as "error: failed writing to tcp: Broken pipe" (verbosity 2 and up),
+naming neither the client nor the zone. That is what a refusal count of None, "not logged",
+means for an NSD primary.
 """
 
 from __future__ import annotations

@@ -52,6 +52,18 @@ def test_knot_3_4_lines_name_the_protocol_and_the_incoming_serial() -> None:
     assert outgoing[0].peer == "198.19.31.130@36602" and outgoing[0].bytes == 493
 
 
+def test_a_knot_primarys_aborted_transfers_are_no_transfers() -> None:
+    # One TCP worker, six secondaries behind 2 Mbit/s: 24 outgoing AXFRs started, 1 finished;
+    # the aborted ones leave no other line (Knot logs no refusal either).
+    text = (FIXTURES / "failures" / "knot-primary-quota-slow.log").read_text()
+    lines = text.splitlines()
+    assert sum(", outgoing, " in line and ", started," in line for line in lines) == 24
+    outgoing = Knot.parse_log(text)
+    assert [(e.direction, e.serial, e.bytes, e.peer) for e in outgoing] == [
+        ("out", 1, 3478564, "198.19.241.130@48652")
+    ]
+
+
 def test_nsd_commit_lines() -> None:
     entries = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
     assert [(e.zone, e.serial, e.logged_at) for e in entries] == [
