@@ -496,7 +496,7 @@ class LiveCase:
         return Logged(
             incoming.to_json() if incoming else {},
             outgoing.to_json() if outgoing else {},
-            failures.to_json() if failures.failing_lines else {},
+            failures.to_json(),  # nulls where it does not log a category, even if none failed
             count_refusals(primary.kind, primary_text, since, self.wall()).to_json(),
         )
 

@@ -23,6 +23,7 @@ from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
+from harness.report.logged_failures import LoggedFailures, logged_failures, logged_failures_text
 from harness.report.phases import CasePhases, case_phases
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
@@ -96,10 +97,16 @@ class CaseRow:
     bound_bps: dict[str, float]  # TransferRecord.bound keys, median over the case's records
     unstable: bool
     unstable_why: str | None
+    # The secondaries' failed attempts by category, counted in their own logs' words
+    logged_failures: list[LoggedFailures] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         return case_label(self.case, self.method)
+
+    @property
+    def logged_failures_text(self) -> str:
+        return logged_failures_text(self.logged_failures)
 
     @property
     def model_bound_bps(self) -> float | None:
@@ -234,6 +241,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 bound_bps=_bounds(items),
                 unstable=summary.unstable,
                 unstable_why=why,
+                logged_failures=logged_failures(items),
             )
         )
     return rows

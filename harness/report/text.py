@@ -30,6 +30,8 @@ CASE_COLUMNS = [
     "bound",
     "note",
 ]
+# Shown before the note where a record holds its secondary's failure counts (since 2026-11).
+LOGGED_COLUMN = "failures logged"
 
 # What the CPU figure covers, in one line (report.html says it in full, as the README does).
 CPU_WINDOW_SHORT = (
@@ -308,9 +310,10 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_answers(data, console, short)
     print_fleet(data, console, short)
 
+    logged = any(row.logged_failures for row in data.cases)
     table = folding_table(
         "cases (seconds; ok = verified transfers that count)",
-        CASE_COLUMNS,
+        [*CASE_COLUMNS[:-1], *([LOGGED_COLUMN] if logged else []), CASE_COLUMNS[-1]],
         left=2,
         names=width,
     )
@@ -339,6 +342,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             fmt.seconds(row.p90_s),
             fmt.rate(row.throughput_bps),
             fmt.rate(row.model_bound_bps),
+            *([escape(row.logged_failures_text)] if logged else []),
             escape("; ".join(notes)),
         )
     print_table(console, table)
