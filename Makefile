@@ -55,8 +55,10 @@ venv:
 	@command -v uv >/dev/null || pip install -q uv
 	uv sync --frozen --quiet
 
+# The cargo workspace (Cargo.toml) builds into target/: linkem's binary is
+# target/release/linkem.
 linkem:
-	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet --manifest-path linkem/Cargo.toml; fi
+	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet -p linkem; fi
 
 # The default scenario: prints what the host offers, then runs quick.toml and its table.
 demo: setup
@@ -80,7 +82,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check harness tests bench $(BENCH_SCRIPTS)
 
 test: setup lint
-	cargo test --release --quiet --manifest-path linkem/Cargo.toml
+	cargo test --release --quiet --workspace
 	$(PYTHON) -m pytest tests
 
 # Each benchmark prints its figures and records them in bench/README-*.md.
@@ -96,4 +98,4 @@ bench: setup
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi
 	@if [ -x $(PYTHON) ]; then $(PYTHON) -m harness.compose.images --stop-dockerd || true; fi
-	rm -rf zones/cache linkem/target .pytest_cache .ruff_cache
+	rm -rf zones/cache target linkem/target .pytest_cache .ruff_cache

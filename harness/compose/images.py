@@ -34,7 +34,7 @@ from harness.core.errors import EnvironmentProblem, ToolFailed, UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "servers" / "docker"
-LINKEM_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
+LINKEM_BINARY = REPO / "target" / "release" / "linkem"  # the cargo workspace's target/
 
 SUITES = ("bookworm", "trixie")
 # Bumped whenever base_files() changes, so a cached base from older code is rebuilt.
