@@ -1,5 +1,7 @@
 # xfrbench: `make demo` and `make test` work from a fresh Debian 12 machine (as root).
 SHELL := /bin/bash
+# rustup installs cargo here; uv sync needs it to build the rrsum extension.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 .DEFAULT_GOAL := help
 
 VENV := .venv
@@ -51,8 +53,11 @@ stop-services:
 		update-rc.d $$s disable >/dev/null 2>&1 || true; \
 	done
 
+# uv sync also builds the rrsum extension (Rust, rrsum/) with cargo.
 venv:
 	@command -v uv >/dev/null || pip install -q uv
+	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust with rustup" \
+		"(it builds linkem and the rrsum extension)"; exit 2; }
 	uv sync --frozen --quiet
 
 # The cargo workspace (Cargo.toml) builds into target/: linkem's binary is
