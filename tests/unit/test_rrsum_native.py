@@ -275,10 +275,11 @@ def _malformed() -> list[bytes]:
         header + b"\x41a\x00" + rr_a,  # bad label type
         header + b"\x00" + struct.pack("!HHIH", 2, 1, 0, 3) + b"\x00\x00\x00",  # bad NS length
         header + b"\x00" + struct.pack("!HHIH", 47, 1, 0, 3) + b"\x00\x00\x00",  # bad NSEC
+        header + b"\x01a\x00\x00\x01",  # cut after the owner and TYPE
     ]
 
 
-@pytest.mark.parametrize("index", range(9))
+@pytest.mark.parametrize("index", range(10))
 def test_malformed_messages_are_rejected_by_both(index: int) -> None:
     msg = _malformed()[index]
     with pytest.raises(WireError):
