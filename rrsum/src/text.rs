@@ -23,7 +23,7 @@ pub struct TextSum {
 pub struct LineSummer {
     origin_wire: Vec<u8>,
     origin_text: Vec<u8>, // lower-case, with the final dot ("." for the root)
-    rdata_cache: HashMap<(u16, Vec<u8>), Vec<u8>>,
+    rdata_cache: HashMap<u16, HashMap<Vec<u8>, Vec<u8>>>, // per type: text -> rdata
     name: Vec<u8>,
 }
 
@@ -289,7 +289,6 @@ impl LineSummer {
     pub fn add(&mut self, data: &[u8], hasher: &mut Hasher) -> Vec<(usize, usize)> {
         let mut deferred = Vec::new();
         let mut start = 0;
-        let mut canon: Vec<u8> = Vec::with_capacity(512);
         let mut owner_text: Vec<u8> = Vec::new();
         let mut owner_wire: Vec<u8> = Vec::new();
         while start < data.len() {
@@ -300,9 +299,7 @@ impl LineSummer {
                 line = &line[..line.len() - 1];
             }
             // A '\r' inside a line splits it for Python's splitlines(): leave that to Python.
-            if line.contains(&b'\r')
-                || !self.line(line, &mut canon, &mut owner_text, &mut owner_wire, hasher)
-            {
+            if line.contains(&b'\r') || !self.line(line, &mut owner_text, &mut owner_wire, hasher) {
                 deferred.push((start, end.min(data.len())));
             }
             start = next;
@@ -314,7 +311,6 @@ impl LineSummer {
     fn line(
         &mut self,
         line: &[u8],
-        canon: &mut Vec<u8>,
         owner_text: &mut Vec<u8>,
         owner_wire: &mut Vec<u8>,
         hasher: &mut Hasher,
@@ -351,34 +347,44 @@ impl LineSummer {
         let Some(rtype) = rtype_of(rtype) else {
             return false;
         };
-        let key = (rtype, text.to_vec());
-        let rdata = match self.rdata_cache.get(&key) {
-            Some(hit) => hit.clone(),
-            None => {
-                let Some(value) = self.rdata(rtype, text) else {
-                    return false;
-                };
-                if value.len() > 0xFFFF {
-                    return false;
-                }
-                if self.rdata_cache.len() >= RDATA_CACHE_MAX {
-                    self.rdata_cache.clear();
-                }
-                self.rdata_cache.insert(key, value.clone());
-                value
+        // Rdata repeats (the NS of a provider, glue addresses): converted once per text.
+        let head = head_wire(rtype, rclass, ttl as u32);
+        if let Some(rdata) = self.rdata_cache.get(&rtype).and_then(|m| m.get(text)) {
+            add_record(hasher, owner_wire, &head, rdata);
+        } else {
+            let Some(value) = self.rdata(rtype, text) else {
+                return false;
+            };
+            if value.len() > 0xFFFF {
+                return false;
             }
-        };
-        canon.clear();
-        canon.extend_from_slice(owner_wire);
-        canon.extend_from_slice(&rtype.to_be_bytes());
-        canon.extend_from_slice(&rclass.to_be_bytes());
-        canon.extend_from_slice(&(ttl as u32).to_be_bytes());
-        canon.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-        canon.extend_from_slice(&rdata);
-        hasher.extend(canon);
-        hasher.end_record();
+            add_record(hasher, owner_wire, &head, &value);
+            let cache = self.rdata_cache.entry(rtype).or_default();
+            if cache.len() >= RDATA_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(text.to_vec(), value);
+        }
         true
     }
+}
+
+/// TYPE, CLASS and TTL as they stand in a record's wire form.
+fn head_wire(rtype: u16, rclass: u16, ttl: u32) -> [u8; 8] {
+    let mut head = [0u8; 8];
+    head[..2].copy_from_slice(&rtype.to_be_bytes());
+    head[2..4].copy_from_slice(&rclass.to_be_bytes());
+    head[4..].copy_from_slice(&ttl.to_be_bytes());
+    head
+}
+
+/// One canonical record (owner, TYPE CLASS TTL, RDLENGTH, rdata) into the hasher.
+fn add_record(hasher: &mut Hasher, owner_wire: &[u8], head: &[u8; 8], rdata: &[u8]) {
+    hasher.extend(owner_wire);
+    hasher.extend(head);
+    hasher.extend(&(rdata.len() as u16).to_be_bytes());
+    hasher.extend(rdata);
+    hasher.end_record();
 }
 
 /// Like Python's `text.split(None, n)`: at most n splits, the rest kept whole.
