@@ -39,6 +39,7 @@ from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
+from harness.xfr.rrsum_native import implementation as digest_implementation
 
 NETNS = Backend()
 # (kind, binary as configured, image): one binary per distinct key.
@@ -84,6 +85,7 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
         kernel_features=kernel.to_json(),
         link_backend=kernel.link_backend,
         host=HostInfo.model_validate(collect()),
+        digest=digest_implementation(),
     )
 
 
