@@ -111,6 +111,7 @@ LAYERS: list[set[str]] = [
     {"servers"},  # the dialects
     {"spec"},  # the scenario schema
     {"link", "observe"},  # link models and emulator configs; live probes of servers
+    {"inventory"},  # Ansible inventories: real hosts, their sites, how to reach them
     {"testbed"},  # namespaces, links, registry
     {"compose", "plan"},  # containers as hosts; the pure case plan and schedule
     {"results"},  # the run folder: records, store, reader, summaries
