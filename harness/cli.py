@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from harness.commands import clean
     from harness.compare import cli as compare_cli
+    from harness.lab import cli as lab_cli
     from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
     from harness.zonegen import cli as zones_cli
@@ -212,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     zones_cli.register(sub)
     link_cli.register(sub)
     clean.register(sub)
+    lab_cli.register(sub)
 
     run = sub.add_parser("run", help="run a scenario")
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 import harness.compose.provider  # noqa: F401 - registers the compose undo kinds
+import harness.lab  # noqa: F401 - registers the lab's undo kinds (a lab whose sshd died)
 from harness.core.errors import EnvironmentProblem
 from harness.testbed import clean_leftovers, find_strays
 

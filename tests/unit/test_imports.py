@@ -113,7 +113,7 @@ LAYERS: list[set[str]] = [
     {"link", "observe"},  # link models and emulator configs; live probes of servers
     {"inventory"},  # Ansible inventories: real hosts, their sites, how to reach them
     {"testbed"},  # namespaces, links, registry
-    {"compose", "plan"},  # containers as hosts; the pure case plan and schedule
+    {"compose", "plan", "lab"},  # containers as hosts; the pure case plan; sshd lab hosts
     {"results"},  # the run folder: records, store, reader, summaries
     {"measure", "metrics"},  # the protocol on live servers; the Prometheus view
     {"report", "compare"},  # reading finished runs
