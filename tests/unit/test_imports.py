@@ -116,6 +116,7 @@ LAYERS: list[set[str]] = [
     {"compose", "plan", "lab"},  # containers as hosts; the pure case plan; sshd lab hosts
     {"results"},  # the run folder: records, store, reader, summaries
     {"measure", "metrics"},  # the protocol on live servers; the Prometheus view
+    {"remote"},  # real hosts: Ansible playbooks, an agent per host over ssh, their clocks
     {"report", "compare"},  # reading finished runs
     {"run"},  # a run end to end
     {"commands", "linktest"},  # doctor, clean; xfrbench link test
