@@ -236,3 +236,24 @@ def _undo_remote_run(action: reg.Action) -> str:
 
 
 reg.register_undo("remote_run", lambda item: str(item["run"]), _undo_remote_run)
+
+
+def clean_inventory(path: Path) -> tuple[list[str], list[str]]:
+    """What killed runs left on the hosts of this inventory (their registries name it),
+    removed by teardown.yml; live runs are left alone. Returns (done, problems)."""
+    load_inventory(path)  # refuse an unreadable inventory before touching anything
+    wanted = str(Path(path).resolve())
+    registries, unreadable = reg.load_all()
+    done: list[str] = []
+    problems: list[str] = list(unreadable)
+    for registry in registries:
+        items = [i for i in registry.items if i.get("kind") == "remote_run"]
+        if not items or not any(i.get("inventory") == wanted for i in items):
+            continue
+        if registry.driver_alive():
+            problems.append(f"run {items[0]['run']} is still running; left alone")
+            continue
+        undone, notes, failed = reg.undo(registry, registries)
+        done += undone
+        problems += failed + [n for n in notes if failed]
+    return done, problems
