@@ -41,8 +41,15 @@ def stop(pid, start):
 
 def main(run_dir):
     done = []
-    for path in sorted(Path(run_dir, "pids").glob("*.json")):
-        record = json.loads(path.read_text())
+    # The agent first: it stops its own servers; then whatever is still recorded.
+    paths = sorted(Path(run_dir, "pids").glob("*.json"), key=lambda p: p.name != "agent.json")
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
         if "pid" in record:
             done.append(f"{record['name']} pid {record['pid']} {stop(record['pid'], record.get('start'))}")
         for group in reversed(record.get("cgroup", [])):
@@ -53,7 +60,8 @@ def main(run_dir):
                 done.append(f"cgroup {group}")
             except OSError:
                 pass  # still used by another group, or gone
-        path.unlink()
+        if path.exists():
+            path.unlink()
     print(json.dumps(done))
     return 0
 

@@ -103,6 +103,9 @@ class Agent:
         self.sampler: Sampler | None = None
         self.lines: list[dict[str, Any]] = []  # sample lines not yet sent
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
+        # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
+        self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
+                                "start": proc_start(os.getpid()), "cgroup": []})  # fmt: skip
 
     # --- the channel ----------------------------------------------------------------------
 
@@ -393,6 +396,8 @@ class Agent:
         if self.sampler is not None:
             self.sampler.close()
             self.sampler = None
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / "pids" / "agent.json").unlink()
 
 
 def main(argv: list[str]) -> int:
