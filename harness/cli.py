@@ -85,6 +85,12 @@ def _check_run_options(args: argparse.Namespace) -> None:
             fix="pick 1024-65535, e.g. 9100 (0 picks a free one)",
         )
     _check_address(args.prometheus_address)
+    if args.inventory is not None and (args.backend != "netns" or args.compose_project):
+        raise UserInputError(
+            "--inventory runs the servers on the inventory's hosts; it takes no other backend",
+            key="--inventory",
+            fix="drop --backend/--compose-project, or --inventory",
+        )
     if args.compose_project:
         if args.backend == "netns":
             raise UserInputError(
@@ -108,6 +114,14 @@ def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> lis
     from harness.spec import LoadedScenario
 
     assert isinstance(loaded, LoadedScenario)
+    if args.inventory is not None:
+        from harness.inventory import load_inventory, match_sites
+        from harness.run.remote import check_scenario as check_on_inventory
+
+        check_on_inventory(loaded)
+        inventory = load_inventory(args.inventory)
+        sites = match_sites(inventory, loaded)
+        return [f"{site}: {', '.join(h.name for h in hosts)}" for site, hosts in sites.items()]
     check_scenario(loaded, Backend(args.backend))
     plans = [plan_case(case) for case in loaded.cases]
     check_memory(plans, host_memory_bytes(), loaded.path)
@@ -131,7 +145,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_cases(loaded, console)
         if binaries:
-            console.print(f"servers: {escape(', '.join(binaries))}")
+            if args.inventory is not None:
+                console.print(f"sites: {escape('; '.join(binaries))}")
+            else:
+                console.print(f"servers: {escape(', '.join(binaries))}")
         return 0
     if os.geteuid() != 0:
         raise UserInputError(
@@ -150,6 +167,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prometheus_address=_check_address(args.prometheus_address),
         sample_interval=args.sample_interval,
         backend=_backend(args),
+        inventory=args.inventory,
     )
     if args.report:
         from harness.report.data import REPORT_HTML, load_report_data
@@ -178,7 +196,7 @@ def _backend(args: argparse.Namespace) -> Backend:
     (--compose-project; by default the driver container's own project)."""
     from harness.compose.backend import Backend
 
-    if args.backend == "netns":
+    if args.backend == "netns" or args.inventory is not None:
         return Backend("netns")
     from harness.compose import daemon, deploy
 
@@ -205,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from harness.commands import clean
     from harness.compare import cli as compare_cli
+    from harness.lab import cli as lab_cli
     from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
     from harness.zonegen import cli as zones_cli
@@ -212,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     zones_cli.register(sub)
     link_cli.register(sub)
     clean.register(sub)
+    lab_cli.register(sub)
 
     run = sub.add_parser("run", help="run a scenario")
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")
@@ -256,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="compose backend: use this running project's containers (e.g. the one "
         "docker-compose.yml starts) instead of a project per case; default: the "
         "driver container's own project when run inside it",
+    )
+    run.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="run the servers on the hosts of this Ansible inventory (YAML or INI: group "
+        "primary, group secondaries with a `site` each), deployed with ansible-playbook; "
+        "`xfrbench lab up N` makes one on this machine",
     )
     run.add_argument(
         "--sample-interval",

@@ -231,6 +231,12 @@ class Sampler:
                 self._watch.repeat = None
             return lines
 
+    def record(self, lines: list[dict[str, Any]]) -> None:
+        """Lines sampled elsewhere (an agent on a remote host samples its own servers):
+        written and passed on like this sampler's own."""
+        with self._lock:
+            self._write(lines)
+
     # --- sampling ---------------------------------------------------------------------
 
     def _loop(self) -> None:

@@ -36,6 +36,7 @@ from harness.results.model import TransferRecord
 from harness.results.provenance import collect
 from harness.results.store import SAMPLES, RunStore
 from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
+from harness.run.remote import RemoteSession, finish_fleet, open_fleet
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
@@ -175,6 +176,8 @@ def run_cases(
 
     def open_session(group: int, visit: int) -> GroupSession:
         name = f"{visit:03d}-{slug(groups[group].first.name)}"
+        if run.remote is not None:
+            return RemoteSession(groups[group], folder / "cases" / name, run)
         return GroupSession(groups[group], folder / "cases" / name, run)
 
     execute(slots, open_session)
@@ -199,12 +202,14 @@ def run_scenario(
     prometheus_address: str = "127.0.0.1",
     sample_interval: float = 1.0,
     backend: Backend = NETNS,
+    inventory: Path | None = None,
 ) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
 
     Servers are sampled every `sample_interval` seconds and at each transfer's start and end
     (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
     way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
+    With `inventory` the servers run on its hosts, deployed by Ansible (run/remote.py).
     """
     if os.geteuid() != 0:  # the CLI says so first; this guards other callers
         raise UserInputError(
@@ -213,16 +218,23 @@ def run_scenario(
         )
     spent = WallClock()  # from here on, the run's wall time is accounted for
     with spent.phase("start"):
-        backend = prepare(loaded, backend)
         plans = [plan_case(case) for case in loaded.cases]
-        check_memory(plans, host_memory_bytes(), loaded.path)
-        per_case, distinct = resolve_binaries(plans, backend, loaded.path)
+        if inventory is None:
+            backend = prepare(loaded, backend)
+            check_memory(plans, host_memory_bytes(), loaded.path)
+            per_case, distinct = resolve_binaries(plans, backend, loaded.path)
+        else:
+            per_case, distinct = {}, {}
     console = ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         meta = run_meta(loaded, list(distinct.values()), backend)
         store = stack.enter_context(RunStore.create(results_root, run_id, out, meta))
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
+        fleet = None
+        if inventory is not None:
+            with spent.phase("testbed"):
+                fleet, plans, per_case = open_fleet(loaded, inventory, store, stack, console.print)
         exporter = None
         if prometheus_port is not None:
             exporter = stack.enter_context(
@@ -247,7 +259,14 @@ def run_scenario(
                 tally = Tally(store, progress.advance)
                 runnable = unsupported_cases(plans, per_case, store.run_id, tally.emit)
                 run = RunContext(
-                    store.run_id, tally.emit, per_case, backend, sampler, progress.status, spent
+                    store.run_id,
+                    tally.emit,
+                    per_case,
+                    backend,
+                    sampler,
+                    progress.status,
+                    spent,
+                    fleet,
                 )
                 run_cases(loaded, runnable, run, tally, store.folder)
         except KeyboardInterrupt:
@@ -264,6 +283,9 @@ def run_scenario(
             split = spent.split()
             store.meta.wall = split.to_json()
             store.meta.driver = driver_usage()
+            if fleet is not None:
+                with spent.phase("teardown"):
+                    finish_fleet(fleet, store)
             store.finish(interrupted=interrupted)
     write_openmetrics(store.folder)
     print_summary(load_report_data(store.folder), console)
