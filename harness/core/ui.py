@@ -86,16 +86,20 @@ def case_progress(out: Console, totals: dict[str, int]) -> Iterator[CaseProgress
             ticker.join()
 
 
-def folding_table(title: str, columns: list[str], *, left: int = 1, names: int = 0) -> Table:
+def folding_table(
+    title: str, columns: list[str], *, left: int = 1, names: int = 0, trailing: int = 0
+) -> Table:
     """A table whose text columns fold instead of cutting ("bind-bind/preset=tld,re…"
-    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns are text,
-    and the first is kept `names` wide (the longest case label) while others wrap."""
+    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns and the last
+    `trailing` are text, and the first is kept `names` wide (the longest case label) while
+    others wrap."""
     # The title goes above as its own line (print_table): a table's title wraps to the
     # table's width, which for a narrow table is a column of words.
     table = Table()
     table.caption = title
     for index, column in enumerate(columns):
-        justify = "left" if index < left else "right"
+        text = index < left or index >= len(columns) - trailing
+        justify = "left" if text else "right"
         width = min(names, NAME_WIDTH) if index == 0 and names else None
         table.add_column(column, justify=justify, overflow="fold", min_width=width)
     return table

@@ -26,9 +26,10 @@ from harness.report.link_checks import PathCheck, link_checks
 from harness.report.phases import CasePhases, case_phases
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
+from harness.results.failures import FailureSummary, reason_text, summarize_failures
 from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
 from harness.results.meta import CaseMeta, RunMeta
-from harness.results.model import TransferRecord
+from harness.results.model import FAILURE_WORDS, TransferRecord
 from harness.results.resources import summarize_resources
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, case_label, summarize_case
 
@@ -141,6 +142,18 @@ class CaseResources:
 
 
 @dataclass
+class FailedAttempt:
+    """One attempt that does not count, for the report's list of them."""
+
+    case: str  # with its method when a client pull
+    repeat: int
+    host: str
+    kind: str  # FAILURE_WORDS of its failure
+    reason: str
+    number: int | None  # of its reason in FailureSummary.groups (1-based)
+
+
+@dataclass
 class ReportData:
     run: RunInfo
     cases: list[CaseRow]
@@ -158,6 +171,8 @@ class ReportData:
     links: list[PathCheck] = field(default_factory=list)
     bounds: list[BoundRow] = field(default_factory=list)
     fleet: FleetData | None = None
+    failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
 
     @property
     def uniform_link(self) -> str | None:
@@ -429,6 +444,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         if not time_wait:
             samples_note = f"{SAMPLES} has no server sample with a TIME_WAIT count"
     metas = {meta.case: meta for meta in case_files}
+    failures = summarize_failures(records)
     return ReportData(
         run=run,
         cases=rows,
@@ -444,6 +460,19 @@ def build_report_data(folder: RunFolder) -> ReportData:
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
         fleet=fleet_data(summary, records, samples),
+        failures=failures,
+        failed_attempts=[
+            FailedAttempt(
+                case=case_label(r.case, r.method),
+                repeat=r.repeat,
+                host=r.host,
+                kind=FAILURE_WORDS[r.failure or "harness"],
+                reason=reason_text(r),
+                number=failures.number(r),
+            )
+            for r in records
+            if not r.counts and not r.unsupported
+        ],
     )
 
 

@@ -186,7 +186,7 @@ def lede(data: ReportData) -> str:
         servers,
         f"link {data.uniform_link}" if data.uniform_link else "links per case",
         f"{run.link_backend or '?'} link emulation",
-        f"{run.transfers} transfers, {state}",
+        f"run {state}",
         f"host {run.hostname or '?'} ({run.kernel or '?'})",
     ]
     return " · ".join(parts)

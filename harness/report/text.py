@@ -248,6 +248,31 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
         print_table(console, table)
 
 
+def print_failures(data: ReportData, console: Console, report: Path | None = None) -> None:
+    """The first lines: failed of counted, one line per distinct reason (numbered as the
+    cases' notes refer to them), the unsupported cells, and where the details are."""
+    failures = data.failures
+    style = "bold red" if failures.failed else "green"
+    console.print(f"[{style}]{escape(failures.headline)}[/]", soft_wrap=True)
+    for line in failures.reason_lines():
+        console.print(f"  {escape(line)}", soft_wrap=True)
+    for group in failures.unsupported_groups:
+        cases = len(group.cases)
+        console.print(
+            escape(
+                f"  unsupported: {group.text} ({cases} case{'s' if cases > 1 else ''}, "
+                f"first {group.first_case})"
+            ),
+            soft_wrap=True,
+        )
+    if failures.failed:
+        where = f"{report}#failures" if report else f"xfrbench report {data.run.run_dir}"
+        console.print(
+            escape(f"  details: {where}; every attempt: {data.run.run_dir}/transfers.jsonl"),
+            soft_wrap=True,
+        )
+
+
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
@@ -256,14 +281,14 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
     shared, short = fmt.short_labels(list(dict.fromkeys(names)))
     width = max((len(label) for label in short.values()), default=0)
+    print_failures(data, console, report)
     lines = [
         f"run {run.run_id}: scenario {run.scenario or '-'}, "
         f"spec hash {(run.spec_hash or '-')[:16]}",
         f"host {run.hostname or '-'}, kernel {run.kernel or '-'}, harness commit {commit}",
         f"servers {servers}; link backend {run.link_backend or '-'}"
         + (f"; link {data.uniform_link}" if data.uniform_link else ""),
-        f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}; "
-        f"{run.transfers} transfers",
+        f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}",
     ]
     if shared:
         lines.append(f"every case is {shared}; the tables show what * stands for")
@@ -279,17 +304,14 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         CASE_COLUMNS,
         left=2,
         names=width,
+        trailing=1,
     )
     for row in data.cases:
         notes = []
         if row.unstable_why:
             notes.append(f"unstable: {row.unstable_why}")
-        if row.failure_reasons:
-            reasons = [f"{r} (x{n})" if n > 1 else r for r, n in row.failure_reasons[:3]]
-            more = len(row.failure_reasons) - len(reasons)
-            notes.append(
-                f"{row.failed} failed: " + "; ".join(reasons) + (f"; +{more} more" if more else "")
-            )
+        if row.failed:
+            notes.append("failed: " + ", ".join(data.failures.case_notes(row.label)))
         if row.unsupported_reasons:
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
