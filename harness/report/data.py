@@ -170,6 +170,7 @@ class ReportData:
     phases: list[CasePhases] = field(default_factory=list)
     links: list[PathCheck] = field(default_factory=list)
     bounds: list[BoundRow] = field(default_factory=list)
+    bounds_missing: list[tuple[str, str]] = field(default_factory=list)  # (case, why none)
     fleet: FleetData | None = None
     failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
@@ -445,6 +446,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
             samples_note = f"{SAMPLES} has no server sample with a TIME_WAIT count"
     metas = {meta.case: meta for meta in case_files}
     failures = summarize_failures(records)
+    phases = case_phases(records)
     return ReportData(
         run=run,
         cases=rows,
@@ -456,9 +458,10 @@ def build_report_data(folder: RunFolder) -> ReportData:
         samples_note=samples_note,
         warnings=warnings,
         transports=transport_costs(records),
-        phases=case_phases(records),
+        phases=phases,
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
+        bounds_missing=[(p.label, p.missing) for p in phases if p.missing],
         fleet=fleet_data(summary, records, samples),
         failures=failures,
         failed_attempts=[

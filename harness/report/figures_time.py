@@ -127,6 +127,7 @@ def phases_figure(data: ReportData) -> Figure:
             "markers": item.markers,
             "notify_at": item.offset_s,
             "logged_secondary": item.logged_secondary_s,
+            "missing": item.missing,
         }
         for item in data.phases
     ]
@@ -301,9 +302,17 @@ def draw_phases(series: dict[str, Any], fid: str) -> Any:
     figure = new_figure(len(cases), per_row=0.3)  # stacked bars need less room than dots
     ax = case_axes(figure, [c["label"] for c in cases])
     totals = [sum(seg["seconds"] for seg in c["segments"]) or 1e-9 for c in cases]
-    share = max(totals) / min(totals) > 20
+    drawn = [t for t, c in zip(totals, cases, strict=True) if c["segments"]] or [1.0]
+    share = max(drawn) / min(drawn) > 20
     ends: list[str] = []
+    from matplotlib.transforms import blended_transform_factory
+
+    label_at = blended_transform_factory(ax.transAxes, ax.transData)
     for y, (case, total) in enumerate(zip(cases, totals, strict=True)):
+        if not case["segments"]:
+            text = case.get("missing") or "no verified transfer"
+            ax.text(0.01, y, text, transform=label_at, va="center", fontsize=8, color="grey")
+            continue
         unit = total if share else 1.0
         for part, seg in enumerate(case["segments"]):
             ends += [seg["end"]] if seg["end"] not in ends else []

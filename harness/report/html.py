@@ -56,7 +56,10 @@ def significance(cost: TransportCost) -> str:
 def transport_notes(groups: list[TransportGroup]) -> list[str]:
     """The lines under the transport table: counts, and why nothing can be significant."""
     costs = [c for g in groups for c in g.costs if c.p_value is not None]
-    counts = sorted({c.n for g in groups for c in g.costs if c.n} | {g.baseline_n for g in groups})
+    counts = sorted(
+        {c.n for g in groups for c in g.costs if c.n}
+        | {g.baseline_n for g in groups if g.baseline_n}
+    )
     notes = [
         f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
         f"(p < {ALPHA:g})."
@@ -157,6 +160,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
         keep_trailing_newline=True,
+        extensions=["jinja2.ext.loopcontrols"],
     )
     env.filters.update(
         dur=fmt.seconds,

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.core.terms import SERVER_TO_SERVER
+from harness.results.failures import no_result
 from harness.results.model import TransferRecord
 
 # The instants a transfer's phases are measured at, in the order they happen, and where each
@@ -59,6 +60,7 @@ class CasePhases:
     logged_secondary_s: float | None  # the servers' own figures, beside the bar
     logged_primary_s: float | None
     notes: list[str] = field(default_factory=list)
+    missing: str | None = None  # why the case has no bar (no verified transfer)
 
     @property
     def label(self) -> str:
@@ -168,12 +170,23 @@ def phases_of(record: TransferRecord, n: int, site: str | None) -> CasePhases:
     )
 
 
+def no_phases(case: str, site: str | None, why: str) -> CasePhases:
+    """The row of a case (or site) with no verified transfer: no bar, and why."""
+    return CasePhases(case, site, None, 0, None, 0, "", 0.0, 0.0, [], {}, None, None, missing=why)
+
+
 def case_phases(records: Iterable[TransferRecord]) -> list[CasePhases]:
-    """Per server-to-server case (and site, in a fleet): the median transfer's phases."""
+    """Per server-to-server case (and site, in a fleet): the median transfer's phases; a
+    case with no verified transfer keeps its row, saying why."""
     groups: dict[tuple[str, str | None], list[TransferRecord]] = {}
     for record in records:
-        if record.method == SERVER_TO_SERVER and record.counts:
+        if record.method == SERVER_TO_SERVER:
             groups.setdefault((record.case, record.site), []).append(record)
-    return [
-        phases_of(_median_record(items), len(items), site) for (_, site), items in groups.items()
-    ]
+    out = []
+    for (case, site), items in groups.items():
+        counted = [r for r in items if r.counts]
+        if counted:
+            out.append(phases_of(_median_record(counted), len(counted), site))
+        else:
+            out.append(no_phases(case, site, no_result(items) or "no verified transfer"))
+    return out

@@ -50,9 +50,16 @@ def _ms(value: float | None) -> str:
     return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
+def _short_missing(why: str | None) -> str:
+    """A table cell's reason: "unsupported" (the first lines say by what), or the failures."""
+    if why is None:
+        return "-"
+    return "unsupported" if why.startswith("unsupported") else why
+
+
 def _transport_cell(cost: TransportCost) -> str:
     if cost.index is None:
-        return f"- ({cost.missing})" if cost.missing else "-"
+        return f"- ({_short_missing(cost.missing)})" if cost.missing else "-"
     text = index_text(cost)
     if cost.p_value is not None:
         text += f" p{cost.p_value:.2g}" + ("*" if cost.significant else "")
@@ -83,8 +90,9 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 cost = next((c for c in group.costs if c.transport == t), None)
                 cells.append("-" if cost is None else _transport_cell(cost))
             tcp = next(c for c in group.costs if c.transport == "tcp")
-            cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
-            cells[0] += " [yellow]drift[/]" if tcp.drift else ""
+            if group.baseline_median_s is not None:
+                cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
+                cells[0] += " [yellow]drift[/]" if tcp.drift else ""
             table.add_row(escape(keys[group.key]), *cells)
         print_table(console, table)
         for note in transport_notes(data.transports):
@@ -107,15 +115,18 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             parts = [
                 f"{seg.name.rsplit(' -> ', 1)[-1]} {_ms(seg.seconds)}" for seg in item.segments
             ]
+            measured = fmt.NONE if item.missing else _ms(item.duration_s)
             table.add_row(
                 escape(short.get(item.label, item.label)),
-                escape(" | ".join(parts)),
-                _ms(item.duration_s),
+                escape(item.missing or " | ".join(parts)),
+                measured,
                 _ms(item.logged_secondary_s),
             )
         print_table(console, table)
 
-    checks = [c for c in data.links if c.cases > 1] or data.links
+    missing = [c for c in data.links if c.missing]
+    checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
+    checks += missing
     if checks:
         table = folding_table(
             "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
@@ -124,6 +135,11 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             left=2,
         )
         for check in checks:
+            if check.missing:
+                label = short.get(check.case, check.case)
+                why = _short_missing(check.missing)
+                table.add_row(escape(label), escape(check.path), "-", escape(why), "", "")
+                continue
             ways = []
             for way in ("forward", "reverse"):
                 d = next((d for d in check.directions if d.way == way), None)
@@ -172,6 +188,16 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 f"{fmt.size(row.advertised_window)} / {fmt.size(row.receive_buffer)}",
             )
         print_table(console, table)
+    if data.bounds_missing:
+        console.print(
+            escape(
+                "How close to the bound: no throughput without a verified transfer: "
+                + "; ".join(
+                    f"{short.get(c, c)} ({_short_missing(w)})" for c, w in data.bounds_missing
+                )
+            ),
+            soft_wrap=True,
+        )
     unbounded = [row for row in data.bounds if not row.bound_bps]
     if unbounded:
         console.print(

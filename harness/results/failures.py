@@ -190,3 +190,22 @@ def summarize_failures(records: Iterable[TransferRecord]) -> FailureSummary:
         unsupported_groups=_groups(unsupported),
         cases_without_result=without,
     )
+
+
+def no_result(records: Iterable[TransferRecord]) -> str | None:
+    """Why a case (or zone, or site) has no transfer that counts, in a few words for a
+    table's cell: "unsupported: ..." or "no verified transfer: 3 timed out"; None when one
+    counts."""
+    items = list(records)
+    if any(r.counts for r in items):
+        return None
+    if not items:
+        return "no transfer recorded"
+    if all(r.unsupported for r in items):
+        return "unsupported: " + reason_text(items[0])
+    kinds: dict[str, int] = {}
+    for record in items:
+        if not record.unsupported:
+            words = FAILURE_WORDS[record.failure or "harness"]
+            kinds[words] = kinds.get(words, 0) + 1
+    return "no verified transfer: " + ", ".join(f"{n} {words}" for words, n in kinds.items())

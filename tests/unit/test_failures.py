@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.results.failures import reason_key, summarize_failures
+from harness.results.failures import no_result, reason_key, summarize_failures
 from harness.results.folder import open_run
 from harness.results.model import TransferRecord
 
@@ -107,3 +107,15 @@ def test_kinds_come_in_their_order_then_by_count() -> None:
     ]
     kinds = [(g.kind, g.count) for g in summarize_failures(records).groups]
     assert kinds == [("server", 1), ("timeout", 2), ("verification", 1)]
+
+
+def test_why_a_case_has_no_result() -> None:
+    records = open_run(FIXTURE).records
+    by_case: dict[str, list[TransferRecord]] = {}
+    for record in records:
+        by_case.setdefault(record.case, []).append(record)
+    assert no_result(by_case["bind-bind/loss=100%/tcp/axfr"]) == "no verified transfer: 3 timed out"
+    assert no_result(by_case["bind-knot/loss=0%/xot/axfr"]) == (
+        "unsupported: secondary knot 3.2.6: Knot 3.2.6 has no XoT (added in 3.4)"
+    )
+    assert no_result(by_case["bind-bind/loss=0%/tcp/axfr"]) is None

@@ -339,8 +339,10 @@ def test_first_screen_of_the_page_holds_the_numbers(tmp_path: Path) -> None:
     assert "p 0.0079 *" in text
     assert "no XoT" in cells["xot-tsig"][1]
     assert re.search(r'class="flag"[^>]*>drift<', page)
-    # the link: the sums over the cases first, then each case
-    (total,) = tables["link-totals"]
+    # the link: the sums over the cases first, then each case; one without a result says why
+    total, unsupported = tables["link-totals"]
+    assert unsupported[0]["data-case"] == XOT_TSIG
+    assert "unsupported:" in unsupported[1][-1][1]
     dropped = {c["class"].split()[-1]: c for c, _ in total[1] if "data-dropped" in c}
     transfers = sum(len(d) for d in DURATIONS.values())
     assert dropped["dropped-forward"]["data-packets"] == str(1000 * transfers)
