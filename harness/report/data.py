@@ -31,7 +31,13 @@ from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, 
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import FAILURE_WORDS, TransferRecord
 from harness.results.resources import summarize_resources
-from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, case_label, summarize_case
+from harness.results.summary import (
+    MAX_STABLE_CV,
+    MIN_STABLE_N,
+    case_label,
+    summarize_case,
+    transfer_rate,
+)
 
 REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
@@ -209,9 +215,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
         summary = summarize_case(case, items)
         counted = [r for r in items if r.counts]
         durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [
-            r.bytes * 8 / r.duration_s for r in counted if r.bytes is not None and r.duration_s
-        ]
+        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
         why = None  # a case with no result is not "unstable": the failures say why
         if summary.unstable and durations:
             if len(durations) < MIN_STABLE_N:

@@ -86,8 +86,8 @@ def throughput_figure(data: ReportData) -> Figure:
     bounded = any(c["bound"] is not None for c in cases)
     points = sum(len(c["points"]) for c in cases)
     caption = (
-        "Throughput of each verified transfer (zone bytes x 8 / duration; dots) and its "
-        "median (black bar)"
+        "Throughput of each verified transfer (zone bytes x 8 from the secondary's connect "
+        "to served; dots) and its median (black bar)"
     )
     if bounded:
         caption += (
