@@ -26,7 +26,7 @@ from harness.core import fmt
 
 
 def _interval(ci: tuple[float, float] | None) -> str:
-    return f" [{fmt.seconds(ci[0])}, {fmt.seconds(ci[1])}]" if ci else ""
+    return f" [{fmt.duration(ci[0])}, {fmt.duration(ci[1])}]" if ci else ""
 
 
 def _change(item: CaseComparison) -> str:
@@ -141,8 +141,8 @@ def print_comparison(result: Comparison, console: Console) -> None:
                 escape(short[item.label]),
                 str(item.a.n),
                 str(item.b.n),
-                fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
-                fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
+                fmt.duration(item.a.median_s) + _interval(item.a.ci_s),
+                fmt.duration(item.b.median_s) + _interval(item.b.ci_s),
                 _change(item),
                 "-" if item.p_value is None else f"{item.p_value:.3g}",
                 verdict_text(item, result.threshold, result.alpha),

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core import fmt
+
 ROLE_COLOURS = {"primary": "#1f77b4", "secondary": "#ff7f0e"}
 # One colour per transport in every plot (and the HTML tables' headers).
 TRANSPORT_COLOURS = {
@@ -73,14 +75,9 @@ def case_axes(mpl_figure: Any, labels: list[str]) -> Any:
 
 
 def seconds_tick(value: float) -> str:
-    """A time axis tick a reader takes in at once: 50 µs, 2 ms, 0.5 s, 30 s."""
-    if value <= 0:
-        return "0"
-    if value < 1e-3:
-        return f"{value * 1e6:.3g} µs"
-    if value < 1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s"
+    """A time axis tick in the unit policy of the tables (harness/core/fmt.py): 50 µs,
+    2 ms, 500 ms, 30 s."""
+    return "0" if value <= 0 else fmt.duration(value)
 
 
 def seconds_formatter() -> Any:

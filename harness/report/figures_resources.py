@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.fmt import short_labels
+from harness.core.fmt import duration_unit, short_labels
 from harness.report.data import SERVER_ROLES, ReportData
 from harness.report.figures_common import (
     ROLE_COLOURS,
@@ -20,7 +20,6 @@ from harness.report.figures_common import (
 )
 
 MAX_POINTS_PER_ROLE = 4000  # TIME_WAIT samples drawn per role; peaks are kept when thinning
-MIB = 1024 * 1024
 
 
 def cpu_figure(data: ReportData) -> Figure:
@@ -51,7 +50,7 @@ def cpu_figure(data: ReportData) -> Figure:
             "Server CPU seconds per transfer (median over transfers of the CPU used between "
             "the transfer's start and end samples: see Resources for the window they cover), "
             "per server role: the median user time (solid) with the median system time "
-            "(hatched) stacked on it; seconds." + shared_note(shared)
+            "(hatched) stacked on it." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=bars,
@@ -79,7 +78,7 @@ def memory_figure(data: ReportData) -> Figure:
         title="Peak resident memory",
         caption=(
             "Peak resident memory of each server role during the case (cgroup anon/RSS or "
-            "VmHWM); MiB." + shared_note(shared)
+            "VmHWM)." + shared_note(shared)
         ),
         series={"unit": "bytes", "cases": cases},
         points=bars,
@@ -171,11 +170,31 @@ def _cpu_segments(entry: dict[str, Any]) -> list[tuple[float, str]]:
 
 
 def draw_cpu(series: dict[str, Any], fid: str) -> Any:
-    return _role_bars(series, fid, _cpu_segments, "CPU time per transfer (s)")
+    totals = [sum(w for w, _ in _cpu_segments(c[r])) for c in series["cases"]
+              for r in SERVER_ROLES if c.get(r)]  # fmt: skip
+    scale, unit = duration_unit(totals)
+
+    def segments(entry: dict[str, Any]) -> list[tuple[float, str]]:
+        return [(width / scale, hatch) for width, hatch in _cpu_segments(entry)]
+
+    return _role_bars(series, fid, segments, f"CPU time per transfer ({unit})")
+
+
+def size_unit(values: list[float]) -> tuple[float, str]:
+    """(scale, unit) in IEC units for an axis: the unit of the largest value."""
+    top = max(values, default=0.0)
+    for unit, scale in (("GiB", 1024.0**3), ("MiB", 1024.0**2), ("KiB", 1024.0)):
+        if top >= scale:
+            return scale, unit
+    return 1.0, "B"
 
 
 def draw_memory(series: dict[str, Any], fid: str) -> Any:
-    return _role_bars(series, fid, lambda peak: [(peak / MIB, "")], "peak resident memory (MiB)")
+    peaks = [c[r] for c in series["cases"] for r in SERVER_ROLES if c.get(r)]
+    scale, unit = size_unit(peaks)
+    return _role_bars(
+        series, fid, lambda peak: [(peak / scale, "")], f"peak resident memory ({unit})"
+    )
 
 
 def split_by_span(points: list[list[float]], spans: list[list[Any]]) -> list[list[list[float]]]:

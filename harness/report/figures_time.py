@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.fmt import short_labels
+from harness.core.fmt import duration_unit, short_labels
 from harness.core.units import format_rate
 from harness.report.data import CaseRow, ReportData
 from harness.report.figures_common import (
@@ -59,7 +59,7 @@ def duration_figure(data: ReportData) -> Figure:
         title="Transfer duration per case",
         caption=(
             "Duration of each verified transfer per case (dots, coloured by transport), "
-            "median (black bar) and p10-p90 spread (line); seconds. Failed and unsupported "
+            "median (black bar) and p10-p90 spread (line). Failed and unsupported "
             "transfers are not drawn." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
@@ -249,15 +249,17 @@ def draw_duration(series: dict[str, Any], fid: str) -> Any:
     cases = series["cases"]
     figure = new_figure(len(cases))
     ax = case_axes(figure, [c["label"] for c in cases])
-    _draw_cases(ax, fid, cases, 1.0)
     values = [p for c in cases for p in c["points"]]
-    if log_scale(values):
+    log = log_scale(values)
+    scale, unit = (1.0, "") if log else duration_unit(values)
+    _draw_cases(ax, fid, cases, scale)
+    if log:
         ax.set_xscale("log")
         _log_axis(ax.xaxis, values, seconds_tick)
         ax.set_xlabel("transfer duration (log scale)")
     else:
         ax.set_xlim(left=0)
-        ax.set_xlabel("transfer duration (s)")
+        ax.set_xlabel(f"transfer duration ({unit})")
     median = Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="median")
     _transport_legend(figure, cases, [median])
     return figure

@@ -163,14 +163,12 @@ def environment() -> jinja2.Environment:
         extensions=["jinja2.ext.loopcontrols"],
     )
     env.filters.update(
-        dur=fmt.seconds,
+        dur=fmt.duration,
         rate=fmt.rate,
         pct=fmt.percent,
-        mib=fmt.mib,
         count=fmt.count,
         size=fmt.size,
         ratio=fmt.ratio,
-        ms=fmt.milliseconds,
         value=lambda v: "" if v is None else v,
         index=index_text,
         significance=significance,

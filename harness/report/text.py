@@ -42,14 +42,6 @@ def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
 
 
-def _ms(value: float | None) -> str:
-    """Milliseconds: 3 significant digits, whole ones from 1 s up (never 1e+03)."""
-    if value is None:
-        return fmt.NONE
-    ms = value * 1000
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
-
-
 def _short_missing(why: str | None) -> str:
     """A table cell's reason: "unsupported" (the first lines say by what), or the failures."""
     if why is None:
@@ -91,7 +83,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 cells.append("-" if cost is None else _transport_cell(cost))
             tcp = next(c for c in group.costs if c.transport == "tcp")
             if group.baseline_median_s is not None:
-                cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
+                cells[0] = f"100 ({fmt.duration(group.baseline_median_s)})"
                 cells[0] += " [yellow]drift[/]" if tcp.drift else ""
             table.add_row(escape(keys[group.key]), *cells)
         print_table(console, table)
@@ -105,7 +97,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
 
     if data.phases:
         table = folding_table(
-            "Where the time went: the median transfer's phases, ms from the reload command "
+            "Where the time went: the median transfer's phases, from the reload command "
             "(notify), the control command (retransfer) or the start (cold start)",
             ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
             left=2,
@@ -113,14 +105,15 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         )
         for item in data.phases:
             parts = [
-                f"{seg.name.rsplit(' -> ', 1)[-1]} {_ms(seg.seconds)}" for seg in item.segments
+                f"{seg.name.rsplit(' -> ', 1)[-1]} {fmt.duration(seg.seconds)}"
+                for seg in item.segments
             ]
-            measured = fmt.NONE if item.missing else _ms(item.duration_s)
+            measured = fmt.NONE if item.missing else fmt.duration(item.duration_s)
             table.add_row(
                 escape(short.get(item.label, item.label)),
                 escape(item.missing or " | ".join(parts)),
                 measured,
-                _ms(item.logged_secondary_s),
+                fmt.duration(item.logged_secondary_s),
             )
         print_table(console, table)
 
@@ -129,7 +122,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
     checks += missing
     if checks:
         table = folding_table(
-            "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
+            "Did the link do what was asked: RTT set / smallest measured; loss per "
             "direction summed over the transfers, and its check (-> primary to secondary)",
             ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
             left=2,
@@ -157,7 +150,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 for d in check.directions
                 if d.rate_bps or d.measured_rate_bps
             ]
-            rtt = f"{_ms(check.rtt_s)} / {_ms(check.rtt_min_s)}"
+            rtt = f"{fmt.duration(check.rtt_s)} / {fmt.duration(check.rtt_min_s)}"
             if check.rtt_verdict:
                 rtt += f" {check.rtt_verdict}"
             table.add_row(
@@ -224,7 +217,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     if fleet is None:
         return
     table = folding_table(
-        "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
+        "Fleet: time from each repeat's first NOTIFY until the secondaries serve it "
         "(medians over repeats)",
         ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
     )
@@ -233,15 +226,15 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
         table.add_row(
             escape(short.get(item.case, item.case)),
             str(item.secondaries),
-            fmt.seconds(item.median_p95_s),
-            fmt.seconds(item.median_last_s),
+            fmt.duration(item.median_p95_s),
+            fmt.duration(item.median_last_s),
             escape(", ".join(lasts) or "-"),
             str(item.waited),
         )
     print_table(console, table)
     sites = folding_table(
         "Fleet per site",
-        ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
+        ["case", "site", "ok", "median", "throughput", "bound", "loss checks"],
         left=2,
     )
     for item in fleet.cases:
@@ -251,7 +244,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 escape(short.get(item.case, item.case)),
                 escape(site.site),
                 f"{site.ok} of {site.transfers}",
-                fmt.seconds(site.median_s),
+                fmt.duration(site.median_s),
                 fmt.rate(site.throughput_bps),
                 fmt.rate(site.bound_bps),
                 escape(checks),
@@ -260,16 +253,16 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     for growth in fleet.growth:
         table = folding_table(
             f"The primary as the fleet grows: {growth.group} (per repeat, medians)",
-            ["secondaries", "CPU s", "peak connections", "bytes sent", "median last s"],
+            ["secondaries", "CPU", "peak connections", "bytes sent", "median last"],
             left=0,
         )
         for point in growth.points:
             table.add_row(
                 str(point.secondaries),
-                fmt.seconds(point.cpu_s),
+                fmt.duration(point.cpu_s),
                 fmt.count(point.peak_connections),
                 fmt.size(point.tx_bytes),
-                fmt.seconds(point.median_last_s),
+                fmt.duration(point.median_last_s),
             )
         print_table(console, table)
 
@@ -326,7 +319,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_fleet(data, console, short)
 
     table = folding_table(
-        "cases (seconds; ok = verified transfers that count)",
+        "cases (ok = verified transfers that count)",
         CASE_COLUMNS,
         left=2,
         names=width,
@@ -348,9 +341,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             str(row.ok),
             str(row.failed),
             str(row.unsupported),
-            fmt.seconds(row.median_s),
-            fmt.seconds(row.p10_s),
-            fmt.seconds(row.p90_s),
+            fmt.duration(row.median_s),
+            fmt.duration(row.p10_s),
+            fmt.duration(row.p90_s),
             fmt.rate(row.throughput_bps),
             fmt.rate(row.model_bound_bps),
             escape("; ".join(notes)),
@@ -360,7 +353,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     if data.resources:
         resources = folding_table(
             f"resources per case (from {data.resources_source})",
-            ["case", "role", "CPU s/transfer", "peak RSS MiB", "peak TIME_WAIT"],
+            ["case", "role", "CPU/transfer", "peak RSS", "peak TIME_WAIT"],
             left=2,
             names=width,
         )
@@ -369,8 +362,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
                 resources.add_row(
                     escape(short.get(item.case, item.case)),
                     role,
-                    fmt.seconds(figures.cpu_total_s_per_transfer),
-                    fmt.mib(figures.peak_rss_bytes),
+                    fmt.duration(figures.cpu_total_s_per_transfer),
+                    fmt.size(figures.peak_rss_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
         print_table(console, resources)

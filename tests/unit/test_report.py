@@ -423,10 +423,10 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
 
     # tables: the medians and their exact values
     s2s = "server-to-server"
-    assert page.cells[(CASE1, s2s, "median")] == {"text": "1.5", "value": "1.5"}
-    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.1"
-    assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "0.5"
-    assert page.cells[(CASE2, s2s, "median")]["text"] == "4"
+    assert page.cells[(CASE1, s2s, "median")] == {"text": "1.5 s", "value": "1.5"}
+    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.1 s"
+    assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "500 ms"
+    assert page.cells[(CASE2, s2s, "median")]["text"] == "4 s"
     assert page.cells[(CASE2, s2s, "failed")]["text"] == "2"
     notes = page.cells[(CASE2, s2s, "notes")]["text"]
     assert "failed: 1 timed out [1], 1 copy differs from the primary [2]" in notes
@@ -441,7 +441,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     assert "Knot 3.2.6 has no XoT" in page.cells[(CASE3, s2s, "notes")]["text"]
     assert page.cells[(CASE1, s2s, "bound")]["text"] == "80 Mbit/s (rate)"
     assert page.cells[(CASE1, s2s, "throughput")]["text"] == "66.7 Mbit/s"
-    assert page.cells[(CASE1, "primary", "cpu-per-transfer")]["text"] == "0.4"
+    assert page.cells[(CASE1, "primary", "cpu-per-transfer")]["text"] == "400 ms"
     # beside CPU per transfer, the window it covers (README, "What a transfer costs")
     words = " ".join(html.unescape(page_text).split())
     assert (
@@ -449,7 +449,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
         "before the harness puts the new zone version on the primary" in words
     )
     assert "Cold start: from just after the secondary starts until it serves every zone" in words
-    assert page.cells[(CASE1, "secondary", "peak-rss")]["text"] == "30.0"
+    assert page.cells[(CASE1, "secondary", "peak-rss")]["text"] == "30 MiB"
 
 
 def test_report_is_self_contained(tmp_path: Path) -> None:

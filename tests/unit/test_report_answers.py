@@ -368,7 +368,7 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
     folder = make_run(tmp_path)
     assert main(["report", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert out.index("What each transport costs") < out.index("cases (seconds")
+    assert out.index("What each transport costs") < out.index("cases (ok")
     assert "111 ±" in out and "p0.0079*" in out
     assert "Where the time went" in out and "transfer end (log)" in out
     assert "implausible" in out and "all 6 cases" in out
