@@ -11,8 +11,8 @@ NONE = "-"
 
 
 def duration(value: float | None) -> str:
-    """Seconds in the unit that reads best, 3 significant digits: 152 µs, 72.3 ms, 1.02 s,
-    123 s; 1,234 s from a thousand seconds up (never 1.23e+03)."""
+    """Seconds in the unit that reads best, 3 significant digits: 152 µs, 72.3 ms, 1.00 s,
+    123 s; 1,230 s from a thousand seconds up (never 1.23e+03)."""
     if value is None:
         return NONE
     if value == 0:
@@ -21,7 +21,9 @@ def duration(value: float | None) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(rounded) >= scale or unit == "µs":
             number = rounded / scale
-            return f"{number:,.0f} {unit}" if abs(number) >= 1000 else f"{number:.3g} {unit}"
+            if abs(number) >= 1000:
+                return f"{number:,.0f} {unit}"
+            return f"{number:#.3g}".rstrip(".") + f" {unit}"  # 1.00 s, as a column aligns
     raise AssertionError("unreachable")
 
 

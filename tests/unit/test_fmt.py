@@ -17,10 +17,10 @@ QUICK = Path(__file__).parent.parent / "fixtures" / "runs" / "report-quick"
     ("seconds", "text"),
     [
         (0.07407, "74.1 ms"),
-        (7e-06, "7 µs"),
+        (7e-06, "7.00 µs"),
         (0.000152, "152 µs"),
-        (0.0009996, "1 ms"),  # rounded before the unit is picked: never "1e+03 µs"
-        (0.9996, "1 s"),
+        (0.0009996, "1.00 ms"),  # rounded before the unit is picked: never "1e+03 µs"
+        (0.9996, "1.00 s"),
         (1.02, "1.02 s"),
         (123.4, "123 s"),
         (1234.5, "1,230 s"),

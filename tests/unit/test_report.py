@@ -423,10 +423,10 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
 
     # tables: the medians and their exact values
     s2s = "server-to-server"
-    assert page.cells[(CASE1, s2s, "median")] == {"text": "1.5 s", "value": "1.5"}
-    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.1 s"
+    assert page.cells[(CASE1, s2s, "median")] == {"text": "1.50 s", "value": "1.5"}
+    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.10 s"
     assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "500 ms"
-    assert page.cells[(CASE2, s2s, "median")]["text"] == "4 s"
+    assert page.cells[(CASE2, s2s, "median")]["text"] == "4.00 s"
     assert page.cells[(CASE2, s2s, "failed")]["text"] == "2"
     notes = page.cells[(CASE2, s2s, "notes")]["text"]
     assert "failed: 1 timed out [1], 1 copy differs from the primary [2]" in notes
