@@ -1,0 +1,60 @@
+"""What differs between two runs' environments (pure): server versions, kernel, host, CPU,
+OS, link backend, harness commit; and whether a run finished."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.results.meta import RunMeta
+
+
+@dataclass
+class Difference:
+    what: str
+    a: str
+    b: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.a} -> {self.b}"
+
+
+def server_versions(meta: RunMeta) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for key, server in meta.servers.items():
+        name = server.kind if server.kind not in versions else key  # two builds of one server
+        versions[name] = server.version or "?"
+    return versions
+
+
+def metadata_differences(meta_a: RunMeta, meta_b: RunMeta) -> list[Difference]:
+    """What differs between the two runs' environments (spec hash aside)."""
+    out = []
+    versions_a, versions_b = server_versions(meta_a), server_versions(meta_b)
+    for kind in sorted(set(versions_a) | set(versions_b)):
+        va, vb = versions_a.get(kind, "(absent)"), versions_b.get(kind, "(absent)")
+        if va != vb:
+            out.append(Difference(f"{kind} version", va, vb))
+    for key, what in (
+        ("kernel", "kernel"),
+        ("hostname", "host"),
+        ("cpu_model", "CPU"),
+        ("cpu_count", "CPU count"),
+        ("os", "OS"),
+        ("git_commit", "harness commit"),
+    ):
+        va, vb = getattr(meta_a.host, key), getattr(meta_b.host, key)
+        if key == "git_commit":  # as git prints it
+            va, vb = (str(v)[:12] if v else v for v in (va, vb))
+        if va != vb:
+            out.append(Difference(what, str(va or "(unknown)"), str(vb or "(unknown)")))
+    if meta_a.link_backend != meta_b.link_backend:
+        out.append(Difference("link backend", str(meta_a.link_backend), str(meta_b.link_backend)))
+    return out
+
+
+def run_state(meta: RunMeta) -> str | None:
+    if meta.state == "interrupted":
+        return "was interrupted (Ctrl-C)"
+    if meta.state == "unfinished":
+        return "never finished (no end time in run.json)"
+    return None
