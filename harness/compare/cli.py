@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
         "regression) and a fleet's propagation, benchstat's way: medians with the spread of "
         "their bootstrap interval, the change or ~ when not significant, a geomean row. A "
         "change is significant when |change| > --threshold and the two-sided Mann-Whitney "
-        "p < --alpha. Exit status: 1 when B has any regression, 0 otherwise, 2 on bad input.",
+        "p < --alpha. Runs whose scenarios differ only in servers.*.suite or binary compare "
+        "as they are. Exit status: 1 when B has any regression, 0 otherwise, 2 on bad input.",
     )
     compare.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run folder")
     compare.add_argument("run_b", type=Path, metavar="RUN_B", help="run folder to check")

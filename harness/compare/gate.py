@@ -66,7 +66,7 @@ from harness.compare.figures import (
     figure_kind,
     resource_values,
 )
-from harness.compare.meta import Difference, metadata_differences, run_state
+from harness.compare.meta import Difference, metadata_differences, run_state, server_changes
 from harness.core.errors import UserInputError
 from harness.results.folder import RUN_JSON, RunFolder, open_run
 from harness.results.model import TransferRecord
@@ -236,9 +236,15 @@ def check_options(threshold: float, alpha: float) -> None:
         )
 
 
-def _check_scenarios(a: RunFolder, b: RunFolder, allow: bool) -> list[str]:
+def _check_scenarios(a: RunFolder, b: RunFolder, allow: bool) -> tuple[list[str], list[Difference]]:
+    """Warnings, and what differs in the servers: two runs of one scenario compare; so do
+    two runs whose scenarios differ only in their servers' binaries or suites (the upgrade
+    being gated). Others only when allowed."""
     hash_a, hash_b = a.meta.spec_hash, b.meta.spec_hash
     if hash_a and hash_b and hash_a != hash_b:
+        upgrade = server_changes(a.meta, b.meta)
+        if upgrade is not None:
+            return [], upgrade
         if not allow:
             raise UserInputError(
                 f"the runs ran different scenarios (spec_hash {str(hash_a)[:16]} in "
@@ -246,16 +252,17 @@ def _check_scenarios(a: RunFolder, b: RunFolder, allow: bool) -> list[str]:
                 "comparable",
                 file=b.path / RUN_JSON,
                 key="spec_hash",
-                fix="compare two runs of one scenario, or pass --allow-different-scenario "
-                "to compare the cases they share anyway",
+                fix="compare two runs of one scenario (servers.*.binary and suite may "
+                "differ), or pass --allow-different-scenario to compare the cases they "
+                "share anyway",
             )
         return [
             f"different scenarios (spec hash {str(hash_a)[:16]} vs {str(hash_b)[:16]}), "
             "compared because of --allow-different-scenario"
-        ]
+        ], []
     if not hash_a or not hash_b:
-        return ["a run has no spec_hash in run.json: cannot check the scenarios match"]
-    return []
+        return ["a run has no spec_hash in run.json: cannot check the scenarios match"], []
+    return [], []
 
 
 def _servers(folder: RunFolder) -> str:
@@ -271,7 +278,7 @@ def compare_runs(
     allow_different_scenario: bool = False,
 ) -> Comparison:
     check_options(threshold, alpha)
-    warnings = _check_scenarios(a, b, allow_different_scenario)
+    warnings, servers = _check_scenarios(a, b, allow_different_scenario)
     for name, folder in (("A", a), ("B", b)):
         state = run_state(folder.meta)
         if state:
@@ -318,7 +325,7 @@ def compare_runs(
         alpha=alpha,
         spec_hash_a=str(a.meta.spec_hash) if a.meta.spec_hash else None,
         spec_hash_b=str(b.meta.spec_hash) if b.meta.spec_hash else None,
-        differences=metadata_differences(a.meta, b.meta),
+        differences=servers + metadata_differences(a.meta, b.meta),
         cases=cases,
         only_in_a=[_label(k) for k in groups_a if k not in groups_b],
         only_in_b=[_label(k) for k in groups_b if k not in groups_a],

@@ -3,6 +3,7 @@ OS, link backend, harness commit; and whether a run finished."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from harness.results.meta import RunMeta
@@ -58,3 +59,45 @@ def run_state(meta: RunMeta) -> str | None:
     if meta.state == "unfinished":
         return "never finished (no end time in run.json)"
     return None
+
+
+SERVER_KEYS = ("binary", "suite")  # what an upgrade changes: the server, not the experiment
+
+
+def _without_servers(scenario: dict[str, object]) -> tuple[dict[str, object], dict[str, str]]:
+    """The scenario with each server's binary and suite (and its name and description)
+    taken out, and those binaries and suites ("servers.secondary.suite" -> value)."""
+    rest = json.loads(json.dumps(scenario))
+    for key in ("name", "description"):  # words about the experiment, not the experiment
+        rest.pop(key, None)
+    taken: dict[str, str] = {}
+    servers = rest.get("servers")
+    for role, server in servers.items() if isinstance(servers, dict) else []:
+        for key in SERVER_KEYS:
+            if isinstance(server, dict) and key in server:
+                taken[f"servers.{role}.{key}"] = str(server.pop(key))
+    sites = rest.get("secondaries")
+    for site in sites if isinstance(sites, list) else []:
+        for key in SERVER_KEYS:
+            if isinstance(site, dict) and key in site:
+                taken[f"secondaries.{site.get('name')}.{key}"] = str(site.pop(key))
+    return rest, taken
+
+
+def server_changes(meta_a: RunMeta, meta_b: RunMeta) -> list[Difference] | None:
+    """When the two runs' scenarios differ only in their servers' binaries or suites (an
+    upgrade: the same experiment on another server), those differences; None when the
+    experiment itself differs."""
+    if not meta_a.scenario or not meta_b.scenario:
+        return None  # a run that did not record its scenario: nothing to tell by
+    rest_a, servers_a = _without_servers(dict(meta_a.scenario))
+    rest_b, servers_b = _without_servers(dict(meta_b.scenario))
+    if rest_a != rest_b:
+        return None
+    keys = sorted(set(servers_a) | set(servers_b))
+    changes = [
+        Difference(key, servers_a.get(key, "(default)"), servers_b.get(key, "(default)"))
+        for key in keys
+        if servers_a.get(key) != servers_b.get(key)
+    ]
+    return changes or None

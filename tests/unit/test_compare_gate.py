@@ -255,3 +255,32 @@ def test_json_keeps_its_shape_and_adds_the_figures(
                                            f"{CASE}: peak memory, secondary"]  # fmt: skip
     (geo,) = [g for g in data["geomeans"] if g["figure"] == "duration"]
     assert math.isclose(geo["change"], geo["b"] / geo["a"] - 1)
+
+
+def test_runs_that_differ_only_in_their_servers_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An upgrade gate compares the same experiment on two server versions: scenarios that
+    differ only in servers.*.suite or binary compare without --allow-different-scenario."""
+    scenario = {"name": "quick", "repeats": 6, "servers": {"secondary": {"kind": "bind"}}}
+    upgraded = json.loads(json.dumps(scenario))
+    upgraded["servers"]["secondary"]["suite"] = "bookworm-backports"
+    upgraded["name"] = "quick-9.20"  # a scenario's name (its file's, by default) may differ
+    other = json.loads(json.dumps(scenario)) | {"repeats": 3}
+    a = make_run(tmp_path, "a")
+    b = make_run(tmp_path, "b")
+    c = make_run(tmp_path, "c")
+    for folder, content, digest in ((a, scenario, "ab"), (b, upgraded, "cd"), (c, other, "ef")):
+        meta = json.loads((folder / "run.json").read_text())
+        meta["scenario"], meta["spec_hash"] = content, digest * 32
+        (folder / "run.json").write_text(json.dumps(meta))
+    result = load_and_compare(a, b)
+    assert not result.warnings
+    assert [str(d) for d in result.differences] == [
+        "servers.secondary.suite: (default) -> bookworm-backports"
+    ]
+    status, out = run_cli(capsys, a, b)
+    assert status == 0
+    assert "the runs differ in:\n  servers.secondary.suite: (default) -> bookworm-backports" in out
+    status, out = run_cli(capsys, a, c)
+    assert status == 2  # repeats differ: another experiment
