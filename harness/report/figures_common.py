@@ -29,7 +29,7 @@ PHASE_COLOURS = {
     "NOTIFY": "#bdbdbd",
     "SOA query": "#9ecae1",
     "connect": "#4292c6",
-    "transfer end (log)": "#fd8d3c",
+    "transfer starts (log)": "#fd8d3c",
     "served": "#74c476",
     "first zone": "#9ecae1",
     "median zone": "#4292c6",

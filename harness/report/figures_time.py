@@ -140,10 +140,11 @@ def phases_figure(data: ReportData) -> Figure:
             "time axis: from the reload command (notify trigger; the control command with "
             "retransfer, the secondary's start with cold start) to the NOTIFY leaving the "
             "primary, the secondary's SOA query and its connect (both seen on the primary's "
-            "wire), the end of the transfer by the secondary's own log (connect + its "
-            "logged duration), and the first SOA poll that answers the new serial. The "
-            "diamond marks when the primary first served the new version; seconds."
-            + shared_note(shared)
+            "wire), the start of the transfer by the secondary's own log (served minus the "
+            "time it logged: before it the TCP handshake, and with XoT the TLS handshake "
+            "and, for AXFR, the SOA query inside TLS), and the first SOA poll that answers "
+            "the new serial. The diamond marks when the primary first served the new "
+            "version; seconds." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=bars,

@@ -18,7 +18,7 @@ from harness.core.terms import TRANSPORTS
 from harness.report.data import ReportData, RunInfo
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
-from harness.report.phases import SEEN
+from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
@@ -229,6 +229,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             alpha=ALPHA,
             steady_bdps=f"{STEADY_BDPS:g}",
             seen=SEEN,
+            xot_why=XOT_WHY if any(XOT_NOTE in p.notes for p in data.phases) else None,
             cpu_window=CPU_WINDOW,
             transport_notes=transport_notes(data.transports),
             steady_bounds=[row for row in data.bounds if row.steady],

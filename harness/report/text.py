@@ -11,6 +11,7 @@ from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 
@@ -116,6 +117,8 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 fmt.duration(item.logged_secondary_s),
             )
         print_table(console, table)
+        if any(XOT_NOTE in item.notes for item in data.phases):
+            console.print(escape(XOT_WHY), soft_wrap=True)
 
     missing = [c for c in data.links if c.missing]
     checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]

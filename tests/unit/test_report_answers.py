@@ -240,8 +240,9 @@ def test_phases_of_the_median_transfer_add_up(tmp_path: Path) -> None:
         ("reload command -> NOTIFY", 0.0, 0.02),
         ("NOTIFY -> SOA query", 0.02, 0.021),
         ("SOA query -> connect", 0.041, 0.021),
-        ("connect -> transfer end (log)", 0.062, logged),
-        ("transfer end (log) -> served", 0.062 + logged, median - 0.042 - logged),
+        # the logged time ends at served: what precedes it is connecting (handshakes)
+        ("connect -> transfer starts (log)", 0.062, median - 0.042 - logged),
+        ("transfer starts (log) -> served", 0.02 + median - logged, logged),
     ]
     assert [name for name, _, _ in got] == [name for name, _, _ in want]
     for (_, start, seconds), (_, want_start, want_seconds) in zip(got, want, strict=True):
@@ -252,7 +253,10 @@ def test_phases_of_the_median_transfer_add_up(tmp_path: Path) -> None:
     assert "wire" in tcp.segments[1].seen and "log" in tcp.segments[3].seen
     xot = phases[XOT]
     assert [s.name for s in xot.segments][1] == "NOTIFY -> connect"
-    assert xot.notes == ["no SOA query on the wire: it travels inside TLS"]
+    assert xot.notes == [
+        "no SOA query on the wire: it travels inside TLS, with the TLS handshake, between "
+        "connect and the transfer's start"
+    ]
 
 
 def test_a_logged_duration_past_served_is_not_drawn(tmp_path: Path) -> None:
@@ -370,7 +374,7 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert out.index("What each transport costs") < out.index("cases (ok")
     assert "111 ±" in out and "p0.0079*" in out
-    assert "Where the time went" in out and "transfer end (log)" in out
+    assert "Where the time went" in out and "transfer starts (log)" in out
     assert "implausible" in out and "all 6 cases" in out
     assert "1 of 6 too short to judge" in out
     # no case name is cut into a look-alike: every one appears whole (after the shared part)
