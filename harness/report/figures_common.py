@@ -24,17 +24,18 @@ TRANSPORT_COLOURS = {
     "xot": "#c44e52",
     "xot-tsig": "#8172b2",
 }
-# Phases: by the instant that ends them (harness/report/phases.py SEEN).
+# Phases: by the instant that ends them (harness/report/phases.py SEEN), one hue each, in
+# the order they happen: the primary's delay, the SOA query, connecting, the transfer.
 PHASE_COLOURS = {
-    "NOTIFY": "#bdbdbd",
-    "SOA query": "#9ecae1",
-    "connect": "#4292c6",
-    "transfer starts (log)": "#fd8d3c",
-    "served": "#74c476",
-    "first zone": "#9ecae1",
-    "median zone": "#4292c6",
-    "95 % of zones": "#fd8d3c",
-    "every zone": "#74c476",
+    "NOTIFY": "#9e9e9e",
+    "SOA query": "#9467bd",
+    "connect": "#1f77b4",
+    "transfer starts (log)": "#ff7f0e",
+    "served": "#2ca02c",
+    "first zone": "#9467bd",
+    "median zone": "#1f77b4",
+    "95 % of zones": "#ff7f0e",
+    "every zone": "#2ca02c",
 }
 ROLE_LINES = {"primary": "-", "secondary": "--"}
 POINT_COLOUR = "#4c72b0"

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.core.terms import SERVER_TO_SERVER
+from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS, XFR_KINDS
 from harness.results.failures import no_result
 from harness.results.model import TransferRecord
 
-# The instants a transfer's phases are measured at, in the order they happen, and where each
-# is seen. Times in records are seconds since the trigger (t0): the
+# The instants a transfer's phases are measured at, in the order they happen (the legend's
+# order), and where each is seen. Times in records are seconds since the trigger (t0): the
 # NOTIFY leaving the primary, the control command, or the secondary's start; primary_reload
 # and notify_sent count from the harness's reload command instead.
 ORIGIN_RELOAD = "the harness issues the reload command on the primary (time 0)"
@@ -196,15 +196,22 @@ def no_phases(case: str, site: str | None, why: str) -> CasePhases:
     return CasePhases(case, site, None, 0, None, 0, "", 0.0, 0.0, [], {}, None, None, missing=why)
 
 
+def row_order(records: list[TransferRecord]) -> tuple[int, int]:
+    """Rows grouped by transfer kind, then transport, each in its one fixed order (AXFR
+    before IXFR; TCP, TCP+TSIG, XoT, XoT+TSIG); the run's order within."""
+    first = records[0]
+    return XFR_KINDS.index(first.xfr), TRANSPORTS.index(first.transport)
+
+
 def case_phases(records: Iterable[TransferRecord]) -> list[CasePhases]:
-    """Per server-to-server case (and site, in a fleet): the median transfer's phases; a
-    case with no verified transfer keeps its row, saying why."""
+    """Per server-to-server case (and site, in a fleet): the median transfer's phases, in
+    row_order; a case with no verified transfer keeps its row, saying why."""
     groups: dict[tuple[str, str | None], list[TransferRecord]] = {}
     for record in records:
         if record.method == SERVER_TO_SERVER:
             groups.setdefault((record.case, record.site), []).append(record)
     out = []
-    for (case, site), items in groups.items():
+    for (case, site), items in sorted(groups.items(), key=lambda item: row_order(item[1])):
         counted = [r for r in items if r.counts]
         if counted:
             out.append(phases_of(_median_record(counted), len(counted), site))
