@@ -168,7 +168,7 @@ class ReportData:
     resources_note: str | None  # why there are none
     # role -> [(seconds since the first sample, TIME_WAIT sockets)]
     time_wait: dict[str, list[tuple[float, int]]]
-    case_spans: list[tuple[str, float, float]]  # (case, first, last sample) on that time axis
+    case_spans: list[tuple[str, float, float]]  # (case, first, last sample) of each stay
     samples_note: str | None  # why there is no time series
     warnings: list[str] = field(default_factory=list)
     # The first screen: transport_costs.py, phases.py, link_checks.py, throughput_bound.py
@@ -178,6 +178,9 @@ class ReportData:
     bounds: list[BoundRow] = field(default_factory=list)
     bounds_missing: list[tuple[str, str]] = field(default_factory=list)  # (case, why none)
     fleet: FleetData | None = None
+    # case -> the fewest ephemeral ports of its secondaries (ip_local_port_range), and
+    # whether they may reuse a port in TIME_WAIT (tcp_tw_reuse = 1): the TIME_WAIT limit
+    port_ranges: dict[str, tuple[int, bool]] = field(default_factory=dict)
     failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
 
@@ -368,6 +371,26 @@ def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
     return out
 
 
+def port_ranges(case_files: list[CaseMeta]) -> dict[str, tuple[int, bool]]:
+    """Per case, the fewest ephemeral ports a secondary had (ip_local_port_range) and
+    whether tcp_tw_reuse = 1 let it reuse a port still in TIME_WAIT (from case.json)."""
+    out: dict[str, tuple[int, bool]] = {}
+    for meta in case_files:
+        hosts = meta.testbed.get("hosts") if isinstance(meta.testbed, dict) else None
+        for host in (hosts or {}).values():
+            if not isinstance(host, dict) or host.get("role") != "secondary":
+                continue
+            sysctls = host.get("sysctls") or {}
+            words = str(sysctls.get("net.ipv4.ip_local_port_range", "")).split()
+            if len(words) != 2 or not all(w.isdigit() for w in words):
+                continue
+            ports = int(words[1]) - int(words[0]) + 1
+            reuse = str(sysctls.get("net.ipv4.tcp_tw_reuse", "")) == "1"
+            known = out.get(meta.case)
+            out[meta.case] = (min(ports, known[0]) if known else ports, reuse)
+    return out
+
+
 def _time_wait(sample: dict[str, Any]) -> int | None:
     tcp = sample.get("tcp")
     if isinstance(tcp, dict) and isinstance(tcp.get("time_wait"), int):
@@ -382,26 +405,29 @@ def time_wait_series(
     samples: list[dict[str, Any]],
 ) -> tuple[dict[str, list[tuple[float, int]]], list[tuple[str, float, float]]]:
     """TIME_WAIT sockets per server role over time (seconds since the run's first sample),
-    and the span of each case on that axis, in the order the cases ran."""
+    and the spans of the cases on that axis: each run of consecutive samples of one case,
+    in the order they ran (an interleaved run visits a case once a round)."""
     timed = [s for s in samples if isinstance(s.get("t"), int | float)]
     if not timed:
         return {}, []
     t0 = min(float(s["t"]) for s in timed)
     series: dict[str, list[tuple[float, int]]] = {}
-    spans: dict[str, list[float]] = {}
+    spans: list[list[Any]] = []
     for sample in sorted(timed, key=lambda s: float(s["t"])):
         t = float(sample["t"]) - t0
         case = sample.get("case")
         if isinstance(case, str):
-            span = spans.setdefault(case, [t, t])
-            span[1] = t
+            if spans and spans[-1][0] == case:
+                spans[-1][2] = t
+            else:
+                spans.append([case, t, t])
         role = sample.get("role")
         if role not in SERVER_ROLES:
             continue
         count = _time_wait(sample)
         if count is not None:
             series.setdefault(str(role), []).append((t, count))
-    return series, [(case, first, last) for case, (first, last) in spans.items()]
+    return series, [(str(case), first, last) for case, first, last in spans]
 
 
 def build_report_data(folder: RunFolder) -> ReportData:
@@ -466,6 +492,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
         bounds_missing=[(p.label, p.missing) for p in phases if p.missing],
+        port_ranges=port_ranges(case_files),
         fleet=fleet_data(summary, records, samples),
         failures=failures,
         failed_attempts=[
