@@ -169,7 +169,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     loaded = spec.load(args.scenario)
     _check_run_options(args)
     binaries = _check_scenario_for_backend(loaded, args)
-    console = ui.console()
+    # With --json, stdout is the JSON's: what a person reads goes to stderr.
+    console = ui.console(stderr=args.json)
     if args.dry_run:
         _print_cases(loaded, console, args.alpha)
         if binaries:
@@ -195,6 +196,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prometheus_address=_check_address(args.prometheus_address),
         sample_interval=args.sample_interval,
         backend=_backend(args),
+        console=console,
     )
     if args.report:
         from harness.report.data import REPORT_HTML, load_report_data
@@ -202,6 +204,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         written = write_report(load_report_data(run_dir), run_dir / REPORT_HTML)
         console.print(f"report: {written}", soft_wrap=True)
+    if args.json:
+        from harness.report.cli import print_json
+        from harness.report.data import load_report_data
+
+        print_json(load_report_data(run_dir))
     return run_exit_status(run_dir, args.allow_failures, console)
 
 
@@ -344,6 +351,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--report", action="store_true", help="write RUN_DIR/report.html when the run ends"
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="when the run ends, print the first screen's figures as JSON on stdout (as "
+        "report --json does); progress and the summary go to stderr",
     )
     run.add_argument(
         "--alpha",

@@ -14,6 +14,8 @@ import resource
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rich.console import Console
+
 from harness.compose.backend import Backend, prepare
 from harness.core import ui
 from harness.core.errors import UserInputError
@@ -186,12 +188,14 @@ def run_scenario(
     prometheus_address: str = "127.0.0.1",
     sample_interval: float = 1.0,
     backend: Backend = NETNS,
+    console: Console | None = None,
 ) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
 
     Servers are sampled every `sample_interval` seconds and at each transfer's start and end
     (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
     way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
+    Progress and the summary go to `console` (stdout's by default).
     """
     if os.geteuid() != 0:  # the CLI says so first; this guards other callers
         raise UserInputError(
@@ -204,7 +208,7 @@ def run_scenario(
         plans = [plan_case(case) for case in loaded.cases]
         check_memory(plans, host_memory_bytes(), loaded.path)
         per_case, distinct = resolve_binaries(plans, backend, loaded.path)
-    console = ui.console()
+    console = console or ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         meta = run_meta(loaded, list(distinct.values()), backend)
