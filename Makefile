@@ -1,5 +1,7 @@
 # xfrbench: `make demo` and `make test` work from a fresh Debian 12 machine (as root).
 SHELL := /bin/bash
+# rustup installs cargo here; uv sync needs it to build the rrsum extension.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 .DEFAULT_GOAL := help
 
 VENV := .venv
@@ -51,12 +53,17 @@ stop-services:
 		update-rc.d $$s disable >/dev/null 2>&1 || true; \
 	done
 
+# uv sync also builds the rrsum extension (Rust, rrsum/) with cargo.
 venv:
 	@command -v uv >/dev/null || pip install -q uv
+	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust with rustup" \
+		"(it builds linkem and the rrsum extension)"; exit 2; }
 	uv sync --frozen --quiet
 
+# The cargo workspace (Cargo.toml) builds into target/: linkem's binary is
+# target/release/linkem.
 linkem:
-	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet --manifest-path linkem/Cargo.toml; fi
+	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet -p linkem; fi
 
 # The default scenario: prints what the host offers, then runs quick.toml and its table.
 demo: setup
@@ -80,7 +87,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check harness tests bench $(BENCH_SCRIPTS)
 
 test: setup lint
-	cargo test --release --quiet --manifest-path linkem/Cargo.toml
+	cargo test --release --quiet --workspace
 	$(PYTHON) -m pytest tests
 
 # Each benchmark prints its figures and records them in bench/README-*.md.
@@ -96,4 +103,4 @@ bench: setup
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi
 	@if [ -x $(PYTHON) ]; then $(PYTHON) -m harness.compose.images --stop-dockerd || true; fi
-	rm -rf zones/cache linkem/target .pytest_cache .ruff_cache
+	rm -rf zones/cache target linkem/target .pytest_cache .ruff_cache

@@ -13,6 +13,7 @@ from harness.core.terms import SERVER_KINDS, ServerKind
 from harness.link.probe import KernelFeatures, probe_kernel
 from harness.servers import server_class
 from harness.servers.binaries import find_binary, probe_version
+from harness.xfr.rrsum_native import implementation
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,18 @@ def _mark(flag: bool) -> str:
     return "[green]yes[/]" if flag else "[red]no[/]"
 
 
-def render(kernel: KernelFeatures, servers: list[ServerReport], console: Console) -> None:
+def _digest_text(digest: dict[str, str]) -> str:
+    if digest["implementation"] == "rust":
+        return f"[green]compiled[/] (xfrbench_rrsum {digest['version']})"
+    return f"[yellow]Python reference[/]: {digest['reason']}"
+
+
+def render(
+    kernel: KernelFeatures,
+    servers: list[ServerReport],
+    console: Console,
+    digest: dict[str, str] | None = None,
+) -> None:
     host = Table(title="host", show_header=False)
     host.add_row("kernel", kernel.kernel)
     host.add_row("root", _mark(kernel.root))
@@ -66,6 +78,8 @@ def render(kernel: KernelFeatures, servers: list[ServerReport], console: Console
     host.add_row("link backend (auto)", kernel.link_backend)
     host.add_row("congestion control allowed", " ".join(kernel.congestion_allowed))
     host.add_row("congestion control available", " ".join(kernel.congestion_available))
+    if digest is not None:
+        host.add_row("verification digest (RRSUM)", _digest_text(digest))
     for note in kernel.notes:
         host.add_row("note", note)
     console.print(host)
@@ -96,12 +110,10 @@ def render(kernel: KernelFeatures, servers: list[ServerReport], console: Console
 def run(as_json: bool) -> int:
     kernel = probe_kernel()
     servers = probe_servers()
+    digest = implementation()
     if as_json:
-        print(
-            json.dumps(
-                {"host": kernel.to_json(), "servers": [asdict(s) for s in servers]}, indent=2
-            )
-        )
+        report = {"host": kernel.to_json(), "servers": [asdict(s) for s in servers]}
+        print(json.dumps({**report, "digest": digest}, indent=2))
     else:
-        render(kernel, servers, Console())
+        render(kernel, servers, Console(), digest)
     return 0

@@ -1,5 +1,9 @@
 """One case and figure of two runs, compared (pure): the statistics and the verdict of
-each figure (see harness/compare/gate.py for what is compared and why)."""
+each figure (see harness/compare/gate.py for what is compared and why).
+
+A fleet's values are one per repeat, a site's too (when its last secondary served): the
+secondaries of one repeat are no independent samples, and pooling them would make p-values
+too small (harness/results/fleet.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from harness.core.stats import (
     repeats_for_alpha,
 )
 from harness.core.terms import SERVER_TO_SERVER
-from harness.results.fleet import fleet_repeats
+from harness.results.fleet import fleet_repeat_values, fleet_repeats
 from harness.results.model import TransferRecord
 from harness.results.summary import case_label
 
@@ -51,12 +55,17 @@ NEW_FAILURES = "new-failures"  # B failed where A never did
 MORE_FAILURES = "more-failures"  # both failed, B significantly more often
 FAILING_IN_BOTH = "failing-in-both"
 FEWER_FAILURES = "fewer-failures"
-REGRESSIONS = (REGRESSION, FAILED_IN_B, NEW_FAILURES, MORE_FAILURES)
+NOT_CONVERGED_IN_B = "not-converged-in-b"  # a fleet whose new serial did not reach all of it
+REGRESSIONS = (REGRESSION, FAILED_IN_B, NEW_FAILURES, MORE_FAILURES, NOT_CONVERGED_IN_B)
 
 # Kinds of warning, so that the terminal prints one line per kind, not one per case.
 FEW = "few transfers"
 SPREAD = "wide spread"
 DRIFT = "drift"
+NOT_CONVERGED = "not converged"  # a fleet's repeat, and who it did not reach
+# What one value of a fleet's comparison is (never one secondary's transfer).
+PER_SITE_REPEAT = "repeat: when the site's last secondary served, from its first NOTIFY"
+PER_FLEET_REPEAT = "repeat: the fleet's last or p95 time, from its first NOTIFY"
 
 
 # --- one case and figure ------------------------------------------------------------------
@@ -99,6 +108,7 @@ class CaseComparison:
     single: bool = False  # one value per run: no test
     unit: str = "s"
     failure_kinds: dict[str, dict[str, int]] = field(default_factory=dict)  # run -> kinds
+    per: str = "transfer"  # what one value is: a transfer, or (a fleet's) a repeat
 
     @property
     def case_label(self) -> str:
@@ -264,19 +274,30 @@ def compare_case(
     alpha: float,
     site: str | None = None,
 ) -> CaseComparison:
-    """The durations of one case (and site) in two runs."""
-    values_a = duration_values(records_a)[(case, method, site, DURATION)]
-    values_b = duration_values(records_b)[(case, method, site, DURATION)]
-    return compare_sides(
+    """The durations of one case (and site) in two runs; a fleet's site by one value per
+    repeat, when its last secondary served (from the first NOTIFY to the site): a repeat in
+    which one of them failed has no value."""
+
+    def values(records: list[TransferRecord]) -> Values:
+        if site is None:
+            return duration_values(records)[(case, method, site, DURATION)]
+        per_repeat = fleet_repeat_values(records)
+        times = [v for _, v in sorted(per_repeat.items()) if v is not None]
+        return Values(times, len(per_repeat))
+
+    item = compare_sides(
         case,
         method,
-        side_of(values_a, threshold),
-        side_of(values_b, threshold),
+        side_of(values(records_a), threshold),
+        side_of(values(records_b), threshold),
         threshold=threshold,
         alpha=alpha,
         site=site,
         unsupported_in_b=bool(records_b) and all(r.unsupported for r in records_b),
     )
+    if site is not None:
+        item.per = PER_SITE_REPEAT
+    return item
 
 
 def compare_failures(key: Key, a: FailureCount, b: FailureCount, *, alpha: float) -> CaseComparison:
@@ -326,7 +347,9 @@ def fleet_comparisons(
     alpha: float,
 ) -> list[CaseComparison]:
     """Per fleet case in both runs: the last secondary's and the 95th percentile's time to
-    serve the new serial, one value per repeat (harness/results/fleet.py)."""
+    serve the new serial, one value per repeat (harness/results/fleet.py). A repeat that
+    did not get there (not converged: no last time, or fewer than 95 % served) has no value;
+    any such repeat in B makes the figure a regression, whatever the times of the others."""
     repeats_a, repeats_b = fleet_repeats(records_a), fleet_repeats(records_b)
     out = []
     for case in dict.fromkeys(r.case for r in repeats_a):
@@ -337,15 +360,25 @@ def fleet_comparisons(
         for figure, name in zip(FLEET_FIGURES, ("last_s", "p95_s"), strict=True):
             values_a = [getattr(r, name) for r in mine_a if getattr(r, name) is not None]
             values_b = [getattr(r, name) for r in mine_b if getattr(r, name) is not None]
-            out.append(
-                compare_sides(
-                    case,
-                    SERVER_TO_SERVER,
-                    side_of(Values(values_a, len(mine_a)), threshold),
-                    side_of(Values(values_b, len(mine_b)), threshold),
-                    threshold=threshold,
-                    alpha=alpha,
-                    figure=figure,
-                )
+            item = compare_sides(
+                case,
+                SERVER_TO_SERVER,
+                side_of(Values(values_a, len(mine_a)), threshold),
+                side_of(Values(values_b, len(mine_b)), threshold),
+                threshold=threshold,
+                alpha=alpha,
+                figure=figure,
             )
+            item.per = PER_FLEET_REPEAT
+            short_b = [r for r in mine_b if getattr(r, name) is None]
+            if short_b:
+                item.verdict = NOT_CONVERGED_IN_B
+                item.identical = item.within = False
+                for name_, mine in (("A", mine_a), ("B", mine_b)):
+                    for r in mine:
+                        if getattr(r, name) is None:
+                            text = f"run {name_} repeat {r.repeat}: {r.served_of}, not converged"
+                            item.warnings.append(text + ": " + "; ".join(r.why_missing()))
+                            item.kinds.append(NOT_CONVERGED)
+            out.append(item)
     return out

@@ -16,7 +16,9 @@ are not a near one's). Per case it compares (harness/compare/figures.py):
   more often?). A case that failed in B and never in A is a regression whatever p says;
   cases failing in both runs are listed.
 - a fleet's propagation per repeat (the last secondary's and the 95th percentile's time to
-  serve the new serial), from harness/results/fleet.py.
+  serve the new serial), from harness/results/fleet.py; a fleet's site is compared on one
+  value per repeat too (when its last secondary served). A repeat of B that did not reach
+  the whole fleet is a regression.
 
 Any regression makes the exit status 1, so the command can gate a server upgrade in CI. A
 slow-down in a case whose repeats drift (harness/core/stats.py drift_check: a trend, or a
@@ -49,6 +51,7 @@ from harness.compare.case import (  # the verdicts, for callers of the gate
     NEW_IN_B,
     NO_CHANGE,
     NO_DATA,
+    NOT_CONVERGED_IN_B,
     REGRESSION,
     REGRESSIONS,
     UNSUPPORTED_IN_B,
@@ -83,6 +86,7 @@ __all__ = [
     "MORE_FAILURES",
     "NEW_FAILURES",
     "NEW_IN_B",
+    "NOT_CONVERGED_IN_B",
     "NO_CHANGE",
     "NO_DATA",
     "REGRESSION",

@@ -21,6 +21,8 @@ from harness.compare.case import (
     NEW_FAILURES,
     NEW_IN_B,
     NO_DATA,
+    NOT_CONVERGED,
+    NOT_CONVERGED_IN_B,
     REGRESSION,
     SPREAD,
     UNSUPPORTED_IN_B,
@@ -99,6 +101,8 @@ def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
         return f"[green]{change} ({_p(item)}) better[/]"
     if item.verdict == DRIFTING:
         return f"[yellow]{change} ({_p(item)}) worse, but it drifts: not called a regression[/]"
+    if item.verdict == NOT_CONVERGED_IN_B:
+        return "[bold red]the fleet did not converge in B: regression[/]"
     if item.verdict == FAILED_IN_B:
         return "[bold red]no verified transfer in B: regression[/]"
     if item.verdict == UNSUPPORTED_IN_B:
@@ -146,6 +150,12 @@ def grouped_warnings(result: Comparison) -> list[str]:
                 f"run {name} spreads wide (CV > {MAX_CV:.0%}: a busy host or a noisy link) in "
                 f"{len(wide)} of {len(result.cases)}: {_names(wide)}; their medians move a lot"
             )
+    for item in result.cases:  # a fleet that did not converge: who it missed, per repeat
+        lines += [
+            f"{item.label}: {text}"
+            for kind, text in zip(item.kinds, item.warnings, strict=True)
+            if kind == NOT_CONVERGED
+        ]
     drifting = [item for item in result.cases if DRIFT in item.kinds]
     for item in drifting[:4]:
         texts = [t for k, t in zip(item.kinds, item.warnings, strict=True) if k == DRIFT]
@@ -227,6 +237,9 @@ def print_comparison(result: Comparison, console: Console) -> None:
         )
     else:
         print_tables(result, console)
+        fleets = dict.fromkeys(item.per for item in result.cases if item.per != "transfer")
+        for per in fleets:  # what n counts in a fleet's rows: repeats, not secondaries
+            console.print(escape(f"fleet rows: one value per {per}"), soft_wrap=True)
         if not any(item.figure == FAILURES for item in result.cases):
             console.print("failures: none in either run", soft_wrap=True)
         for line in grouped_warnings(result):

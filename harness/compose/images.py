@@ -34,7 +34,7 @@ from harness.core.errors import EnvironmentProblem, ToolFailed, UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "servers" / "docker"
-LINKEM_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
+LINKEM_BINARY = REPO / "target" / "release" / "linkem"  # the cargo workspace's target/
 
 SUITES = ("bookworm", "trixie")
 # Bumped whenever base_files() changes, so a cached base from older code is rebuilt.
@@ -390,8 +390,11 @@ def _install_locked_dependencies(target: Path) -> None:
         raise EnvironmentProblem(
             "uv is missing (it installs the driver's dependencies)",
         )
+    # The rrsum extension is a local path (no hash to require): copied as built, below.
+    export_argv = [uv, "export", "--frozen", "--no-dev", "--no-emit-project"]
+    export_argv += ["--no-emit-package", "xfrbench-rrsum", "--format", "requirements-txt"]
     export = subprocess.run(
-        [uv, "export", "--frozen", "--no-dev", "--no-emit-project", "--format", "requirements-txt"],
+        export_argv,
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -410,6 +413,19 @@ def _install_locked_dependencies(target: Path) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     if result.returncode != 0:
         raise ToolFailed(argv, result.returncode, result.stderr)
+    _copy_rrsum_extension(target)
+
+
+def _copy_rrsum_extension(target: Path) -> None:
+    """The compiled RRSUM as `uv sync` built it here (CPython 3.11 abi3, this Debian 12
+    host's glibc, as the driver image has): without it the driver image verifies with the
+    Python reference, and its run.json says so."""
+    try:
+        import xfrbench_rrsum
+    except ImportError:
+        return
+    package = Path(xfrbench_rrsum.__file__).parent
+    shutil.copytree(package, target / package.name)
 
 
 @dataclass(frozen=True)

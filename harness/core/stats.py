@@ -4,6 +4,7 @@
   allows, percentile-bootstrap intervals of medians and of their ratio.
 - How precise a median is (adaptive repeats): a distribution-free confidence interval of the
   median from order statistics.
+- Percentiles by nearest rank: every percentile the harness prints is a value it measured.
 - Whether repeats of one transfer drift (a busy host warming up, a cache filling, a server's
   memory growing): the Mann-Kendall trend test, Sen's slope, and a first-repeat outlier test.
 
@@ -21,6 +22,25 @@ from typing import Any, Literal
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 5
+
+# --- percentiles --------------------------------------------------------------------------
+
+PERCENTILE_METHOD = "nearest rank"  # how every percentile the harness prints is taken
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of `values` by nearest rank: the smallest value with at
+    least q % of the values at or below it, x_(ceil(q n / 100)) (1-based; q = 0 gives the
+    smallest). Unlike an interpolated percentile it is always a value that was measured: a
+    fleet's p95 is a time at which 95 % of its secondaries really served."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    ordered = sorted(values)
+    rank = math.ceil(round(q * len(ordered) / 100, 9))  # round: 95 * 20 / 100 is 19, not 19.0..1
+    return ordered[max(rank, 1) - 1]
+
 
 # --- two samples --------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from harness.link.netem import gemodel_params, queue_packets, state_params
 from harness.spec import DirectionSpec, LinkSpec, LossSpec
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
+DEFAULT_BINARY = REPO / "target" / "release" / "linkem"  # the cargo workspace's target/
 FIRST_QUEUE = 10  # NFQUEUE numbers from here on, one per emulated direction
 READY_LINE = "linkem ready"
 # How often linkem rewrites its stats file: a transfer's counters are at most this late.
@@ -98,11 +98,6 @@ def direction_config(
         "reorder_gap": direction.reorder_gap,
         "queue_max_len": queue_packets(direction.rate, rtt, direction.mtu),
     }
-
-
-def link_rtt(link: LinkSpec) -> float:
-    """Round-trip time the queues must cover: both delays plus both jitters."""
-    return link.forward.delay + link.forward.jitter + link.reverse.delay + link.reverse.jitter
 
 
 def instance_seed(link: LinkSpec, case: str | None, instance: str = DEFAULT_INSTANCE) -> int:

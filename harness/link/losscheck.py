@@ -9,9 +9,11 @@ can print:
 - "ok": the count is consistent with the model;
 - "implausible": it is not (p < alpha): the emulator did not apply the model, or the counts
   are not the transfer's (a stale stats snapshot, another flow on the link);
-- "too few packets": the model expects so few drops (fewer than MIN_EXPECTED_DROPS, or, for
-  bursty models, fewer than MIN_EFFECTIVE_DROPS independent ones) that no count would be
-  surprising: "0 of 1,251 dropped (0 %); 1.25 expected at 0.1 %";
+- "too few packets": the count is consistent with the model, and the model expects so few
+  drops (fewer than MIN_EXPECTED_DROPS, or, for bursty models, fewer than
+  MIN_EFFECTIVE_DROPS independent ones) that being consistent says little: "0 of 1,251
+  dropped (0 %); 1.25 expected at 0.1 %". The test comes first: 100 of those 1,251 dropped
+  is "implausible", however few drops were expected;
 - "not tested": the model's statistics could not be computed (named in the sentence).
 
 Expected rate. Each model is the per-packet loss process linkem and netem implement:
@@ -37,10 +39,13 @@ model really has: by the central limit theorem for Markov chains, Var(drops) ~ n
 sigma2 = m (1 - m) + 2 sum_(k>=1) Cov(L_0, L_k) (L_k the loss indicator of packet k), computed
 from the fundamental matrix Z = (I - P + 1 pi)^-1 for the Markov models (sum_(k>=1) (P^k - 1 pi)
 = Z - I) and numerically for correlated random loss. The test is two-sided, normal with a
-continuity correction, and so only trusted when the effective number of independent drops
+continuity correction, and so only used when the effective number of independent drops
 (expected drops / dispersion, dispersion = sigma2 / (m (1 - m))) is at least
-MIN_EFFECTIVE_DROPS. The dispersion is also a burst measure: about twice the mean burst length
-minus one for a simple Gilbert model.
+MIN_EFFECTIVE_DROPS. Below that, Chebyshev's inequality P(|D - n m| >= t) <= n sigma2 / t^2
+bounds the p-value whatever the count's distribution (conservative: it rejects only gross
+departures; for bursty models, whose covariances are positive, n sigma2 is at least the
+variance of n packets). The dispersion is also a burst measure: about twice the mean burst
+length minus one for a simple Gilbert model.
 
 Checked against linkem itself: tests/fixtures/linkem_loss_counts.json holds linkem's counts
 per model (linkem/tests/loss_counts.rs); over 2,000 seeds of 20,000 packets the share of
@@ -339,32 +344,44 @@ def check_loss(
         return result(
             stats, IMPLAUSIBLE, f"impossible ({stats.description})", "certain outcome", 0.0
         )
+    if not packets:
+        return result(stats, TOO_FEW, "no packets to test")
     effective = expected / stats.dispersion
-    if expected < MIN_EXPECTED_DROPS:
-        return result(stats, TOO_FEW, f"too few to test (under {MIN_EXPECTED_DROPS:g} expected)")
-    if not stats.independent and effective < MIN_EFFECTIVE_DROPS:
-        return result(
-            stats,
-            TOO_FEW,
-            f"too few to test: bursts make that about {effective:.1f} independent drops "
-            f"(under {MIN_EFFECTIVE_DROPS:g})",
-        )
-    if stats.independent:
-        from scipy.stats import binomtest
-
-        p_value = float(binomtest(dropped, packets, m).pvalue)
-        test = "exact binomial"
-    else:
-        from scipy.stats import norm
-
-        sd = math.sqrt(packets * m * (1 - m) * stats.dispersion)
-        z = max(abs(dropped - expected) - 0.5, 0.0) / sd  # with a continuity correction
-        p_value = float(2 * norm.sf(z))
-        test = f"normal, variance x{stats.dispersion:.3g} for bursts"
+    p_value, test = _p_value(stats, packets, dropped)
     if p_value < alpha:
         why = f"implausible for {stats.description} ({test}, p = {p_value:.2g})"
         return result(stats, IMPLAUSIBLE, why, test, p_value)
-    return result(stats, OK, f"consistent ({test}, p = {p_value:.2g})", test, p_value)
+    consistent = f"consistent ({test}, p = {p_value:.2g})"
+    if expected < MIN_EXPECTED_DROPS:
+        why = f"{consistent}, but too few to tell (under {MIN_EXPECTED_DROPS:g} expected)"
+        return result(stats, TOO_FEW, why, test, p_value)
+    if not stats.independent and effective < MIN_EFFECTIVE_DROPS:
+        why = (
+            f"{consistent}, but too few to tell: bursts make that about {effective:.1f} "
+            f"independent drops (under {MIN_EFFECTIVE_DROPS:g})"
+        )
+        return result(stats, TOO_FEW, why, test, p_value)
+    return result(stats, OK, consistent, test, p_value)
+
+
+def _p_value(stats: LossStatistics, packets: int, dropped: int) -> tuple[float, str]:
+    """The two-sided p-value of `dropped` in `packets` (or a bound on it), and the test."""
+    m = stats.rate
+    expected = packets * m
+    if stats.independent:
+        from scipy.stats import binomtest
+
+        return float(binomtest(dropped, packets, m).pvalue), "exact binomial"
+    variance = packets * m * (1 - m) * stats.dispersion
+    if expected / stats.dispersion < MIN_EFFECTIVE_DROPS:
+        # Too few independent drops for the normal law: a bound that holds for any law.
+        gap = abs(dropped - expected)
+        bound = min(1.0, variance / (gap * gap)) if gap > 0 else 1.0
+        return bound, f"Chebyshev bound, variance x{stats.dispersion:.3g} for bursts"
+    from scipy.stats import norm
+
+    z = max(abs(dropped - expected) - 0.5, 0.0) / math.sqrt(variance)  # continuity corrected
+    return float(2 * norm.sf(z)), f"normal, variance x{stats.dispersion:.3g} for bursts"
 
 
 def expected_loss_percent(loss: LossSpec) -> float | None:

@@ -1,7 +1,8 @@
 """The path a transfer crosses, as the model bounds see it (pure): a site's link after the
-primary's uplink joined into one link, its round-trip time, and the bounds of the forward
-direction with the hosts' effective buffers. Used by the runner to put a bound beside each
-throughput, by `xfrbench link test`, and by the report's link checks.
+primary's uplink joined into one link, its round-trip time (the one definition: configured
+and longest), and the bounds of the forward direction with the hosts' effective buffers.
+Used by the runner to put a bound beside each throughput, by `xfrbench link test`, by the
+testbed to size the emulator's queues, and by the report's link checks.
 """
 
 from __future__ import annotations
@@ -76,4 +77,12 @@ def through(site: LinkSpec, uplink: LinkSpec) -> LinkSpec:
 
 
 def configured_rtt(link: LinkSpec) -> float:
+    """The link's round-trip time as configured: both delays (what the model bounds and the
+    link checks read measurements against)."""
     return link.forward.delay + link.reverse.delay
+
+
+def longest_rtt(link: LinkSpec) -> float:
+    """The longest round trip a packet may see on `link`: both delays plus both jitters
+    (what an emulator's queues must hold)."""
+    return configured_rtt(link) + link.forward.jitter + link.reverse.jitter

@@ -31,19 +31,14 @@ from harness.measure.watch import TransferObserver
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.plan.case import CasePlan, GroupPlan
-from harness.servers import count_failures
+from harness.servers import count_failures, count_refusals
 from harness.servers.base import NewVersion, Reach, last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
 from harness.xfr.kdig import kdig_pull
-from harness.xfr.poll import (
-    ZonesServed,
-    ZonesTimeout,
-    wait_for_serial,
-    wait_for_serials,
-    wait_for_zones,
-)
+from harness.xfr.poll import wait_for_serial, wait_for_serials
+from harness.xfr.poll_zones import ZonesServed, ZonesTimeout, wait_for_zones
 from harness.xfr.primary_check import (
     FULL_CHECK_RECORDS,
     expectations,
@@ -109,6 +104,7 @@ class LiveCase:
         self.wire: WireWatch | None = None  # the primary's wire, while it runs
         self.observer: TransferObserver | None = None
         self.poll_gaps: dict[str, float] = {}  # host -> longest wait between two SOA polls
+        self.unserved: dict[str, float] = {}  # host -> last query answered without the serial
         self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
         self._quiet_from = 0.0  # when the last transfer ended (see between_repeats)
         self.references: dict[str, ZoneSum] = {}  # zone -> what the primary serves now
@@ -282,13 +278,17 @@ class LiveCase:
             between=self._alive,
         )
         self.poll_gaps = seen.max_gap_s
+        self.unserved = seen.unserved
         return seen.served
+
+    def last_unserved(self, host: str) -> float | None:
+        return self.unserved.get(host)
 
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
     ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """Every secondary's zones polled concurrently (each host by a poller of its own,
-        many queries in flight; see xfr/poll.py wait_for_zones)."""
+        many queries in flight; see xfr/poll_zones.py wait_for_zones)."""
         served: dict[str, dict[str, float]] = {}
         errors: dict[str, str] = {}
         failure: list[BaseException] = []
@@ -325,14 +325,20 @@ class LiveCase:
             raise failure[0]
         return served, errors
 
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        seen = self.zones_seen.get(host)
+        return seen.unserved if seen is not None else {}
+
     def cold_start_polling(self, host: str) -> dict[str, Any]:
-        """How a host's cold start was polled: rounds, queries, the slowest round."""
+        """How a host's cold start was polled: rounds, queries (and those asked again within
+        a round), the slowest round."""
         seen = self.zones_seen.get(host)
         if seen is None:
             return {}
         return {
             "rounds": seen.rounds,
             "queries": seen.queries,
+            "resends": seen.resends,
             "round_max_s": max(seen.round_s, default=None),
             "zones_served": len(seen.served),
         }
@@ -476,22 +482,22 @@ class LiveCase:
         return out
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The secondary's logged incoming transfer and failures since `since`, and the
-        primary's logged outgoing transfer."""
+        """The secondary's logged incoming transfer and failures since `since`, the
+        primary's logged outgoing transfer, and its refusals (to anyone) since `since`."""
         assert self.primary is not None
         running = self.secondaries[host]
         dialect = type(running.server)
         text = srv.read_text(running.server.log_path)
         incoming = last_incoming(dialect, text, zone, serial)
         primary = type(self.primary.server)
-        outgoing = last_outgoing(
-            primary, srv.read_text(self.primary.server.log_path), zone, serial, running.host.address
-        )
+        primary_text = srv.read_text(self.primary.server.log_path)
+        outgoing = last_outgoing(primary, primary_text, zone, serial, running.host.address)
         failures = count_failures(dialect.kind, text, since)
         return Logged(
             incoming.to_json() if incoming else {},
             outgoing.to_json() if outgoing else {},
-            failures.to_json() if failures.failing_lines else {},
+            failures.to_json(),  # nulls where it does not log a category, even if none failed
+            count_refusals(primary.kind, primary_text, since, self.wall()).to_json(),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:

@@ -3,7 +3,7 @@
 Flows are written against `Bench`, the few operations they need from a live case; the driver
 (measure/driver.py) carries them out on real servers, and unit tests on a fake with a fake
 clock (as dnspython's `Inbound` is driven by both its sync and async query code). What a
-server-to-server duration means (DESIGN.md, "Measuring a transfer"):
+server-to-server duration means (docs/architecture.md, "Measuring a transfer"):
 
 - trigger "notify": from the moment the primary's own NOTIFY to that secondary leaves its host
   (seen on the wire) until the secondary first serves the new serial. The primary's reload
@@ -14,10 +14,15 @@ server-to-server duration means (DESIGN.md, "Measuring a transfer"):
 - trigger "cold-start": from spawning a secondary with every zone configured and none on disk
   until it serves the last of them.
 
-Ends are observed by polling SOA serials, so a duration is at most one poll interval late and
-never negative. One unrecorded warm-up update precedes the measured repeats: right after its
-first transfer a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would
-make repeat 1 an outlier of start-up rather than of transfer.
+Ends are observed by polling SOA serials, so a duration is never negative and may be late:
+by how much is its record's duration_error_s, the time from sending the last SOA query the
+secondary answered without the new serial (or from the trigger, if none came after it) to
+the first answer with it (xfr/served_times.py served_error); a cold start's is that of its
+last zone, its extra["served_error_s"] the median and largest over all zones.
+
+One unrecorded warm-up update precedes the measured repeats: right after its first transfer
+a secondary answers the next NOTIFY late (BIND: ~0.45 s here), which would make repeat 1 an
+outlier of start-up rather than of transfer.
 """
 
 from __future__ import annotations
@@ -33,7 +38,12 @@ from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
 from harness.xfr import XfrTimeout
-from harness.xfr.served_times import served_curve, served_distribution
+from harness.xfr.served_times import (
+    error_summary,
+    served_curve,
+    served_distribution,
+    served_error,
+)
 
 START_TIMEOUT = 120.0  # a server that does not serve its zones by then has failed to start
 Emit = Callable[[TransferRecord], None]
@@ -80,6 +90,9 @@ class Logged:
     secondary: dict[str, Any] = field(default_factory=dict)
     primary: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, Any] = field(default_factory=dict)  # the secondary's, this repeat
+    # The primary's refusals for want of a slot so far in this repeat, to any secondary
+    # (servers/refusals.py RefusalCount.to_json(); refusals None: not logged).
+    refusals: dict[str, Any] = field(default_factory=dict)
 
     def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
         """Bytes, messages and records, from whichever server logged them; None where neither
@@ -156,11 +169,19 @@ class Bench(Protocol):
         """When each host first served `serial` of `zone`; hosts that did not by the
         deadline are missing. Raises CaseFailed when a server exits."""
 
+    def last_unserved(self, host: str) -> float | None:
+        """When the last SOA query that `host` answered without the serial of the last
+        `wait_served` was sent (None: it answered none so): where its error bar begins."""
+
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
     ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
         """Per host, when it first served each zone at `serial` (hosts that served them all),
         and why the others did not (a timeout naming the zones still pending)."""
+
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        """`last_unserved` per zone of the last `wait_all_zones` (zones `host` answered
+        without the serial; the others are missing)."""
 
     def publish(self, serial: int) -> Publication:
         """Put `serial` of the first zone on the primary (raises XfrTimeout, or
@@ -184,8 +205,8 @@ class Bench(Protocol):
         """verify() for many small zones at once (a cold start)."""
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The transfer as the servers logged it, and the secondary's failure lines since
-        `since` (unix time)."""
+        """The transfer as the servers logged it, the secondary's failure lines since
+        `since` (unix time), and the primary's refusals since then (to any secondary)."""
 
     def cold_start_log(self, host: str) -> ColdStartLog: ...
 
@@ -293,9 +314,15 @@ def update_repeat(
                 if host in t0
                 else _no_notify_text(plan.timeout, host, serial)
             )
-            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "timeout"))
+            # What it was sent (the NOTIFY's phase: a fleet's origin is the first NOTIFY to
+            # any secondary) and what the servers logged: why it is missing, in their words.
+            with spent.phase("observe"):
+                logged = bench.logged(host, zone, serial, started_at)
+            seen = {"phases": phases[host], "server_logged": _logged_json(logged)}
+            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, **seen))
             continue
         duration = done[host] - t0[host]
+        late = served_error(done[host], bench.last_unserved(host), t0[host])
         with spent.phase("observe") as observe:
             facts = bench.observation(host, t0[host], done[host])
         with spent.phase("verify") as verify:
@@ -329,11 +356,7 @@ def update_repeat(
             bytes=size,
             messages=messages,
             phases=phases[host] | seen | {"served": duration},
-            server_logged={
-                "secondary": logged.secondary,
-                "primary": logged.primary,
-                "secondary_failures": logged.failures,
-            },
+            server_logged=_logged_json(logged),
             extra={
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
@@ -343,6 +366,7 @@ def update_repeat(
             | facts
             | extra,
             bound=bound,
+            duration_error_s=round(late, 6),
         )
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
 
@@ -370,6 +394,15 @@ def _notified(bench: Bench, triggered: _Triggered, serial: int) -> _Triggered:
         for host, phase in triggered.phases.items()
     }
     return _Triggered(t0, phases, triggered.method, triggered.issued)
+
+
+def _logged_json(logged: Logged) -> dict[str, Any]:
+    return {
+        "secondary": logged.secondary,
+        "primary": logged.primary,
+        "secondary_failures": logged.failures,
+        "primary_refusals": logged.refusals,
+    }
 
 
 def _no_notify_text(timeout: float, host: str, serial: int) -> str:
@@ -414,9 +447,13 @@ def _failed(
     at: float,
     extra: dict[str, Any] | None = None,
     kind: Failure = "timeout",
+    phases: dict[str, float] | None = None,
+    server_logged: dict[str, Any] | None = None,
 ) -> TransferRecord:
     observed = failure(serial, error, at, kind=kind)
     observed.extra = dict(extra or {})
+    observed.phases = dict(phases or {})
+    observed.server_logged = dict(server_logged or {})
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 
@@ -454,6 +491,9 @@ def cold_start_repeat(
             continue
         times = sorted(served[host].values())
         duration = times[-1] - t0
+        unserved = bench.zones_last_unserved(host)
+        late = {z: served_error(at, unserved.get(z), t0) for z, at in served[host].items()}
+        last = max(served[host], key=served[host].__getitem__)
         problems, records = [], 0
         with spent.phase("verify") as verify:
             checks = bench.verify_zones(host, origins, serial)
@@ -483,10 +523,12 @@ def cold_start_repeat(
             bytes=log.bytes,
             messages=log.messages,
             phases=zones_served_phases(times, t0) | {"served": duration},
+            duration_error_s=round(late[last], 6),
             server_logged=_cold_start_logged(log),
             extra={
                 "zones": len(origins),
                 "served_curve": served_curve(times, t0),
+                "served_error_s": error_summary(late.values()),
                 "polling": polling,
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }

@@ -9,7 +9,9 @@
 samples.jsonl holds one JSON object per line. A server line:
     t, event ("periodic" | "transfer-start" | "transfer-end"), case, repeat (int | null),
     role, server, pid, source ("cgroup-v1" | "cgroup-v2" | "proc"),
-    cpu_user_s, cpu_system_s (cumulative), rss_bytes, peak_rss_bytes, memory_bytes,
+    cpu_user_s, cpu_system_s (cumulative), anon_bytes, charged_bytes, charged_peak_bytes
+    (see harness.observe.cgroup; lines from before they were named so hold rss_bytes,
+    memory_bytes and peak_rss_bytes, read as these by harness.results.resources.load_samples),
     tcp {inuse, orphan, time_wait, alloc}, tcp_states {state: n, non-zero only},
     ephemeral_ports_in_use, retrans_segs, tcp_timeouts, active_opens, passive_opens
 A link line: t, event, case, repeat, role "link", direction, passed, dropped (cumulative).

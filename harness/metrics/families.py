@@ -87,7 +87,7 @@ S_LABELS = ("run_id", "case", "server", "role", "host", "site")
 L_LABELS = ("run_id", "case", "host", "site", "direction")
 C_LABELS = ("run_id", "case")
 FLEET_STATS = ("first", "p50", "p95", "last")
-FLEET_STATUSES = ("recorded", "served", "waited")
+FLEET_STATUSES = ("secondaries", "recorded", "served", "reconnected", "possibly_waited")
 LOSS_VERDICTS = tuple(v.replace(" ", "_") for v in get_args(Verdict))
 
 
@@ -160,23 +160,25 @@ FAMILIES: tuple[Family, ...] = (
         "seconds",
     ),
     Family(
-        "xfrbench_server_memory_rss_bytes",
+        "xfrbench_server_memory_anon_bytes",
         "gauge",
-        "Resident anonymous memory of the server.",
+        "Anonymous memory of the server (cgroup v2 anon, v1 rss, or RssAnon over its "
+        "processes): its own heap, not the files it read.",
         S_LABELS,
         "bytes",
     ),
     Family(
-        "xfrbench_server_memory_peak_bytes",
+        "xfrbench_server_memory_charged_bytes",
         "gauge",
-        "Peak resident memory of the server.",
+        "Memory charged to the server's cgroup, page cache included.",
         S_LABELS,
         "bytes",
     ),
     Family(
-        "xfrbench_server_memory_bytes",
+        "xfrbench_server_memory_charged_peak_bytes",
         "gauge",
-        "Memory of the server's cgroup including page cache.",
+        "Peak of the memory charged to the server's cgroup since the server started, page "
+        "cache included.",
         S_LABELS,
         "bytes",
     ),
@@ -253,16 +255,29 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_fleet_propagation_seconds",
         "gauge",
-        "Latest repeat: seconds from its first NOTIFY (or command) until the first, median, "
-        "95th percentile and last secondary served the new serial, over those so far.",
+        "Latest repeat: seconds from its first NOTIFY to any secondary (or command) until the "
+        "first, median and 95th percentile (nearest rank over the whole fleet) and the last "
+        "secondary served the new serial; absent while the fleet has not got there (not "
+        "converged, or records still to come).",
         (*C_LABELS, "stat"),
         "seconds",
     ),
     Family(
         "xfrbench_fleet_secondaries",
         "gauge",
-        "Latest repeat: secondaries with a record, served (verified), waited for a slot.",
+        "Latest repeat: secondaries in the fleet, those with a record so far, served "
+        "(verified; converged when it equals secondaries), reconnected (opened more than one "
+        "connection, by source port), possibly_waited (connected late after the SOA query: "
+        "a guess, a busy CPU looks the same).",
         (*C_LABELS, "status"),
+    ),
+    Family(
+        "xfrbench_fleet_refusals",
+        "gauge",
+        "Latest repeat: transfers the primary refused for want of a slot, counted in its "
+        "log in its own words (BIND: 'request denied: quota reached'); absent where its "
+        "server's wording is not known (not logged).",
+        C_LABELS,
     ),
     Family(
         "xfrbench_primary_repeat_cpu_seconds",

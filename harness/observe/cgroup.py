@@ -9,6 +9,17 @@ Layouts, chosen by `detect()` from /proc/self/mountinfo:
   cgroup2 tree at /sys/fs/cgroup/unified has no controllers). One group in each.
 - "proc": neither can be used; the caller samples the process tree in /proc instead.
 
+Memory, two figures that mean different things:
+- anonymous memory now (`anon_bytes`): the server's own heap and stacks, what grows with the
+  zones it holds. v2 memory.stat `anon`; v1 `total_rss` (`rss` on kernels without the
+  hierarchical figures): anonymous and swap cache memory, transparent huge pages included
+  (v1's `rss_huge` is a part of `rss`, not added to it). A sampler takes its peak per case.
+- charged memory (`charged_bytes`, and `charged_peak_bytes` the kernel's peak since the
+  group was made, i.e. since the server started): everything the group is charged for,
+  page cache included (the zone files it read and wrote). v2 memory.current / memory.peak
+  (Linux 5.19+), v1 memory.usage_in_bytes / memory.max_usage_in_bytes. Servers shared by
+  the cases of a group show the same peak for all of them.
+
 CPU seconds are exact on both: the kernel counts a group's run time in nanoseconds but its
 user/system split only per tick. v2's cpu.stat scales the tick split to the exact total;
 on v1 `adjust_cputime` does the same with cpuacct.usage (cpuacct.stat alone moves in 10 ms
@@ -41,9 +52,9 @@ class CgroupUsage:
 
     cpu_user_s: float
     cpu_system_s: float
-    rss_bytes: int  # anon memory (v2 anon, v1 total_rss, or VmRSS)
-    peak_rss_bytes: int | None  # v1 max_usage_in_bytes, v2 memory.peak (incl. cache), VmHWM
-    memory_bytes: int | None  # charged memory incl. page cache; None for the proc source
+    anon_bytes: int | None  # anonymous memory: v2 anon, v1 total_rss, /proc RssAnon summed
+    charged_bytes: int | None  # charged to the group, page cache included; None from /proc
+    charged_peak_bytes: int | None  # its peak since the server started (None: not kept)
     source: str  # "cgroup-v1" | "cgroup-v2" | "proc"
 
 
@@ -176,7 +187,8 @@ parse_memory_stat = parse_flat_keyed
 
 
 def anon_bytes(memory_stat: dict[str, int]) -> int:
-    """Resident anonymous memory: v2 `anon`, v1 `total_rss` (hierarchical) or `rss`."""
+    """Resident anonymous memory: v2 `anon`, v1 `total_rss` (hierarchical) or `rss` (both
+    count transparent huge pages already: `rss_huge` is a part of them)."""
     for key in ("anon", "total_rss", "rss"):
         if key in memory_stat:
             return memory_stat[key]
@@ -307,9 +319,9 @@ class Cgroup:
         return CgroupUsage(
             cpu_user_s=user,
             cpu_system_s=system,
-            rss_bytes=anon_bytes(parse_memory_stat(_read(memory, "memory.stat"))),
-            peak_rss_bytes=int(peak_text) if peak_text is not None else None,
-            memory_bytes=current,
+            anon_bytes=anon_bytes(parse_memory_stat(_read(memory, "memory.stat"))),
+            charged_bytes=current,
+            charged_peak_bytes=int(peak_text) if peak_text is not None else None,
             source=f"cgroup-{self.layout.kind}",
         )
 

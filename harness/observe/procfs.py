@@ -177,7 +177,7 @@ def parse_proc_stat(text: str) -> ProcStat:
 
 
 def parse_status(text: str) -> dict[str, int]:
-    """The `kB` lines of /proc/<pid>/status (VmRSS, VmHWM, ...) in bytes."""
+    """The `kB` lines of /proc/<pid>/status (VmRSS, RssAnon, ...) in bytes."""
     out: dict[str, int] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -404,19 +404,20 @@ def _descendants(pid: int) -> list[int]:
 class TreeUsage(NamedTuple):
     cpu_user_s: float
     cpu_system_s: float
-    rss_bytes: int
-    peak_rss_bytes: int
+    anon_bytes: int | None  # RssAnon summed; None where the kernel does not say (< 4.5)
 
 
 def read_proc_tree(pid: int) -> TreeUsage:
-    """CPU and memory of `pid` and its descendants (the fallback without a cgroup).
+    """CPU and anonymous memory of `pid` and its descendants (the fallback without a cgroup).
 
     CPU includes reaped children (cutime/cstime), so short-lived workers still count. Memory
-    sums VmRSS and VmHWM over the processes: pages shared between forks count once per
-    process, so with forking servers (NSD) both are upper bounds.
+    sums RssAnon over the processes: anonymous pages shared between forks (copy on write)
+    count once per process, so with forking servers (NSD) it is an upper bound. /proc keeps
+    no peak of it (VmHWM is a peak of all resident pages, file-backed ones included).
     """
     tick = os.sysconf("SC_CLK_TCK")
-    user = system = rss = peak = 0
+    user = system = 0
+    anon: int | None = None
     pids = _descendants(pid)
     for index, current in enumerate(pids):
         try:
@@ -430,6 +431,6 @@ def read_proc_tree(pid: int) -> TreeUsage:
             raise ProcessGone(f"pid {pid} has exited")
         user += stat.utime + stat.cutime
         system += stat.stime + stat.cstime
-        rss += status.get("VmRSS", 0)
-        peak += status.get("VmHWM", 0)
-    return TreeUsage(user / tick, system / tick, rss, peak)
+        if "RssAnon" in status:
+            anon = (anon or 0) + status["RssAnon"]
+    return TreeUsage(user / tick, system / tick, anon)

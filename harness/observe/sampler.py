@@ -95,9 +95,9 @@ def server_sample(
         "source": usage.source,
         "cpu_user_s": round(usage.cpu_user_s, 6),
         "cpu_system_s": round(usage.cpu_system_s, 6),
-        "rss_bytes": usage.rss_bytes,
-        "peak_rss_bytes": usage.peak_rss_bytes,
-        "memory_bytes": usage.memory_bytes,
+        "anon_bytes": usage.anon_bytes,
+        "charged_bytes": usage.charged_bytes,
+        "charged_peak_bytes": usage.charged_peak_bytes,
         **net.fields(),
     }
 
@@ -109,9 +109,9 @@ def read_usage(target: Target) -> CgroupUsage:
     return CgroupUsage(
         cpu_user_s=tree.cpu_user_s,
         cpu_system_s=tree.cpu_system_s,
-        rss_bytes=tree.rss_bytes,
-        peak_rss_bytes=tree.peak_rss_bytes,
-        memory_bytes=None,
+        anon_bytes=tree.anon_bytes,
+        charged_bytes=None,
+        charged_peak_bytes=None,
         source="proc",
     )
 

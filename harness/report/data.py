@@ -23,6 +23,7 @@ from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
+from harness.report.logged_failures import LoggedFailures, logged_failures, logged_failures_text
 from harness.report.phases import CasePhases, case_phases
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
@@ -103,10 +104,16 @@ class CaseRow:
     bound_bps: dict[str, float]  # TransferRecord.bound keys, median over the case's records
     unstable: bool
     unstable_why: str | None
+    # The secondaries' failed attempts by category, counted in their own logs' words
+    logged_failures: list[LoggedFailures] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         return case_label(self.case, self.method)
+
+    @property
+    def logged_failures_text(self) -> str:
+        return logged_failures_text(self.logged_failures)
 
     @property
     def model_bound_bps(self) -> float | None:
@@ -133,7 +140,8 @@ class RoleResources:
     cpu_system_s_per_transfer: float | None
     cpu_total_s_per_transfer: float | None
     cpu_s_total: float | None
-    peak_rss_bytes: int | None
+    anon_peak_bytes: int | None  # sampled in the case (harness.results.resources)
+    charged_peak_bytes: int | None  # page cache included, since the server started
     peak_time_wait: int | None
     peak_ephemeral_ports: int | None
     retrans_segs: int | None
@@ -256,6 +264,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 bound_bps=_bounds(items),
                 unstable=summary.unstable,
                 unstable_why=why,
+                logged_failures=logged_failures(items),
             )
         )
     return rows
@@ -355,7 +364,11 @@ def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
                 cpu_system_s_per_transfer=_float(cpu.get("system")),
                 cpu_total_s_per_transfer=_float(cpu.get("total")),
                 cpu_s_total=_float(figures.get("cpu_s_total")),
-                peak_rss_bytes=_int(figures.get("peak_rss_bytes")),
+                anon_peak_bytes=_int(figures.get("anon_peak_bytes")),
+                # A summary from before holds "peak_rss_bytes": the charged peak (or more).
+                charged_peak_bytes=_int(
+                    figures.get("charged_peak_bytes", figures.get("peak_rss_bytes"))
+                ),
                 peak_time_wait=_int(figures.get("peak_time_wait")),
                 peak_ephemeral_ports=_int(figures.get("peak_ephemeral_ports")),
                 retrans_segs=_int(figures.get("retrans_segs")),

@@ -1,6 +1,6 @@
-"""The resource figures: the servers' CPU time per transfer and peak memory per case, and
-their TCP TIME_WAIT sockets over the run; what each plots (pure, ``Figure.series``) and how
-it is drawn.
+"""The resource figures: the servers' CPU time per transfer and anonymous memory peak per
+case, and their TCP TIME_WAIT sockets over the run; what each plots (pure,
+``Figure.series``) and how it is drawn.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def memory_figure(data: ReportData) -> Figure:
         entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
             figures = item.roles.get(role)
-            value = figures.peak_rss_bytes if figures is not None else None
+            value = figures.anon_peak_bytes if figures is not None else None
             entry[role] = value
             bars += value is not None
         cases.append(entry)
@@ -75,10 +75,12 @@ def memory_figure(data: ReportData) -> Figure:
         note = "no memory sample"
     return Figure(
         id="fig-memory",
-        title="Peak resident memory",
+        title="Peak anonymous memory",
         caption=(
-            "Peak resident memory of each server role during the case (cgroup anon/RSS or "
-            "VmHWM)." + shared_note(shared)
+            "The highest anonymous memory of each server role sampled during the case "
+            "(cgroup v2 anon, v1 rss, or RssAnon over the process tree: the server's own "
+            "heap, not the files it read). The memory charged to the server including "
+            "page cache, since it started, is in Resources." + shared_note(shared)
         ),
         series={"unit": "bytes", "cases": cases},
         points=bars,
@@ -201,7 +203,7 @@ def draw_memory(series: dict[str, Any], fid: str) -> Any:
     peaks = [c[r] for c in series["cases"] for r in SERVER_ROLES if c.get(r)]
     scale, unit = size_unit(peaks)
     return _role_bars(
-        series, fid, lambda peak: [(peak / scale, "")], f"peak resident memory ({unit})"
+        series, fid, lambda peak: [(peak / scale, "")], f"peak anonymous memory ({unit})"
     )
 
 

@@ -61,8 +61,8 @@ def duration_figure(data: ReportData) -> Figure:
         title="Transfer duration per case",
         caption=(
             "Duration of each verified transfer per case (dots, coloured by transport), "
-            "median (black bar) and p10-p90 spread (line). Failed and unsupported "
-            "transfers are not drawn." + shared_note(shared)
+            "median (black bar) and p10-p90 spread (line, nearest rank). Failed and "
+            "unsupported transfers are not drawn." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=points,

@@ -22,6 +22,8 @@ from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
+from harness.results.fleet import refused_text
+from harness.results.resources import MEMORY_NOTE
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
 TEMPLATE = "report.html.j2"
@@ -64,6 +66,12 @@ def transport_notes(groups: list[TransportGroup]) -> list[str]:
         f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
         f"(p < {ALPHA:g})."
     ]
+    fleets = [g.key for g in groups if g.per != "transfer"]
+    if fleets:  # n counts repeats there: a fleet's secondaries are not independent samples
+        notes.append(
+            f"{len(fleets)} fleet group(s): n counts repeats, one value each (when the "
+            "fleet's last secondary served), not one per secondary."
+        )
     untestable = [c for c in costs if not c.testable]
     if untestable:
         smallest = min(min_two_sided_p(g.baseline_n, c.n) for g in groups for c in g.costs
@@ -172,6 +180,7 @@ def environment() -> jinja2.Environment:
         value=lambda v: "" if v is None else v,
         index=index_text,
         significance=significance,
+        refused=refused_text,
     )
     return env
 
@@ -231,6 +240,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             seen=SEEN,
             xot_why=XOT_WHY if any(XOT_NOTE in p.notes for p in data.phases) else None,
             cpu_window=CPU_WINDOW,
+            memory_note=MEMORY_NOTE,
             transport_notes=transport_notes(data.transports),
             steady_bounds=[row for row in data.bounds if row.steady],
             short_bounds=short_rows,

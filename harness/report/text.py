@@ -14,6 +14,8 @@ from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
+from harness.results.fleet import NOT_CONVERGED, refused_text
+from harness.results.resources import MEMORY_NOTE
 
 CASE_COLUMNS = [
     "case",
@@ -29,6 +31,8 @@ CASE_COLUMNS = [
     "bound",
     "note",
 ]
+# Shown before the note where a record holds its secondary's failure counts (since 2026-11).
+LOGGED_COLUMN = "failures logged"
 
 # What the CPU figure covers, in one line (report.html says it in full, as the README does).
 CPU_WINDOW_SHORT = (
@@ -220,21 +224,38 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     if fleet is None:
         return
     table = folding_table(
-        "Fleet: time from each repeat's first NOTIFY until the secondaries serve it "
-        "(medians over repeats)",
-        ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
-    )
+        "Fleet: time from each repeat's first NOTIFY (to any secondary) until its "
+        "secondaries serve it; p95 by nearest rank over the whole fleet; medians over repeats, "
+        "a repeat that did not converge counting as never",
+        ["case", "secondaries", "served, per repeat", "p95", "last", "last sites",
+         "refused (primary's log)", "reconnected", "possibly waited"],
+    )  # fmt: skip
     for item in fleet.cases:
         lasts = sorted({r.last_site for r in item.repeats if r.last_site})
         table.add_row(
             escape(short.get(item.case, item.case)),
             str(item.secondaries),
-            fmt.duration(item.median_p95_s),
-            fmt.duration(item.median_last_s),
+            ", ".join(r.served_of.removesuffix(" served") for r in item.repeats),
+            _converged(item.median_p95_s),
+            _converged(item.median_last_s),
             escape(", ".join(lasts) or "-"),
-            str(item.waited),
+            NOT_LOGGED if item.refusals is None else str(item.refusals),
+            "-" if item.reconnected is None else str(item.reconnected),
+            str(item.possibly_waited),
         )
     print_table(console, table)
+    console.print(escape(FLEET_WAITS), soft_wrap=True)
+    for item in fleet.cases:
+        for repeat in item.not_converged:
+            console.print(
+                escape(
+                    f"{short.get(item.case, item.case)} repeat {repeat.repeat}: "
+                    f"{repeat.served_of}, not converged; missing: "
+                    + "; ".join(repeat.why_missing())
+                    + (f"; {refused_text(repeat.refusals)}" if repeat.refusals else "")
+                ),
+                soft_wrap=True,
+            )
     sites = folding_table(
         "Fleet per site",
         ["case", "site", "ok", "median", "throughput", "bound", "loss checks"],
@@ -268,6 +289,21 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 fmt.duration(point.median_last_s),
             )
         print_table(console, table)
+
+
+NOT_LOGGED = "not logged"
+FLEET_WAITS = (
+    "Fleet slots: refused = transfers the primary refused for want of a slot, counted in "
+    "its log in its own words (not logged: its server's wording is not known); reconnected "
+    "= secondaries that opened more than one connection (by source port); possibly waited "
+    "= connected later after their SOA query than 3 round trips + 50 ms explain, a guess "
+    "(a busy CPU looks the same)."
+)
+
+
+def _converged(seconds: float | None) -> str:
+    """A fleet time, or why there is none: the fleet did not get there."""
+    return NOT_CONVERGED if seconds is None else fmt.duration(seconds)
 
 
 def print_failures(data: ReportData, console: Console, report: Path | None = None) -> None:
@@ -321,9 +357,10 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_answers(data, console, short)
     print_fleet(data, console, short)
 
+    logged = any(row.logged_failures for row in data.cases)
     table = folding_table(
         "cases (ok = verified transfers that count)",
-        CASE_COLUMNS,
+        [*CASE_COLUMNS[:-1], *([LOGGED_COLUMN] if logged else []), CASE_COLUMNS[-1]],
         left=2,
         names=width,
         trailing=1,
@@ -349,6 +386,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             fmt.duration(row.p90_s),
             fmt.rate(row.throughput_bps),
             fmt.rate(row.model_bound_bps),
+            *([escape(row.logged_failures_text)] if logged else []),
             escape("; ".join(notes)),
         )
     print_table(console, table)
@@ -356,7 +394,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     if data.resources:
         resources = folding_table(
             f"resources per case (from {data.resources_source})",
-            ["case", "role", "CPU/transfer", "peak RSS", "peak TIME_WAIT"],
+            ["case", "role", "CPU/transfer", "anon peak", "charged peak", "peak TIME_WAIT"],
             left=2,
             names=width,
         )
@@ -366,11 +404,13 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
                     escape(short.get(item.case, item.case)),
                     role,
                     fmt.duration(figures.cpu_total_s_per_transfer),
-                    fmt.size(figures.peak_rss_bytes),
+                    fmt.size(figures.anon_peak_bytes),
+                    fmt.size(figures.charged_peak_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
         print_table(console, resources)
         console.print(escape(CPU_WINDOW_SHORT), soft_wrap=True)
+        console.print(escape(MEMORY_NOTE), soft_wrap=True)
     else:
         console.print(f"resources: {escape(data.resources_note or 'none')}", soft_wrap=True)
     if report is not None:

@@ -6,7 +6,8 @@ One of the first screen's answers: ``data.build_report_data`` calls ``transport_
 the parsed records, and the renderers (HTML, terminal) only format the result; compare uses
 ``drift_messages`` too. Every figure comes from the server-to-server records that count (ok
 and verified), through the statistics of harness/core/stats.py, so the report says what the rest
-of the harness says.
+of the harness says. A fleet case gives one value per repeat (its convergence time), not one
+per secondary: its secondaries of one repeat are no independent samples.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from harness.core.stats import (
 )
 from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS
 from harness.results.failures import no_result
+from harness.results.fleet import fleet_repeat_values
 from harness.results.model import TransferRecord
 
 BASELINE = "tcp"  # the transport the others are normalised to (= 100)
+PER_FLEET_REPEAT = "fleet repeat (its last secondary, from its first NOTIFY)"
 ALPHA = 0.05  # significance level of the Mann-Whitney test against TCP
 CONFIDENCE = 0.95  # of the bootstrap interval of the ratio of medians
 
@@ -40,10 +43,21 @@ def transport_group(case: str, transport: str) -> str | None:
     return "/".join(parts[:-2] + parts[-1:])
 
 
+def case_values(records: list[TransferRecord]) -> list[float]:
+    """What a case's statistics take, in the order it ran: its verified durations, one per
+    transfer; a fleet's, one per repeat (its convergence time: when its last secondary
+    served, from the repeat's first NOTIFY), never one per secondary."""
+    if any(r.site is not None for r in records):
+        per_repeat = fleet_repeat_values(records)
+        return [v for _, v in sorted(per_repeat.items()) if v is not None]
+    return [float(r.duration_s) for r in records if r.counts and r.duration_s]
+
+
 def host_drift(records: list[TransferRecord]) -> list[str]:
-    """drift_messages per secondary host, in the order its transfers ran: a fleet's hosts
-    take turns in a case's records, and a first-notified host beside a late one is no
-    trend."""
+    """drift_messages of a case's values in the order they ran (a fleet's: per repeat);
+    per secondary host where a case of one has several (records of an older layout)."""
+    if any(r.site is not None for r in records):
+        return drift_messages(case_values(records))
     series: dict[str, list[float]] = {}
     for record in records:
         if record.counts and record.duration_s is not None:
@@ -86,6 +100,7 @@ class TransportGroup:
     baseline_median_s: float | None  # None: TCP has no verified transfer (the row stays)
     baseline_n: int
     costs: list[TransportCost]  # in TRANSPORTS order, TCP first
+    per: str = "transfer"  # what one value is: a transfer, or a fleet's repeat
 
     @property
     def drifting(self) -> bool:
@@ -111,7 +126,7 @@ def transport_costs(
             groups.setdefault(key, {})[items[0].transport] = case
 
     def durations(case: str) -> list[float]:
-        return [float(r.duration_s) for r in by_case[case] if r.counts and r.duration_s]
+        return case_values(by_case[case])
 
     out = []
     for key, cases in groups.items():
@@ -169,6 +184,7 @@ def transport_costs(
                 baseline_median_s=base_median,
                 baseline_n=len(base),
                 costs=costs,
+                per=PER_FLEET_REPEAT if first.site is not None else "transfer",
             )
         )
     return out

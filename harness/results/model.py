@@ -9,8 +9,10 @@ case.json and summary.json) bumps when a meaning changes. Older records are read
   answer with the new serial;
 - ``client-pull-own`` / ``client-pull-kdig``: connect() (own reader) or query sent (kdig) to
   the last message.
-``duration_error_s`` says how far the end of that duration may lie from the instant it
-names (the polling gap: the last answer with the old serial to the first with the new).
+``duration_error_s`` says how far the end of that duration may lie after the instant it
+names: from sending the last SOA query the secondary answered without the new serial (or
+from the trigger) to the first answer with it; for a cold start that of the last zone.
+Client pulls and records written before leave it None.
 ``phases`` are seconds since the trigger (or since connect() for pulls); ``bound`` holds the
 model bounds the figure should be read against (bit/s); ``server_logged`` the server's own
 figures. A record whose ``ok`` is false, or whose ``verified`` is false, never counts in a

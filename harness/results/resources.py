@@ -6,6 +6,13 @@ from zero (a restarted server has a new pid and a new cgroup; a rebuilt namespac
 TCP counters) adds its new value, so a figure never comes out negative and a restart in the
 middle of a case loses nothing but what was spent between the last sample before and the
 restart.
+
+Memory is two figures, named for what they are (``MEMORY_NOTE``): ``anon_peak_bytes``, the
+highest anonymous memory sampled during the case (its own samples only, so the cases that
+share a testbed's servers each have theirs), and ``charged_peak_bytes``, the kernel's peak
+of all the memory charged to the server's cgroup, page cache included, since the server
+started (the same for every case its servers served). A summary.json written before holds
+``peak_rss_bytes``, the larger of the two: readers take it as the charged figure.
 """
 
 from __future__ import annotations
@@ -22,6 +29,20 @@ from harness.core.terms import ROLES
 
 Sample = dict[str, Any]
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
+
+MEMORY_NOTE = (
+    "Memory: anon peak is the highest anonymous memory (the server's own heap, not files it "
+    "read) sampled during the case; charged peak is everything the kernel charged to the "
+    "server's cgroup, page cache included, at its highest since the server started, so "
+    "cases that share servers show the same one."
+)
+# Server-line keys of samples written before the memory figures were named for what they
+# are, and their names now; a /proc line's old figures (VmRSS, VmHWM) were neither.
+_OLD_MEMORY_KEYS = {
+    "rss_bytes": "anon_bytes",
+    "memory_bytes": "charged_bytes",
+    "peak_rss_bytes": "charged_peak_bytes",
+}
 
 
 def load_samples(path: Path) -> list[Sample]:
@@ -48,8 +69,21 @@ def load_samples(path: Path) -> list[Sample]:
             ) from None
         if not isinstance(value, dict):
             raise UserInputError(f"line {number} is not a JSON object", file=path)
-        samples.append(value)
+        samples.append(upgrade_sample(value))
     return samples
+
+
+def upgrade_sample(sample: Sample) -> Sample:
+    """A server line from before the memory figures were renamed, with today's keys:
+    cgroup figures keep their values under their new names; a /proc line's VmRSS and VmHWM
+    (resident file pages included) become no figure rather than a wrong one."""
+    if not any(key in sample for key in _OLD_MEMORY_KEYS):
+        return sample
+    from_cgroup = str(sample.get("source", "")).startswith("cgroup")
+    for old, new in _OLD_MEMORY_KEYS.items():
+        value = sample.pop(old, None)
+        sample.setdefault(new, value if from_cgroup else None)
+    return sample
 
 
 def _same_process(a: Sample, b: Sample) -> bool:
@@ -105,6 +139,11 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 6) if values else None
 
 
+def _peak(samples: list[Sample], key: str) -> int | None:
+    values = [int(s[key]) for s in samples if isinstance(s.get(key), int | float)]
+    return max(values) if values else None
+
+
 def _role_summary(samples: list[Sample]) -> dict[str, Any]:
     per = _transfer_cpu(samples)
     return {
@@ -114,9 +153,8 @@ def _role_summary(samples: list[Sample]) -> dict[str, Any]:
             "total": _median([u + s for u, s in per]),
         },
         "cpu_s_total": round(counter_delta(samples, _cpu, _same_process), 6),
-        "peak_rss_bytes": max(
-            max(int(s.get("rss_bytes") or 0), int(s.get("peak_rss_bytes") or 0)) for s in samples
-        ),
+        "anon_peak_bytes": _peak(samples, "anon_bytes"),
+        "charged_peak_bytes": _peak(samples, "charged_peak_bytes"),
         "peak_time_wait": max(int(s.get("tcp", {}).get("time_wait", 0)) for s in samples),
         "peak_ephemeral_ports": max(int(s.get("ephemeral_ports_in_use", 0)) for s in samples),
         "retrans_segs": int(counter_delta(samples, lambda s: int(s["retrans_segs"]))),
@@ -151,9 +189,10 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
     forward").
 
     cpu_s_per_transfer is the median over transfers of the CPU used between a transfer's
-    start and end marks (None without marks); peak_rss_bytes the highest of the sampled RSS
-    and the kernel's peak (which counts from the server's start); the rest are peaks or
-    counter deltas over the case's samples.
+    start and end marks (None without marks); anon_peak_bytes the highest anonymous memory
+    sampled in the case, charged_peak_bytes the kernel's peak of the group's charged memory
+    since the server started (see the module; None where not sampled); the rest are peaks
+    or counter deltas over the case's samples.
     """
     cases: dict[str, list[Sample]] = {}
     for sample in samples:
@@ -192,7 +231,7 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
 
 # --- what compare tests: each transfer's figures, and the one memory peak per case ---------
 
-MEMORY_PEAK = "peak_rss_bytes"  # the summary key that holds a server's memory peak
+MEMORY_PEAK = "anon_peak_bytes"  # the summary key that holds a server's memory peak
 
 
 def peak_memory_bytes(figures: dict[str, Any]) -> int | None:

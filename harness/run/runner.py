@@ -3,7 +3,8 @@
 Each case gets its own testbed (namespaces or containers, links, TCP settings) and its own
 servers; every transfer appends one line to transfers.jsonl as soon as it ends, so an
 interrupted run keeps every finished measurement. What the figures mean is written down in
-harness/measure/protocol.py; what a case consists of in harness/plan/case.py.
+harness/measure/protocol.py; what a case consists of in harness/plan/case.py; the whole
+pipeline in docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from harness.plan.capacity import check_memory, host_memory_bytes
 from harness.plan.case import CasePlan, GroupPlan, group_cases, plan_case, support_problem
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
+from harness.results.fleet import fleet_repeat_values
 from harness.results.meta import HostInfo, RunMeta, SamplerInfo, ServerInfo
 from harness.results.model import TransferRecord
 from harness.results.provenance import collect
@@ -39,6 +41,7 @@ from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
+from harness.xfr.rrsum_native import implementation as digest_implementation
 
 NETNS = Backend()
 # (kind, binary as configured, image): one binary per distinct key.
@@ -84,6 +87,7 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
         kernel_features=kernel.to_json(),
         link_backend=kernel.link_backend,
         host=HostInfo.model_validate(collect()),
+        digest=digest_implementation(),
     )
 
 
@@ -98,12 +102,14 @@ def driver_usage() -> dict[str, float]:
 
 class Tally:
     """What the run has recorded so far, per case: the progress bars, and what
-    `repeats = "auto"` decides from (verified durations and repeats tried)."""
+    `repeats = "auto"` decides from: one value per repeat (a lone secondary's verified
+    duration; a fleet's convergence time, its last secondary's, never one per secondary)
+    and the repeats tried."""
 
     def __init__(self, store: RunStore, advance: Callable[[str], None]) -> None:
         self.store = store
         self.advance = advance
-        self.durations: dict[str, list[float]] = {}
+        self.records: dict[str, list[TransferRecord]] = {}  # server to server, repeats >= 1
         self.repeats: dict[str, set[int]] = {}
 
     def emit(self, record: TransferRecord) -> None:
@@ -112,8 +118,15 @@ class Tally:
         if record.method != SERVER_TO_SERVER or record.repeat < 1:
             return
         self.repeats.setdefault(record.case, set()).add(record.repeat)
-        if record.counts and record.duration_s is not None:
-            self.durations.setdefault(record.case, []).append(record.duration_s)
+        self.records.setdefault(record.case, []).append(record)
+
+    def values(self, case: str) -> list[float]:
+        """The case's values so far, one per repeat that has one, in the order they ran."""
+        records = self.records.get(case, [])
+        if any(r.site is not None for r in records):
+            per_repeat = fleet_repeat_values(records)
+            return [v for _, v in sorted(per_repeat.items()) if v is not None]
+        return [float(r.duration_s) for r in records if r.counts and r.duration_s is not None]
 
 
 def unsupported_cases(
@@ -156,7 +169,7 @@ def run_cases(
                  for c, case in enumerate(group.cases)}  # fmt: skip
 
         def observed() -> tuple[dict[Key, list[float]], dict[Key, int]]:
-            durations = {key: tally.durations.get(name, []) for key, name in names.items()}
+            durations = {key: tally.values(name) for key, name in names.items()}
             tried = {key: len(tally.repeats.get(name, ())) for key, name in names.items()}
             return durations, tried
 

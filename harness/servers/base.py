@@ -4,7 +4,8 @@ A dialect (servers/bind.py, knot.py, nsd.py) is one `Server` subclass holding ev
 harness knows about that server: its binary and version probe, the tuning options an operator
 may set, what a version can do (structured `Capabilities`, never prose to grep), its config
 templates (servers/<kind>/ at the top of the repository), argv and control commands, its
-transfer log lines, its failure phrases and how it writes a peer's address. The runner and the
+transfer log lines, its failure phrases, its refusals as a primary and how it writes a peer's
+address. The runner and the
 flows only ever talk to this interface; adding a server is one new module plus its templates.
 
 Rendering and parsing are pure. A dialect's I/O is writing its own working folder and, as a
@@ -28,6 +29,7 @@ import jinja2
 
 from harness.core.terms import Role, ServerKind
 from harness.servers.failures import FailureWording
+from harness.servers.refusals import RefusalWording
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles, write_private
 from harness.zonegen.cache import link_or_copy
@@ -217,6 +219,9 @@ class Server(ABC):
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
+    # As a primary, the line it writes for each transfer it refuses for want of a slot
+    # (servers/refusals.py); None while no such line is known: "not logged", never 0.
+    refusals: ClassVar[RefusalWording | None] = None
     footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:

@@ -1,16 +1,20 @@
 """BIND 9 (named): everything the harness knows about it.
 
-Facts that shape transfers (DESIGN.md): transfers-in 10, transfers-per-ns 2, transfers-out 10,
+Facts that shape transfers: transfers-in 10, transfers-per-ns 2, transfers-out 10,
 serial-query-rate 20/s (paces a cold start), each inbound transfer on its own TCP
-connection; XoT both ways since 9.18 with the "dot" ALPN.
+connection; XoT both ways since 9.18 with the "dot" ALPN. A request beyond transfers-out is
+answered SERVFAIL and logged "... request denied: quota reached" (REFUSALS).
 
 Failures (FAILURES): the attempt is "transfer of '<zone>' from <addr>: failed to connect:
 <reason>" (its "Transfer status: <reason>" and "Transfer completed: 0 messages" lines follow),
-and for the SOA query before it "refresh: failure trying primary ...: <reason>" or "refresh:
-retry limit for primary ... exceeded" (a query that timed out). BIND tries the transfer over
-TCP even after the SOA query of a zone with no data failed, so one refresh can count two
-failed attempts: a UDP query and a TCP connect. 9.18 logs its retries only at debug level,
-so its `retry` count is 0 because the log is silent, not because nothing was retried.
+and for the SOA query before it "refresh: failure trying primary ...: <reason>", "refresh:
+unexpected rcode (<RCODE>) from primary ..." or "refresh: retry limit for primary ...
+exceeded" (a query that timed out). BIND tries the transfer over TCP even after the SOA query
+of a zone with no data failed, so one refresh can count two failed attempts: a UDP query and a
+TCP connect (or a REFUSED query and a NOTAUTH transfer). A primary that failed to connect
+twice is held as unreachable for 10 minutes: every transfer due then is skipped, "... is
+unreachable (cached)", one `unreachable` line each. 9.18 logs its retries only at debug level,
+so its `retry` count is None, "not logged": 0 would say nothing was retried.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from harness.servers.base import (
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.refusals import RefusalWording
 from harness.xfr.update import send_update, serial_update
 from harness.zonegen.digest import read_diff
 
@@ -39,6 +44,12 @@ _IN = re.compile(
     r"^(?P<at>\S+) xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
     r"Transfer completed: (?P<msgs>\d+) messages, (?P<recs>\d+) records, (?P<bytes>\d+) bytes, "
     r"(?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
+)
+# xfrin.c logs each incoming transfer's end as "Transfer status: <result>" and then "Transfer
+# completed: ..." with what it received, failed or not.
+_STATUS = re.compile(
+    r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
+    r"Transfer status: (?P<status>.+)$"
 )
 _OUT = re.compile(
     r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
@@ -64,22 +75,39 @@ BIND_ATTEMPTS = (
     re.compile(r"xfer-in: error: transfer of '[^']+' from \S+: [^:]+: (?P<reason>.+)$"),
     # The SOA query before a transfer (UDP; an ICMP port unreachable reads "refused").
     re.compile(r"refresh: failure trying primary \S+ \(source \S+\): (?P<reason>.+)$"),
+    # zone.c refresh_callback(): the SOA query was answered with an error rcode, e.g.
+    # "refresh: unexpected rcode (REFUSED) from primary 198.18.111.2#53 (source 0.0.0.0#0)"
+    # (category general). BIND then tries the transfer anyway, a second attempt.
+    re.compile(r"refresh: unexpected rcode \((?P<reason>[^)]+)\) from primary \S+ \(source \S+\)$"),
 )
 BIND_REASONS: dict[str, FailureCategory] = {
     "address not available": "address_not_available",
     "connection refused": "refused",
     "timed out": "timed_out",
+    # The primary's answer: the SOA query REFUSED, the transfer NOTAUTH (a primary that does
+    # not serve the zone). A SERVFAIL (what a BIND primary at its transfers-out quota answers)
+    # or an "end of file" (the primary closed mid-transfer) is other_failure.
+    "REFUSED": "refused",
+    "NOTAUTH": "refused",
+    # The TCP connect answered by ICMP host unreachable. (An SOA query over UDP that meets
+    # one is not told: it runs out of retries, "retry limit ... exceeded", a timeout.)
+    "host unreachable": "unreachable",
 }
 BIND_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
     # The SOA query went unanswered through all its UDP retries: a timeout.
     (re.compile(r"refresh: retry limit for primary \S+ exceeded \(source \S+\)$"), "timed_out"),
-    # No connect at all: an earlier timeout put the primary in the unreachable cache.
+    # No connect at all: the primary is in BIND's unreachable cache, where a connect that
+    # failed (refused, timed out, host unreachable: counted under their own reason) puts it
+    # from the second failure on, for 10 minutes, and only a successful connect takes it out.
+    # BIND's own word, unreachable, whatever put it there; logged when a transfer is due
+    # ("got_transfer_quota: ..."), or by the refresh itself ("refresh: ...", category
+    # general), also for `rndc retransfer` once the fault is gone.
     (
         re.compile(
-            r"got_transfer_quota: skipping zone transfer as primary \S+ \(source \S+\) "
-            r"is unreachable \(cached\)$"
+            r"(?:got_transfer_quota|refresh): skipping zone transfer as primary \S+ "
+            r"\(source \S+\) is unreachable \(cached\)$"
         ),
-        "other_failure",
+        "unreachable",
     ),
 )
 BIND_FOLLOW_UPS = (
@@ -90,7 +118,27 @@ BIND_FOLLOW_UPS = (
 )
 
 FAILURES = FailureWording(
-    BIND_ATTEMPTS, BIND_REASONS, BIND_FIXED, BIND_FOLLOW_UPS, bind_timestamp, 0.001
+    BIND_ATTEMPTS,
+    BIND_REASONS,
+    BIND_FIXED,
+    BIND_FOLLOW_UPS,
+    bind_timestamp,
+    0.001,
+    # 9.18 logs its retries only at debug level ("timeout retrying without EDNS", "retrying
+    # with AXFR ..."): a retry shows only as the next "Transfer started.".
+    unlogged=frozenset({"retry"}),
+)
+
+# --- refusals as a primary (harness/servers/refusals.py) ---
+
+# xfrout.c: a request beyond transfers-out, answered SERVFAIL, one line per request (its
+# mnemonic is the type asked for: a Knot secondary's IXFR and then its AXFR fallback are two),
+# naming no client: "2026-11-25T16:21:51.086 xfer-out: warning: AXFR request denied: quota
+# reached" (tests/fixtures/refusals/bind-primary-quota.log).
+REFUSALS = RefusalWording(
+    re.compile(r" xfer-out: \w+: (?:AXFR|IXFR) request denied: quota reached$"),
+    bind_timestamp,
+    0.001,
 )
 
 
@@ -114,6 +162,7 @@ class Bind(Server):
         "min-retry-time": int,
     }
     failures = FAILURES
+    refusals = REFUSALS
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
 
@@ -149,12 +198,23 @@ class Bind(Server):
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
+        """Transfers that completed, in and out. An incoming transfer whose "Transfer
+        status" was a failure ends with "Transfer completed" too, with what it received
+        before it failed (an aborted AXFR: "8 messages, 3787 records ... (serial 1)"): not a
+        transfer."""
         out: list[LoggedTransfer] = []
+        failed: dict[tuple[str, str], bool] = {}  # (zone, peer) -> its last status failed
         for line in text.splitlines():
+            status = _STATUS.match(line)
+            if status:
+                failed[(status["zone"], status["peer"])] = status["status"] != "success"
+                continue
             match = _IN.match(line)
             direction, xfr = "in", None
-            if match and match["msgs"] == "0":
-                continue  # a failed transfer ends with an empty "Transfer completed" too
+            if match and (
+                failed.pop((match["zone"], match["peer"]), False) or match["msgs"] == "0"
+            ):
+                continue
             if not match:
                 match = _OUT.match(line)
                 direction = "out"

@@ -11,7 +11,11 @@ lists each wording); this module only applies one. A wording has:
 - fixed patterns: lines whose category does not depend on a reason text (a retry scheduled,
   a query that ran out of retries, an attempt skipped);
 - follow-up patterns: further lines the same failed attempt writes. They count as failing
-  lines but not again as an attempt.
+  lines but not again as an attempt;
+- the categories it does not log, or not every time (`unlogged`): BIND 9.18 logs no retry,
+  NSD 4.6.1 neither a retry nor the expiry of its own transfer timer. Where such a server
+  logged none, its count is None, "not logged", never 0: a 0 would say nothing failed that
+  way. A count it did log there is a floor.
 
 Which line counts as the attempt, and what a server never writes, is said in each dialect
 module, beside its wording.
@@ -21,18 +25,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Literal
+from typing import Literal, get_args
 
-FailureCategory = Literal["address_not_available", "refused", "timed_out", "retry", "other_failure"]
-CATEGORIES: tuple[FailureCategory, ...] = (
-    "address_not_available",
-    "refused",
-    "timed_out",
-    "retry",
-    "other_failure",
-)
+# address_not_available: no local port or address to connect from (EADDRNOTAVAIL);
+# refused: the primary's host or server said no (a reset connect, REFUSED, NOTAUTH);
+# timed_out: nothing came back in time; unreachable: the network said the primary cannot be
+# reached (ICMP host unreachable), or the server skipped the attempt because it holds the
+# primary as unreachable (BIND's cache); retry: a retry scheduled (not an attempt);
+# other_failure: any other reason, in the server's words.
+FailureCategory = Literal[
+    "address_not_available", "refused", "timed_out", "unreachable", "retry", "other_failure"
+]
+CATEGORIES: tuple[FailureCategory, ...] = get_args(FailureCategory)
 Stamp = Callable[[str, "tzinfo | None"], "float | None"]
 
 
@@ -47,6 +53,8 @@ class FailureWording:
     timestamp: Stamp
     # A stamp is the start of an interval this long (Knot writes whole seconds).
     resolution_s: float
+    # Categories it does not log, or not every time: None where it logged none (see above).
+    unlogged: frozenset[FailureCategory] = field(kw_only=True)
 
 
 def local_epoch(text: str, fmt: str, tz: tzinfo | None) -> float:
@@ -80,33 +88,78 @@ class FailureCounts:
     `first_failure_s` runs from the server's start to the first line counted in a category
     and is never negative: a stamp is the start of an interval `resolution_s` long (1 s for
     Knot), so a failure stamped within that interval before the start counts as 0 s.
+    A category count is None where the server does not log it ("not logged"); `unlogged`
+    names the categories its wording cannot vouch for, so a count there is a floor.
     """
 
     server: str
-    address_not_available: int = 0
-    refused: int = 0
-    timed_out: int = 0
-    retry: int = 0
-    other_failure: int = 0
+    address_not_available: int | None = 0
+    refused: int | None = 0
+    timed_out: int | None = 0
+    unreachable: int | None = 0
+    retry: int | None = 0
+    other_failure: int | None = 0
     failing_lines: int = 0
     first_failure_s: float | None = None
     first_failure_line: str | None = None
     resolution_s: float = 0.0
+    unlogged: tuple[FailureCategory, ...] = ()
+
+    def count(self, category: FailureCategory) -> int | None:
+        value: int | None = getattr(self, category)
+        return value
+
+    def floor(self, category: FailureCategory) -> bool:
+        """Whether a count found is only a floor: the server does not log every one."""
+        return category in self.unlogged and self.count(category) is not None
 
     @property
     def attempts(self) -> int:
-        """Failed attempts (a retry scheduled is not an attempt of its own)."""
-        return self.address_not_available + self.refused + self.timed_out + self.other_failure
+        """Failed attempts logged (a retry scheduled is not an attempt of its own); a floor
+        when a category is not logged."""
+        return sum(self.count(c) or 0 for c in CATEGORIES if c != "retry")
 
     def to_json(self) -> dict[str, object]:
         return {
             "server": self.server,
-            **{category: getattr(self, category) for category in CATEGORIES},
+            **{category: self.count(category) for category in CATEGORIES},
+            "unlogged": list(self.unlogged),
             "failing_lines": self.failing_lines,
             "first_failure_s": self.first_failure_s,
             "first_failure_line": self.first_failure_line,
             "resolution_s": self.resolution_s,
         }
+
+    @classmethod
+    def from_json(cls, data: object) -> FailureCounts | None:
+        """The counts a record holds, or None where it holds none ({} or missing: a record
+        written when nothing failed, or before the counts were kept). Readable back to the
+        first records: a category a record does not name (one added since) is 0, as every
+        count was before `unlogged` existed; a value that is not a count is None."""
+        if not isinstance(data, dict) or not data:
+            return None
+        counts: dict[str, int | None] = {}
+        for category in CATEGORIES:
+            value = data.get(category, 0)
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            counts[category] = value if ok else None
+        unlogged = data.get("unlogged")
+        first_line = data.get("first_failure_line")
+        return cls(
+            str(data.get("server", "")),
+            **counts,
+            failing_lines=int(_number(data.get("failing_lines")) or 0),
+            first_failure_s=_number(data.get("first_failure_s")),
+            first_failure_line=first_line if isinstance(first_line, str) else None,
+            resolution_s=_number(data.get("resolution_s")) or 0.0,
+            unlogged=tuple(c for c in CATEGORIES if isinstance(unlogged, list) and c in unlogged),
+        )
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def count_failures(
@@ -126,7 +179,7 @@ def count_failures(
     `tz`: the zone the server wrote its local time stamps in (BIND, NSD; Knot writes its
     offset); None: this host's local zone, since the harness runs the servers here.
     """
-    counts = dict.fromkeys(CATEGORIES, 0)
+    counts: dict[FailureCategory, int] = dict.fromkeys(CATEGORIES, 0)
     failing = 0
     first_s: float | None = None
     first_line: str | None = None
@@ -147,11 +200,13 @@ def count_failures(
             first_line = line
             if started_at is not None and stamp is not None:
                 first_s = max(0.0, stamp - started_at)
+    unlogged = tuple(c for c in CATEGORIES if c in wording.unlogged)
     return FailureCounts(
         server,
-        **counts,
+        **{c: None if c in unlogged and not n else n for c, n in counts.items()},
         failing_lines=failing,
         first_failure_s=first_s,
         first_failure_line=first_line,
         resolution_s=wording.resolution_s,
+        unlogged=unlogged,
     )

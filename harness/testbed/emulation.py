@@ -25,6 +25,7 @@ from typing import Any
 from harness.core.errors import EnvironmentProblem
 from harness.link import linkem
 from harness.link.netem import classified_argv, netem_argv, parse_tc_stats, rate_argv
+from harness.link.path import longest_rtt, through
 from harness.spec import DirectionSpec, LinkSpec
 from harness.testbed.hosts import Host, Record
 from harness.testbed.topology import ROUTER, Endpoint, TopologyPlan
@@ -89,9 +90,11 @@ def directions(
 
 def link_rtt(endpoints: list[Endpoint] | tuple[Endpoint, ...]) -> float:
     """The longest round trip any secondary's queues must cover (its link and the uplink)."""
-    uplink = sum(linkem.link_rtt(e.link) for e in endpoints if e.role == "primary")
-    sites = (linkem.link_rtt(e.link) for e in endpoints if e.role == "secondary")
-    return max(sites, default=0.0) + uplink
+    uplink = next((e.link for e in endpoints if e.role == "primary"), None)
+    sites = (e.link for e in endpoints if e.role == "secondary")
+    return max(
+        (longest_rtt(through(site, uplink) if uplink else site) for site in sites), default=0.0
+    )
 
 
 def tc_commands(found: list[Direction], backend: str, rtt: float) -> list[tuple[str, list[str]]]:

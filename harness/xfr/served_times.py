@@ -1,15 +1,12 @@
-"""When the zones of a cold start were first served: nearest-rank percentiles and the curve
-of zones served over time (pure; ``wait_for_zones`` collects the times, the measurement
-protocol reports these)."""
+"""When the zones of a cold start were first served: nearest-rank percentiles, the curve
+of zones served over time, and how late a served time may be (pure; ``wait_for_zones``
+collects the times, the measurement protocol reports these)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-
-def _nearest_rank(ordered: Sequence[float], fraction: float) -> float:
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+from harness.core.stats import nearest_rank
 
 
 def served_distribution(times: Iterable[float], since: float) -> dict[str, float]:
@@ -20,8 +17,8 @@ def served_distribution(times: Iterable[float], since: float) -> dict[str, float
         return {}
     return {
         "first": ordered[0],
-        "p50": _nearest_rank(ordered, 0.50),
-        "p95": _nearest_rank(ordered, 0.95),
+        "p50": nearest_rank(ordered, 50),
+        "p95": nearest_rank(ordered, 95),
         "last": ordered[-1],
     }
 
@@ -44,3 +41,20 @@ def served_curve(times: Iterable[float], since: float, points: int = 50) -> list
         out.append([round(at, 6), count])
     out[-1][1] = len(ordered)  # the last zone counts despite rounding
     return out
+
+
+def served_error(served: float, unserved: float | None, origin: float) -> float:
+    """How long before ``served`` (the first answer with the wanted serial) the server may
+    have begun serving it: back to the send time of the last query it answered without
+    it (``unserved``, None when it answered none so) or to ``origin`` (the trigger, before
+    which it could not serve), whichever is later. Never negative."""
+    start = origin if unserved is None else max(origin, unserved)
+    return max(0.0, served - start)
+
+
+def error_summary(errors: Iterable[float]) -> dict[str, float]:
+    """median (nearest rank) and max of error bars, in seconds; {} for none."""
+    ordered = sorted(errors)
+    if not ordered:
+        return {}
+    return {"median": round(nearest_rank(ordered, 50), 6), "max": round(ordered[-1], 6)}

@@ -1,15 +1,21 @@
 """Ask one server once which serial it serves for a zone: UDP, then TCP if truncated.
 
 Thin I/O around ``harness.xfr.soa_wire``. The pollers of ``harness.xfr.poll`` ask over and
-over on long-lived sockets; they use ``tcp_soa_serial`` for an answer that came truncated.
+over on long-lived sockets; for an answer that came truncated they hand the TCP question to
+``TcpFallback``, whose threads wait for it while the poller's loop goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import queue
 import random
 import socket
 import time
+from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from harness.core.netns import socket_in
 from harness.xfr import wire as w
@@ -46,6 +52,70 @@ def tcp_soa_serial(
         return None
     finally:
         sock.close()
+
+
+@dataclass(frozen=True)
+class TcpAnswer:
+    """What one TCP question found: ``serial`` None when it got no usable answer; ``asked``
+    is the monotonic time before it connected, ``answered`` when it ended."""
+
+    key: Hashable
+    serial: int | None
+    asked: float
+    answered: float
+
+
+class TcpFallback:
+    """TCP questions for truncated UDP answers, asked on worker threads: a poller's loop
+    never waits for a connection. ``ask`` starts one (one per key at a time), ``done``
+    returns those finished; ``fd`` becomes readable when one finishes (an eventfd a poller
+    can wait on beside its sockets). Close it (a context manager) to stop the threads."""
+
+    def __init__(self, timeout: float = 0.5, workers: int = 2) -> None:
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="xfrbench-soa-tcp")
+        self._finished: queue.SimpleQueue[TcpAnswer] = queue.SimpleQueue()
+        self._busy: set[Hashable] = set()
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+    def __enter__(self) -> TcpFallback:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        os.close(self.fd)
+
+    def ask(self, key: Hashable, address: str, zone: str, port: int, netns: str | None) -> bool:
+        """Ask ``address`` for ``zone``'s serial over TCP, as ``key``; False when a question
+        of that key is still out."""
+        if key in self._busy:
+            return False
+        self._busy.add(key)
+        self._pool.submit(self._ask, key, address, zone, port, netns)
+        return True
+
+    def _ask(self, key: Hashable, address: str, zone: str, port: int, netns: str | None) -> None:
+        asked = time.monotonic()
+        serial = tcp_soa_serial(address, zone, port, netns, self.timeout)
+        self._finished.put(TcpAnswer(key, serial, asked, time.monotonic()))
+        os.eventfd_write(self.fd, 1)
+
+    def done(self) -> list[TcpAnswer]:
+        """The questions finished since the last call (none: an empty list)."""
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self.fd)
+        out = []
+        while True:
+            try:
+                answer = self._finished.get_nowait()
+            except queue.Empty:
+                break
+            self._busy.discard(answer.key)
+            out.append(answer)
+        return out
 
 
 def query_soa_serial(

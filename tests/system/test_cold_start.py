@@ -66,6 +66,12 @@ options = {{ "serial-query-rate" = 2000, "transfers-in" = 50 }}
     assert -0.002 <= lag < 0.5, (record.duration_s, last_logged)
     polling = record.extra["polling"]
     assert polling["rounds"] >= 2
+    # The error bar of the time: the last zone's, from the last query it answered without
+    # its serial (or the start) to the first answer with it; all zones' beside it.
+    late = record.duration_error_s
+    assert late is not None and 0 < late <= record.duration_s
+    bars = record.extra["served_error_s"]
+    assert 0 < bars["median"] <= bars["max"] and late <= bars["max"]
     dist = record.phases
     assert 0 < dist["zones_first"] <= dist["zones_p50"] <= dist["zones_p95"] <= dist["served"]
 

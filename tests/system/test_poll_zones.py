@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import statistics
+import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from harness.xfr.poll import ZonesTimeout, wait_for_zones
-from tests.system.many_zones import ADDRESS, hosting_zones, prepare_knot, scratch_netns
+from harness.xfr.poll_zones import ZonesTimeout, wait_for_zones
+from harness.zonegen import ZoneFile
+from tests.system.many_zones import ADDRESS, Knot, hosting_zones, prepare_knot, scratch_netns
 
 pytestmark = [
     pytest.mark.root,
@@ -130,3 +134,69 @@ def test_timeout_names_the_zone_the_server_refuses(tmp_path: Path) -> None:
     assert f"1 of {ZONES + 1} zones" in message and absent in message
     assert "last answer: REFUSED" in message or "last answer: NOTAUTH" in message
     assert len(caught.value.result.served) == ZONES
+
+
+def _reload_later(knot: Knot, files: list[ZoneFile], delay: float) -> threading.Thread:
+    """Install new versions now and have Knot reload them `delay` s later, on a thread of
+    its own, so that the poller answers the old serial for a while and is never held up."""
+    knot.install(files)
+
+    def reload() -> None:
+        time.sleep(delay)
+        knot.reload([item.origin for item in files])
+
+    thread = threading.Thread(target=reload, daemon=True)
+    thread.start()
+    return thread
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.9 * (len(ordered) - 1))]
+
+
+def test_error_bars_are_small_on_a_clean_path_and_grow_on_a_lossy_one(tmp_path: Path) -> None:
+    """The poller's path to the server loses 30 % of datagrams each way (iptables in the
+    scratch namespace): a lost query is asked again within the round, so every zone is
+    still seen, but an answer lost says nothing of when the server switched; the error
+    bars (last query answered with the old serial -> first with the new) widen. Measured,
+    not timed: the lossy bars against the clean ones of the same server and poller."""
+    files = {serial: hosting_zones(ZONES, serial=serial) for serial in (1, 2, 3)}
+    origins = [item.origin for item in files[1]]
+    with scratch_netns("pollerr") as netns:
+        knot = prepare_knot(netns, tmp_path, files[1])
+        knot.start()
+        try:
+            wait_for_zones(ADDRESS, origins, 1, netns=netns, timeout=120, since=time.monotonic())
+            bars = {}
+            for serial, lossy in ((2, False), (3, True)):
+                if lossy:
+                    for way in ("--dport", "--sport"):
+                        rule = ["-p", "udp", way, str(knot.port), "-m", "statistic"]
+                        rule += ["--mode", "random", "--probability", "0.3", "-j", "DROP"]
+                        ip = ["ip", "netns", "exec", netns, "iptables"]
+                        subprocess.run([*ip, "-A", "INPUT", *rule], check=True)
+                since = time.monotonic()
+                reloading = _reload_later(knot, files[serial], delay=0.6)
+                result = wait_for_zones(
+                    ADDRESS, origins, serial, netns=netns, timeout=120, since=since
+                )
+                reloading.join()
+                assert len(result.served) == ZONES  # every zone seen, lossy or not
+                if not lossy:  # each answered serial - 1 before the reload: the bar's start
+                    assert set(result.unserved) == set(origins)
+                bars[lossy] = (result.errors(), result)
+        finally:
+            knot.stop()
+    clean, lossy = bars[False][0], bars[True][0]
+    assert bars[True][1].resends > bars[False][1].resends  # lost queries asked again
+    # Clean: a zone's bar is about the gap between two of its queries, one round.
+    assert statistics.median(clean.values()) <= 1.5 * max(bars[False][1].round_s)
+    print(
+        f"error bars (s): clean median {statistics.median(clean.values()):.3f} "
+        f"p90 {_p90(list(clean.values())):.3f} max {max(clean.values()):.3f}; "
+        f"lossy median {statistics.median(lossy.values()):.3f} "
+        f"p90 {_p90(list(lossy.values())):.3f} max {max(lossy.values()):.3f}"
+    )
+    assert _p90(list(lossy.values())) > 1.2 * _p90(list(clean.values()))
+    assert max(lossy.values()) > max(clean.values())

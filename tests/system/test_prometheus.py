@@ -229,15 +229,16 @@ def never_read(run: ScrapedRun) -> set[str]:
     fleet, loss checks where no link has loss configured."""
     samples = load_samples(run.run_dir / "samples.jsonl")
     nullable = {
-        "xfrbench_server_memory_bytes": "memory_bytes",
-        "xfrbench_server_memory_peak_bytes": "peak_rss_bytes",
+        "xfrbench_server_memory_anon_bytes": "anon_bytes",
+        "xfrbench_server_memory_charged_bytes": "charged_bytes",
+        "xfrbench_server_memory_charged_peak_bytes": "charged_peak_bytes",
     }
     out = {
         metric
         for metric, key in nullable.items()
         if not any(s.get(key) is not None for s in samples if s["role"] != "link")
     }
-    if not any("host" in r.extra for r in run.records):
+    if not any(r.site is not None for r in run.records):
         out |= set(FLEET_ONLY)
     checks = [d for r in run.records for d in r.extra.get("link", {}).values() if "loss_check" in d]
     if not checks:
@@ -318,10 +319,14 @@ def test_a_fleets_metrics_om_ends_with_its_summary_figures(
         stats = figures("xfrbench_fleet_propagation_seconds", "stat")
         assert stats == pytest.approx({k: last[f"{k}_s"] for k in ("first", "p50", "p95", "last")})
         assert figures("xfrbench_fleet_secondaries", "status") == {
+            "secondaries": last["secondaries"],
             "recorded": last["secondaries"],
             "served": last["served"],
-            "waited": last["waited"],
+            "reconnected": last["reconnected"],
+            "possibly_waited": last["possibly_waited"],
         }
+        # A BIND primary: its refusals counted in its log (none here), a series of its own.
+        assert figures("xfrbench_fleet_refusals", "case") == {case: last["refusals"]}
         assert figures("xfrbench_primary_repeat_transmit_bytes", "case") == {case: cost["tx_bytes"]}
         assert figures("xfrbench_primary_repeat_cpu_seconds", "case") == pytest.approx(
             {case: cost["cpu_s"]}

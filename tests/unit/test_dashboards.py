@@ -137,6 +137,7 @@ def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
     assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
     assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
     assert "xfrbench_fleet_secondaries" in fleet
+    assert "xfrbench_fleet_refusals" in fleet  # counted in the primary's log
     for cost in ("cpu_seconds", "peak_connections", "transmit_bytes"):
         assert f"xfrbench_primary_repeat_{cost}" in fleet, cost
 
@@ -197,7 +198,7 @@ def test_queries_name_only_metrics_the_exporter_exports() -> None:
         "xfrbench_transfer_throughput_bytes_per_second",
         "xfrbench_transfer_bound_bytes_per_second",
         "xfrbench_server_cpu_seconds_total",
-        "xfrbench_server_memory_rss_bytes",
+        "xfrbench_server_memory_anon_bytes",
         "xfrbench_tcp_time_wait_sockets",
         "xfrbench_tcp_retransmitted_segments_total",
         "xfrbench_link_packets_total",

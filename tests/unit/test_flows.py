@@ -51,6 +51,12 @@ class FakeBench:
         self.primary_wrong = script.get("primary_wrong", {})  # serial -> what differs
         self.zone_times = script.get("zone_times", {})
         self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
+        # Seconds before a host served (or a zone was served) that the last SOA query it
+        # answered without the serial went out; missing: it answered none so.
+        self.unserved_before = script.get("unserved_before", {})
+        self.zone_unserved_before = script.get("zone_unserved_before", {})
+        self._served: dict[str, float] = {}
+        self._zones_served: dict[str, dict[str, float]] = {}
         self._trigger_at = self.now
         self.spent = WallClock(clock=self.clock)
 
@@ -82,7 +88,12 @@ class FakeBench:
             if after is not None and self._trigger_at + after <= deadline:
                 got[host] = self._trigger_at + after
         self.now = max([self.now, *got.values()])
+        self._served = got
         return got
+
+    def last_unserved(self, host: str) -> float | None:
+        before = self.unserved_before.get(host)
+        return None if before is None or host not in self._served else self._served[host] - before
 
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
@@ -95,7 +106,13 @@ class FakeBench:
                 continue
             served[host] = dict(zip(zones, (self._trigger_at + t for t in times), strict=True))
             self.now = max(self.now, *served[host].values())
+        self._zones_served = served
         return served, errors
+
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        before = self.zone_unserved_before.get(host, {})
+        at = self._zones_served.get(host, {})
+        return {zone: at[zone] - b for zone, b in before.items() if zone in at}
 
     def publish(self, serial: int) -> Publication:
         self.calls.append(("publish", serial))
@@ -261,6 +278,26 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     assert all(r.site == "site" for r in records)
 
 
+def test_a_secondary_that_never_serves_keeps_its_notify_and_the_servers_words(
+    tmp_path: Path,
+) -> None:
+    """A fleet's origin is the first NOTIFY to any secondary, the missing ones' included,
+    and who is missing is said in the servers' own words: the failed record keeps both."""
+    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "20s"\n', secondaries=2)
+    bench = FakeBench(plan, notify_after={"site-0": 0.3, "site-1": 0.1})
+    wait = bench.wait_served
+
+    def site_1_lost(hosts: list[str], zone: str, serial: int, deadline: float) -> dict:
+        got = wait(hosts, zone, serial, deadline)
+        return {h: at for h, at in got.items() if serial != 12 or h != "site-1"}
+
+    bench.wait_served = site_1_lost  # type: ignore[method-assign]
+    served, missing = _run(bench)
+    assert served.ok and not missing.ok and missing.failure == "timeout"
+    assert missing.phases == pytest.approx({"primary_reload": 0.2, "notify_sent": 0.1})
+    assert missing.server_logged["secondary_failures"] == {"timed_out": 1}
+
+
 def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     tmp_path: Path,
 ) -> None:
@@ -355,6 +392,30 @@ def test_cold_start_is_timed_to_the_last_zone_and_reports_the_log(tmp_path: Path
     # Prepared (rendered, old copy removed) before t0, started after it, stopped at the end.
     kinds = [c[0] for c in bench.calls if c[0] in ("prepare", "start", "stop", "mark")]
     assert kinds == ["prepare", "start", "mark", "mark", "stop"] * 2
+
+
+def test_served_times_carry_their_error_bars(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "notify"\n', secondaries=2)
+    # site-0 answered the old serial 0.05 s before it served: that is its error bar. site-1
+    # answered none after its NOTIFY (its answers were lost, say): back to the NOTIFY.
+    bench = FakeBench(plan, unserved_before={"site-0": 0.05, "site-1": 5.0})
+    by_host = {r.host: r for r in _run(bench)}
+    assert by_host["site-0"].duration_error_s == pytest.approx(0.05)
+    assert by_host["site-1"].duration_error_s == pytest.approx(by_host["site-1"].duration_s)
+    zones = ["a.example.", "b.example.", "c.example."]
+    cold = _plan(
+        tmp_path, 'repeats = 1\ntrigger = "cold-start"\n[zones]\npreset = "hosting"\nzones = 3\n'
+    )
+    bench = FakeBench(
+        cold,
+        zones=zones,
+        zone_times={"secondary": [0.5, 2.5, 1.0]},
+        # a: 0.2 s; b (the last served): 0.4 s; c never answered unserved: all of its 1.0 s
+        zone_unserved_before={"secondary": {"a.example.": 0.2, "b.example.": 0.4}},
+    )
+    (record,) = _run(bench)
+    assert record.duration_error_s == pytest.approx(0.4)  # duration runs to the last zone
+    assert record.extra["served_error_s"] == pytest.approx({"median": 0.4, "max": 1.0})
 
 
 def test_cold_start_timeout_is_recorded(tmp_path: Path) -> None:

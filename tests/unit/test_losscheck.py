@@ -154,9 +154,33 @@ def test_correlated_random_without_correlation_is_p() -> None:
 
 def test_demo_case_too_few_packets() -> None:
     check = check_loss(spec(p="0.1%"), 1251, 0)
-    assert check.verdict == TOO_FEW and check.p_value is None
+    assert check.verdict == TOO_FEW
+    # Tested first: consistent (p = 1 here), and too few expected to tell anything.
+    assert check.p_value is not None and check.p_value >= 0.01
     assert check.expected_drops == pytest.approx(1.251)
     assert "0 of 1,251 dropped" in check.sentence and "1.25 expected" in check.sentence
+    assert "consistent" in check.sentence and "too few" in check.sentence
+
+
+def test_too_few_expected_drops_can_still_be_implausible() -> None:
+    # 100 of 1,251 at 0.1 %: 1.25 expected, yet no model of 0.1 % loss makes 100.
+    check = check_loss(spec(p="0.1%"), 1151, 100)
+    assert check.verdict == IMPLAUSIBLE, check.sentence
+    assert check.p_value == pytest.approx(binomtest(100, 1251, 0.001).pvalue)
+    assert "implausible for random 0.1 % loss" in check.sentence
+    # A count the model makes now and then stays "too few": the test cannot reject it.
+    assert check_loss(spec(p="0.1%"), 1248, 3).verdict == TOO_FEW
+
+
+def test_bursty_with_few_independent_drops_can_still_be_implausible() -> None:
+    loss = spec(model="gemodel", p=0.1, r=5)  # mean burst 20: dispersion about 39
+    stats = loss_statistics(loss)
+    packets = round(60 / stats.rate)  # 60 drops expected, about 1.5 independent ones
+    check = check_loss(loss, packets - 1000, 1000)
+    assert check.verdict == IMPLAUSIBLE, check.sentence
+    assert check.p_value is not None and check.p_value < 0.01
+    assert "Chebyshev" in check.sentence
+    assert check_loss(loss, packets - 90, 90).verdict == TOO_FEW
 
 
 def test_random_loss_ok_and_implausible() -> None:

@@ -124,6 +124,8 @@ def test_memory_stat_anon() -> None:
     v1 = cgroup.parse_memory_stat(fixture("memory.stat.v1"))
     assert v1["rss"] == 7999488 and v1["total_rss"] == 990941184
     assert cgroup.anon_bytes(v1) == 990941184  # hierarchical figure first
+    # rss counts transparent huge pages already (rss_huge is a part of it): not added twice.
+    assert cgroup.anon_bytes({"rss": 8192, "rss_huge": 4096}) == 8192
     assert cgroup.anon_bytes({"rss": 4096}) == 4096
     v2 = cgroup.parse_memory_stat(fixture("synthetic_memory.stat.v2"))
     assert cgroup.anon_bytes(v2) == 5341184
@@ -181,9 +183,9 @@ def test_read_v1_tree(tmp_path: Path) -> None:
     assert usage == CgroupUsage(
         cpu_user_s=expected[0],
         cpu_system_s=expected[1],
-        rss_bytes=990941184,
-        peak_rss_bytes=2345678,
-        memory_bytes=1234567,
+        anon_bytes=990941184,
+        charged_bytes=1234567,
+        charged_peak_bytes=2345678,
         source="cgroup-v1",
     )
     assert group.procs_files == [
@@ -206,9 +208,9 @@ def test_read_v1_tree_without_usage_user_splits_by_cpuacct_stat(tmp_path: Path) 
 def test_read_v2_tree_with_and_without_memory_peak(tmp_path: Path) -> None:
     group = _fake_tree(tmp_path, "v2")
     usage = group.read()
-    assert usage == CgroupUsage(1722.564565, 698.50328, 5341184, None, 7654321, "cgroup-v2")
+    assert usage == CgroupUsage(1722.564565, 698.50328, 5341184, 7654321, None, "cgroup-v2")
     (tmp_path / "xfrbench/g/memory.peak").write_text("9999999\n")
-    assert group.read().peak_rss_bytes == 9999999
+    assert group.read().charged_peak_bytes == 9999999
     assert group.procs_files == [str(tmp_path / "xfrbench/g/cgroup.procs")]
 
 

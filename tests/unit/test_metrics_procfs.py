@@ -174,7 +174,9 @@ def test_readers_on_this_process() -> None:
     snap = procfs.read_net(pid, (1, 65535))
     assert snap.tcp["inuse"] >= 0 and snap.active_opens >= 0
     tree = procfs.read_proc_tree(pid)
-    assert tree.rss_bytes > 0 and tree.peak_rss_bytes >= tree.rss_bytes
+    assert tree.anon_bytes is not None and tree.anon_bytes > 0
+    status = procfs.parse_status(Path(f"/proc/{pid}/status").read_text())
+    assert tree.anon_bytes <= status["VmRSS"]  # anonymous pages only, not the mapped files
     assert tree.cpu_user_s + tree.cpu_system_s > 0
     own = procfs.parse_proc_stat(Path("/proc/self/stat").read_text())
     assert procfs.start_time(pid) == own.starttime

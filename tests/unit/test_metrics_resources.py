@@ -23,7 +23,7 @@ def server(
     case: str = "c1",
     pid: int = 100,
     source: str = "cgroup-v1",
-    rss: int = 1000,
+    anon: int = 1000,
     peak: int | None = 1500,
     tw: int = 0,
     ports: int = 0,
@@ -41,9 +41,9 @@ def server(
         "source": source,
         "cpu_user_s": user,
         "cpu_system_s": system,
-        "rss_bytes": rss,
-        "peak_rss_bytes": peak,
-        "memory_bytes": None,
+        "anon_bytes": anon,
+        "charged_bytes": None,
+        "charged_peak_bytes": peak,
         "tcp": {"inuse": 1, "orphan": 0, "time_wait": tw, "alloc": 3},
         "tcp_states": {"time_wait": tw} if tw else {},
         "ephemeral_ports_in_use": ports,
@@ -82,7 +82,7 @@ def three_transfers() -> list[dict[str, Any]]:
             ports=12,
             retrans=14,
             timeouts=1,
-            rss=3000,
+            anon=3000,
             peak=4000,
         ),
         server(2.0, "transfer-end", 0, 1.2, 0.6, tw=30, retrans=15, timeouts=1),
@@ -107,7 +107,8 @@ def test_summary_known_answers() -> None:
                 # total of (0.3, 0.5, 0.6)
                 "cpu_s_per_transfer": {"user": 0.3, "system": 0.1, "total": 0.5},
                 "cpu_s_total": 1.5,  # (2.0 + 1.0) - (1.0 + 0.5)
-                "peak_rss_bytes": 4000,
+                "anon_peak_bytes": 3000,
+                "charged_peak_bytes": 4000,
                 "peak_time_wait": 55,
                 "peak_ephemeral_ports": 20,
                 "retrans_segs": 8,
@@ -119,6 +120,46 @@ def test_summary_known_answers() -> None:
             },
         }
     }
+
+
+def test_memory_is_an_anonymous_peak_per_case_beside_the_charged_peak_since_start() -> None:
+    # Two cases served by the same processes (a group on one testbed): each case's anonymous
+    # peak is its own samples'; the kernel's charged peak (page cache, since the start) is
+    # the servers', the same for both, and never stands in for the anonymous one.
+    mib = 1 << 20
+    lines = [
+        server(0.0, "periodic", None, 1.0, 0.5, case="a", anon=10 * mib, peak=500 * mib),
+        server(1.0, "periodic", None, 1.0, 0.5, case="a", anon=30 * mib, peak=500 * mib),
+        server(2.0, "periodic", None, 1.0, 0.5, case="b", anon=25 * mib, peak=500 * mib),
+        server(3.0, "periodic", None, 1.0, 0.5, case="b", anon=20 * mib, peak=500 * mib),
+    ]
+    summary = summarize_resources(lines)
+    assert summary["a"]["secondary"]["anon_peak_bytes"] == 30 * mib
+    assert summary["b"]["secondary"]["anon_peak_bytes"] == 25 * mib
+    assert {summary[c]["secondary"]["charged_peak_bytes"] for c in "ab"} == {500 * mib}
+    assert "peak_rss_bytes" not in summary["a"]["secondary"]
+    proc = [server(0.0, "periodic", None, 1.0, 0.5, source="proc", anon=7, peak=None)]
+    assert summarize_resources(proc)["c1"]["secondary"]["charged_peak_bytes"] is None
+
+
+def test_samples_written_before_the_rename_load_with_the_names_of_now(tmp_path: Path) -> None:
+    old = {"t": 1.0, "event": "periodic", "case": "c1", "repeat": None, "role": "secondary",
+           "server": "knot", "pid": 1, "cpu_user_s": 0.0, "cpu_system_s": 0.0}  # fmt: skip
+    path = tmp_path / "samples.jsonl"
+    lines = [
+        old | {"source": "cgroup-v1", "rss_bytes": 5, "peak_rss_bytes": 9, "memory_bytes": 7},
+        # /proc's VmRSS and VmHWM counted resident file pages: neither figure of today.
+        old | {"source": "proc", "rss_bytes": 5, "peak_rss_bytes": 9, "memory_bytes": None},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cgroup_line, proc_line = load_samples(path)
+    assert {k: cgroup_line[k] for k in ("anon_bytes", "charged_bytes", "charged_peak_bytes")} == {
+        "anon_bytes": 5, "charged_bytes": 7, "charged_peak_bytes": 9
+    }  # fmt: skip
+    assert [proc_line[k] for k in ("anon_bytes", "charged_bytes", "charged_peak_bytes")] == [
+        None, None, None
+    ]  # fmt: skip
+    assert not {"rss_bytes", "peak_rss_bytes", "memory_bytes"} & (set(cgroup_line) | set(proc_line))
 
 
 def test_cases_and_roles_are_kept_apart_and_order_does_not_matter() -> None:

@@ -29,9 +29,9 @@ SERVER_KEYS = {
     "source",
     "cpu_user_s",
     "cpu_system_s",
-    "rss_bytes",
-    "peak_rss_bytes",
-    "memory_bytes",
+    "anon_bytes",
+    "charged_bytes",
+    "charged_peak_bytes",
     "tcp",
     "tcp_states",
     "ephemeral_ports_in_use",
@@ -101,9 +101,9 @@ def test_samples_own_process_periodically_and_at_marks(tmp_path: Path) -> None:
     for line in servers:
         assert set(line) == SERVER_KEYS
         assert line["case"] == "case-a" and line["pid"] == os.getpid()
-        assert line["source"] == "proc" and line["memory_bytes"] is None
+        assert line["source"] == "proc" and line["charged_bytes"] is None
         assert line["tcp_sockets_source"] == "sock_diag"  # its own namespace: no setns needed
-        assert line["rss_bytes"] > 0 and line["peak_rss_bytes"] >= line["rss_bytes"]
+        assert line["anon_bytes"] > 0 and line["charged_peak_bytes"] is None
         assert set(line["tcp"]) == {"inuse", "orphan", "time_wait", "alloc"}
         assert all(n > 0 for n in line["tcp_states"].values())
     for line in links:

@@ -10,8 +10,10 @@ import dns.message
 import dns.opcode
 import dns.rdatatype
 import dns.rrset
+import pytest
 
-from harness.xfr.wire_watch import parse_packet
+from harness.measure.watch import wire_facts
+from harness.xfr.wire_watch import WireEvent, parse_packet
 
 
 def _notify(serial: int | None, *, response: bool = False) -> bytes:
@@ -69,12 +71,31 @@ def test_soa_queries_and_connects_from_a_secondary() -> None:
     watched = {"198.18.7.66"}
     query = dns.message.make_query("example.", dns.rdatatype.SOA).to_wire()
     incoming = _from(_ip(query, "198.18.7.2"), "198.18.7.66")
-    assert parse_packet(incoming, False, watched) == ("soa_query", "198.18.7.66", None)
+    assert parse_packet(incoming, False, watched) == ("soa_query", "198.18.7.66", None, None)
     a_query = dns.message.make_query("example.", dns.rdatatype.A).to_wire()
     assert parse_packet(_from(_ip(a_query, "198.18.7.2"), "198.18.7.66"), False, watched) is None
     syn = bytearray(_from(_ip(b"", "198.18.7.2", socket.IPPROTO_TCP), "198.18.7.66"))
     syn[20 + 13] = 0x02  # SYN alone
-    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None)
+    # A connect names its source port: a SYN sent again from it is the same connection.
+    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None, 40000)
     syn[20 + 13] = 0x12  # SYN+ACK: the primary's answer, not a connect
     assert parse_packet(bytes(syn), False, watched) is None
     assert parse_packet(incoming, False, {"198.18.7.99"}) is None  # not a secondary of ours
+
+
+def test_connections_are_counted_distinct_by_source_port() -> None:
+    """A SYN sent again from the same port (lost, or unanswered) is one connection; a new
+    port is a new connection (a refusal, then a retry)."""
+    peer = "198.18.7.66"
+    events = [
+        WireEvent(10.02, "soa_query", peer),
+        WireEvent(10.05, "connect", peer, port=40001),
+        WireEvent(11.05, "connect", peer, port=40001),  # retransmitted
+        WireEvent(13.05, "connect", peer, port=40001),  # and again
+    ]
+    facts = wire_facts(events, 10.0)
+    assert (facts["syns"], facts["connections"]) == (3, 1)
+    assert facts["soa_query_s"] == pytest.approx(0.02)
+    again = wire_facts([*events, WireEvent(20.0, "connect", peer, port=40002)], 10.0)
+    assert (again["syns"], again["connections"]) == (4, 2)
+    assert again["connect_s"] == pytest.approx(10.0)

@@ -111,6 +111,12 @@ def test_values_and_times_come_from_records_and_samples() -> None:
     assert [v for _, v in tw] == [0, 0, 1, 1, 2, 2]
     drops = series("xfrbench_link_packets_total", 'direction="forward"', 'verdict="dropped"')
     assert drops[-1] == (t0 + 6, 1)
+    # Memory of samples written before the figures were renamed, under today's families:
+    # the cgroup's rss_bytes was its anonymous memory, memory_bytes what it was charged.
+    primary = 'role="primary"'
+    assert series("xfrbench_server_memory_anon_bytes", primary)[0] == (t0 + 1, 8_000_000)
+    assert series("xfrbench_server_memory_charged_bytes", primary)[0] == (t0 + 1, 16_000_000)
+    assert series("xfrbench_server_memory_charged_peak_bytes", primary)[0] == (t0 + 1, 8_004_096)
     # run_info spans the run.
     info = series("xfrbench_run_info")
     assert info[0][0] == t0 + 1 and info[-1][0] == t0 + 12

@@ -93,9 +93,9 @@ def server_sample(case: str, role: str, t: float, event: str, repeat: int | None
         "source": "cgroup-v2",
         "cpu_user_s": 0.0,
         "cpu_system_s": 0.0,
-        "rss_bytes": 10 * MIB,
-        "peak_rss_bytes": None,
-        "memory_bytes": None,
+        "anon_bytes": 10 * MIB,
+        "charged_bytes": None,
+        "charged_peak_bytes": None,
         "tcp": {"inuse": 1, "orphan": 0, "time_wait": 0, "alloc": 1},
         "tcp_states": {},
         "ephemeral_ports_in_use": 0,
@@ -140,15 +140,15 @@ def samples() -> list[dict[str, Any]]:
             )
             user, system = user + du, system + ds
             # TIME_WAIT: the secondary keeps 2 per finished transfer, the primary none;
-            # RSS: the primary peaks at 12 MiB after repeat 1, the secondary's kernel peak
-            # reaches 30 MiB at the last transfer.
+            # Memory: the primary's anonymous peak is 12 MiB after repeat 1, the
+            # secondary's 20 MiB, whose kernel peak of charged memory reaches 30 MiB.
             extra: dict[str, Any] = {}
             if role == "secondary":
                 extra["tcp"] = {"inuse": 1, "orphan": 0, "time_wait": 2 * (repeat + 1)}
-                extra["rss_bytes"] = 20 * MIB
-                extra["peak_rss_bytes"] = 30 * MIB if repeat == 2 else 25 * MIB
+                extra["anon_bytes"] = 20 * MIB
+                extra["charged_peak_bytes"] = 30 * MIB if repeat == 2 else 25 * MIB
             elif repeat == 1:
-                extra["rss_bytes"] = 12 * MIB
+                extra["anon_bytes"] = 12 * MIB
             out.append(
                 server_sample(
                     CASE1,
@@ -284,8 +284,8 @@ def test_case_figures_are_the_hand_computed_ones(tmp_path: Path) -> None:
     one = rows[(CASE1, "server-to-server")]
     assert one.durations_s == [1.0, 2.0, 1.5]
     assert one.median_s == 1.5
-    assert one.p10_s == pytest.approx(1.1)  # rank 0.2 between 1.0 and 1.5
-    assert one.p90_s == pytest.approx(1.9)  # rank 1.8 between 1.5 and 2.0
+    assert one.p10_s == 1.0  # nearest rank: ceil(0.1 x 3) = the 1st of 1.0, 1.5, 2.0
+    assert one.p90_s == 2.0  # ceil(0.9 x 3) = the 3rd
     assert one.throughputs_bps == pytest.approx([100e6, 50e6, 100e6 / 1.5])
     assert one.throughput_bps == pytest.approx(100e6 / 1.5)
     assert one.model_bound_bps == 80e6 and one.limited_by == "rate"
@@ -325,7 +325,8 @@ def test_resources_from_summary_json_and_from_samples_agree(tmp_path: Path) -> N
     assert primary.cpu_system_s_per_transfer == pytest.approx(0.1)
     assert primary.cpu_total_s_per_transfer == pytest.approx(0.4)
     assert secondary.cpu_total_s_per_transfer == pytest.approx(0.8)
-    assert primary.peak_rss_bytes == 12 * MIB and secondary.peak_rss_bytes == 30 * MIB
+    assert primary.anon_peak_bytes == 12 * MIB and secondary.anon_peak_bytes == 20 * MIB
+    assert primary.charged_peak_bytes is None and secondary.charged_peak_bytes == 30 * MIB
     assert primary.peak_time_wait == 0 and secondary.peak_time_wait == 6
     assert by_case[CASE1].link == {"forward": {"passed": 1000, "dropped": 5}}
     assert by_case[CASE2].roles["primary"].cpu_total_s_per_transfer == pytest.approx(1.0)
@@ -405,10 +406,10 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
 
     memory = page.figures["fig-memory"]
     assert [(c["primary"], c["secondary"]) for c in memory["series"]["cases"]] == [
-        (12 * MIB, 30 * MIB),
+        (12 * MIB, 20 * MIB),
         (10 * MIB, 10 * MIB),
     ]
-    assert "peak resident memory (MiB)" in svg_text(memory["svg"])
+    assert "peak anonymous memory (MiB)" in svg_text(memory["svg"])
 
     timewait = page.figures["fig-timewait"]
     assert timewait["attrs"]["data-points"] == "20"
@@ -424,7 +425,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     # tables: the medians and their exact values
     s2s = "server-to-server"
     assert page.cells[(CASE1, s2s, "median")] == {"text": "1.50 s", "value": "1.5"}
-    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.10 s"
+    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.00 s"  # nearest rank: a real one
     assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "500 ms"
     assert page.cells[(CASE2, s2s, "median")]["text"] == "4.00 s"
     assert page.cells[(CASE2, s2s, "failed")]["text"] == "2"
@@ -449,7 +450,9 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
         "before the harness puts the new zone version on the primary" in words
     )
     assert "Cold start: from just after the secondary starts until it serves every zone" in words
-    assert page.cells[(CASE1, "secondary", "peak-rss")]["text"] == "30 MiB"
+    assert page.cells[(CASE1, "secondary", "anon-peak")]["text"] == "20 MiB"
+    assert page.cells[(CASE1, "secondary", "charged-peak")]["text"] == "30 MiB"
+    assert "charged peak is everything the kernel charged to the server's cgroup" in words
 
 
 def test_report_is_self_contained(tmp_path: Path) -> None:

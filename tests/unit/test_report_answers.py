@@ -297,6 +297,20 @@ def test_link_check_sums_the_case_and_tests_the_sums(tmp_path: Path) -> None:
     assert total.rtt_min_s == pytest.approx(min(RTT_MS) / 1000)
 
 
+def test_link_check_tests_before_it_says_too_few(tmp_path: Path) -> None:
+    # The demo's tiny zone at 0.1 % loss: 1,251 packets expect 1.25 drops, too few to say
+    # anything about a plausible count, but 100 drops are no 0.1 % loss.
+    thin = {"forward": direction(0.010, 0.1), "reverse": direction(0.010, 0.1)}
+    with RunStore.create(tmp_path, "r", None, META) as store:
+        link = {"forward": link_entry(1151, 100), "reverse": link_entry(1250, 1)}
+        store.append(record("r", TCP, 0, 0.5, extra={"link": link}))
+    write_cases(store.folder, [case_meta(TCP, "tcp", {"secondary": thin})])
+    (check,) = load_report_data(store.folder).links
+    forward, reverse = check.directions
+    assert forward.verdict == "implausible", forward.sentence
+    assert reverse.verdict == "too few packets", reverse.sentence
+
+
 # --- how close to the bound ---------------------------------------------------------------
 
 
@@ -387,7 +401,7 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
 
 SAMPLE = {  # a primary's sample (harness/observe/sampler.py), the figures not used zero
     "role": "primary", "server": "bind", "pid": 1, "source": "cgroup-v2", "cpu_system_s": 0.0,
-    "rss_bytes": 1 << 24, "peak_rss_bytes": None, "memory_bytes": None,
+    "anon_bytes": 1 << 24, "charged_bytes": None, "charged_peak_bytes": None,
     "tcp": {"inuse": 1, "orphan": 0, "time_wait": 0, "alloc": 1},
     "ephemeral_ports_in_use": 0, "retrans_segs": 0, "tcp_timeouts": 0, "active_opens": 0,
     "passive_opens": 0,
@@ -400,7 +414,23 @@ def fleet_duration(site: str, index: int, repeat: int, size: int) -> float:
     return (0.05 if site == "near" else 0.4) + 0.01 * index + 0.003 * repeat + 0.002 * size
 
 
-def make_fleet_run(root: Path, name: str = "f1") -> Path:
+LOST_WORDS = (
+    "2026-11-25T16:23:14+0000 info: [tld.] refresh, address 10.0.0.2@53, failed (timed out)"
+)
+
+
+def lost_record(name: str, case: str, repeat: int, host: str, site: str) -> Any:
+    """A secondary that never served: a timeout, with its NOTIFY seen and its log's words."""
+    return record(
+        name, case, repeat, None, host=host, site=site, unsupported=False, failure="timeout",
+        error=f"timeout after 20 s: the {host} never served tld. serial {2 + repeat}",
+        phases={"notify_sent": 0.001},
+        server_logged={"secondary_failures": {"timed_out": 1, "first_failure_line": LOST_WORDS}},
+    )  # fmt: skip
+
+
+def make_fleet_run(root: Path, name: str = "f1", lost: tuple[str, int, str] | None = None) -> Path:
+    """`lost`: (case, repeat, host) of a secondary that never served."""
     samples = []
     metas = []
     with RunStore.create(root, name, None, META) as store:
@@ -412,6 +442,9 @@ def make_fleet_run(root: Path, name: str = "f1") -> Path:
                         host = f"{site}-{index}"
                         hosts[host] = site
                         duration = fleet_duration(site, index, repeat, per_site)
+                        if lost == (case, repeat, host):
+                            store.append(lost_record(name, case, repeat, host, site))
+                            continue
                         store.append(
                             record(
                                 name, case, repeat, duration,

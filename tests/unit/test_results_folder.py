@@ -47,6 +47,34 @@ def test_a_fleet_of_format_1_names_its_hosts_and_sites() -> None:
     assert all(r.failure is None for r in run.records if r.counts)
 
 
+def test_memory_of_old_runs_is_read_under_the_names_it_has_now() -> None:
+    # fleet-v1's summary.json holds "peak_rss_bytes" (the cgroup's charged peak since the
+    # server started, or more): read as the charged figure, with no anonymous peak.
+    stored = json.loads((RUNS / "fleet-v1" / "summary.json").read_text())["resources"]
+    data = load_report_data(RUNS / "fleet-v1")
+    primaries = {item.case: item.roles["primary"] for item in data.resources}
+    assert primaries and all(
+        (r.charged_peak_bytes, r.anon_peak_bytes)
+        == (stored[case]["primary"]["peak_rss_bytes"], None)
+        for case, r in primaries.items()
+    )
+    # 20250101T000000Z-abc123 has samples with the old keys and no summary: a cgroup's
+    # rss_bytes was its anonymous memory, peak_rss_bytes and memory_bytes what it was charged.
+    run = open_run(RUNS / "20250101T000000Z-abc123")
+    assert run.samples is not None
+    servers = [s for s in run.samples if s["role"] != "link"]
+    assert servers and all("rss_bytes" not in s and "peak_rss_bytes" not in s for s in servers)
+    first = servers[0]
+    assert (first["anon_bytes"], first["charged_bytes"], first["charged_peak_bytes"]) == (
+        8_000_000,
+        16_000_000,
+        8_004_096,
+    )
+    (item, *_) = load_report_data(RUNS / "20250101T000000Z-abc123").resources
+    lines = [s for s in servers if s["case"] == item.case and s["role"] == "primary"]
+    assert item.roles["primary"].anon_peak_bytes == max(s["anon_bytes"] for s in lines)
+
+
 def test_a_case_of_one_of_format_1_is_the_host_secondary_at_no_site() -> None:
     run = open_run(RUNS / "report-legacy")
     assert {(r.host, r.site) for r in run.records} == {("secondary", None)}

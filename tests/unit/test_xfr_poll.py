@@ -23,7 +23,9 @@ import pytest
 
 from harness.xfr import XfrTimeout
 from harness.xfr import wire as w
-from harness.xfr.poll import (
+from harness.xfr.poll_zones import (
+    ATTEMPT_BITS,
+    ATTEMPT_SLOTS,
     ZonesTimeout,
     slot_zone,
     sockets_needed,
@@ -168,12 +170,19 @@ def test_answer_without_question() -> None:
 def test_zone_slots_are_unique_and_invertible() -> None:
     for zones, wanted in ((10, 2), (100_000, 2), (200_000, 1)):
         sockets = sockets_needed(zones, wanted)
-        assert sockets >= wanted and zones <= sockets * 0x10000
-        slots = {zone_slot(i, sockets) for i in range(0, zones, 7)}
-        assert len(slots) == len(range(0, zones, 7))
-        assert all(0 <= qid <= 0xFFFF for _, qid in slots)
-        assert all(slot_zone(*zone_slot(i, sockets), sockets) == i for i in range(0, zones, 7))
-    assert sockets_needed(100_000, 2) == 2 and sockets_needed(200_000, 2) == 4
+        assert sockets >= wanted and zones <= sockets * (0x10000 >> ATTEMPT_BITS)
+        ids = {
+            (sock, first | attempt)
+            for sock, first in (zone_slot(i, sockets) for i in range(0, zones, 7))
+            for attempt in range(ATTEMPT_SLOTS)
+        }
+        assert len(ids) == len(range(0, zones, 7)) * ATTEMPT_SLOTS
+        assert all(0 <= qid <= 0xFFFF for _, qid in ids)
+        for i in range(0, zones, 7):
+            sock, first = zone_slot(i, sockets)
+            for attempt in range(ATTEMPT_SLOTS):
+                assert slot_zone(sock, first | attempt, sockets) == (i, attempt)
+    assert sockets_needed(100_000, 2) == 7 and sockets_needed(200_000, 2) == 13
 
 
 @pytest.mark.parametrize(
@@ -242,27 +251,75 @@ def test_curve_counts_zones_served_by_each_point() -> None:
 
 class Responder:
     """A UDP server on 127.0.0.1 answering SOA queries with dnspython: serials per zone,
-    REFUSED for unknown zones, and the first query of every zone dropped (a lost packet)."""
+    REFUSED for unknown zones, and the first query of every zone dropped (a lost packet)
+    unless ``drop_first`` is False. A zone's first ``old_answers`` answers carry
+    ``old_serial``; zones in ``truncate`` are answered truncated over UDP and in full over
+    TCP on the same port, ``tcp_delay`` seconds after the question. ``log`` holds per zone
+    (time.monotonic() of the answer, serial answered) for every answer with a serial."""
 
-    def __init__(self, serials: dict[str, int]) -> None:
+    def __init__(
+        self,
+        serials: dict[str, int],
+        *,
+        drop_first: bool = True,
+        old_answers: int = 0,
+        old_serial: int = 0,
+        truncate: frozenset[str] = frozenset(),
+        tcp_delay: float = 0.0,
+    ) -> None:
         self.serials = {dns.name.from_text(k): v for k, v in serials.items()}
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
+        self.drop_first, self.old_answers, self.old_serial = drop_first, old_answers, old_serial
+        self.truncate = {dns.name.from_text(k) for k in truncate}
+        self.tcp_delay = tcp_delay
+        while True:  # a port free for both UDP and TCP
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.sock.bind(("127.0.0.1", 0))
+            self.port = self.sock.getsockname()[1]
+            self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                self.tcp.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                self.sock.close()
+                self.tcp.close()
+        self.tcp.listen(8)
+        self.tcp.settimeout(0.1)
         self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
         self.seen: set[dns.name.Name] = set()
+        self.answered: dict[dns.name.Name, int] = {}
+        self.log: dict[str, list[tuple[float, int]]] = {}
         self.queries = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, daemon=True),
+            threading.Thread(target=self._run_tcp, daemon=True),
+        ]
 
     def __enter__(self) -> Responder:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         self.sock.close()
+        self.tcp.close()
+
+    def _response(self, query: dns.message.Message) -> dns.message.Message:
+        name = query.question[0].name
+        response = dns.message.make_response(query)
+        if name not in self.serials:
+            response.set_rcode(dns.rcode.REFUSED)
+            return response
+        count = self.answered[name] = self.answered.get(name, 0) + 1
+        serial = self.old_serial if count <= self.old_answers else self.serials[name]
+        response.flags |= dns.flags.AA
+        text = SOA_TEXT.format(serial)
+        response.answer.append(dns.rrset.from_text(name, 60, "IN", "SOA", text))
+        self.log.setdefault(name.to_text(), []).append((time.monotonic(), serial))
+        return response
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -273,24 +330,36 @@ class Responder:
             self.queries += 1
             query = dns.message.from_wire(data)
             name = query.question[0].name
-            if name not in self.seen:
+            if self.drop_first and name not in self.seen:
                 self.seen.add(name)
                 continue
-            response = dns.message.make_response(query)
-            if name in self.serials:
-                response.flags |= dns.flags.AA
-                text = SOA_TEXT.format(self.serials[name])
-                response.answer.append(dns.rrset.from_text(name, 60, "IN", "SOA", text))
+            if name in self.truncate:
+                response = dns.message.make_response(query)
+                response.flags |= dns.flags.AA | dns.flags.TC
             else:
-                response.set_rcode(dns.rcode.REFUSED)
+                response = self._response(query)
             self.sock.sendto(response.to_wire(), peer)
+
+    def _run_tcp(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.tcp.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                size = struct.unpack("!H", conn.recv(2))[0]
+                query = dns.message.from_wire(conn.recv(size))
+                time.sleep(self.tcp_delay)
+                wire = self._response(query).to_wire()
+                conn.sendall(struct.pack("!H", len(wire)) + wire)
 
 
 def _zones(n: int) -> list[str]:
     return [f"z{i}.example." for i in range(n)]
 
 
-def test_lost_queries_are_asked_again_next_round() -> None:
+def test_lost_queries_are_asked_again_within_the_round() -> None:
     zones = _zones(300)
     rounds: list[tuple[int, int]] = []
     with Responder(dict.fromkeys(zones, 5)) as server:
@@ -302,15 +371,19 @@ def test_lost_queries_are_asked_again_next_round() -> None:
             port=server.port,
             timeout=60,
             since=since,
-            interval=0.05,
+            interval=5.0,  # a round far longer than a retry timeout
             between_rounds=lambda served, total: rounds.append((served, total)),
         )
     assert list(result.served) == zones
     assert all(since < t <= time.monotonic() for t in result.served.values())
-    # Every zone's first query was lost: each was asked again in a later round.
-    assert rounds[0] == (0, 300) and result.rounds >= 2
-    assert [served for served, _ in rounds] == sorted(served for served, _ in rounds)
-    assert server.queries >= 2 * 300 and result.answers >= 300
+    # Every zone's first query was lost: each was asked again after the retry timeout, in
+    # the same round, not a round later (the round spreads its queries over 5 s: only the
+    # zones first asked in its last retry timeout can be left for the next).
+    assert rounds[0] == (0, 300) and (result.rounds == 1 or rounds[1][0] >= 250)
+    assert result.resends >= 250 and server.queries >= 2 * 300 and result.answers >= 300
+    # No zone answered without serial 5: each error bar runs back to the wait's start.
+    assert result.unserved == {}
+    assert result.errors() == {zone: t - since for zone, t in result.served.items()}
 
 
 def test_per_zone_serials_and_wraparound() -> None:
