@@ -140,7 +140,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_transfer_throughput_bytes_per_second",
         "gauge",
-        "Throughput of the last ok and verified transfer (bytes / duration).",
+        "Throughput of the last ok and verified transfer (bytes from the secondary's "
+        "connect to served, as the report's).",
         T_LABELS,
         "bytes_per_second",
     ),

@@ -46,6 +46,7 @@ from harness.metrics.families import (
 )
 from harness.results.fleet import fleet_repeats, primary_costs
 from harness.results.model import TransferRecord
+from harness.results.summary import transfer_rate
 
 _SAFE_VALUE = re.compile(r"^[a-z0-9_]{1,32}$")  # state and bound names taken from data
 _SAFE_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")  # host and site names (spec.SITE_NAME)
@@ -223,13 +224,10 @@ class MetricState:
         changed.append(self._set("xfrbench_transfer_last_duration_seconds", t_values, duration))
         if record.bytes is not None:
             changed.append(self._add("xfrbench_transfer_bytes", t_values, record.bytes))
-            if duration > 0:
+            rate = transfer_rate(record)
+            if rate is not None:
                 changed.append(
-                    self._set(
-                        "xfrbench_transfer_throughput_bytes_per_second",
-                        t_values,
-                        record.bytes / duration,
-                    )
+                    self._set("xfrbench_transfer_throughput_bytes_per_second", t_values, rate / 8)
                 )
         return changed
 

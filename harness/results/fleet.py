@@ -38,6 +38,7 @@ from typing import Any
 from harness.core.stats import PERCENTILE_METHOD, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import FAILURE_WORDS, TransferRecord
+from harness.results.summary import transfer_rate
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query possibly waited
 NOT_CONVERGED = "not converged"
@@ -243,7 +244,7 @@ def site_rows(records: Iterable[TransferRecord]) -> list[SiteRow]:
     for (case, site), items in groups.items():
         counted = [r for r in items if r.counts]
         durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [r.bytes * 8 / r.duration_s for r in counted if r.bytes and r.duration_s]
+        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
         bounds = [r.bound["model"] for r in items if r.bound.get("model")]
         verdicts: dict[str, int] = {}
         for r in items:

@@ -15,6 +15,8 @@ import resource
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rich.console import Console
+
 from harness.compose.backend import Backend, prepare
 from harness.core import ui
 from harness.core.errors import UserInputError
@@ -203,6 +205,7 @@ def run_scenario(
     sample_interval: float = 1.0,
     backend: Backend = NETNS,
     inventory: Path | None = None,
+    console: Console | None = None,
 ) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
 
@@ -210,6 +213,7 @@ def run_scenario(
     (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
     way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
     With `inventory` the servers run on its hosts, deployed by Ansible (run/remote.py).
+    Progress and the summary go to `console` (stdout's by default).
     """
     if os.geteuid() != 0:  # the CLI says so first; this guards other callers
         raise UserInputError(
@@ -225,7 +229,7 @@ def run_scenario(
             per_case, distinct = resolve_binaries(plans, backend, loaded.path)
         else:
             per_case, distinct = {}, {}
-    console = ui.console()
+    console = console or ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         meta = run_meta(loaded, list(distinct.values()), backend)
