@@ -145,17 +145,26 @@ class Support:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What one installed version can do. `caveats`: known problems that do not stop a case
-    (a bug on lossy links, say), shown beside its results."""
+    """What one installed version can do: XoT and IXFR in each role, and TSIG. `caveats`:
+    known problems that do not stop a case (a bug on lossy links, say), shown beside its
+    results."""
 
     xot_primary: Support
     xot_secondary: Support
-    ixfr_primary: Support
+    ixfr_primary: Support  # serves IXFR (out)
+    ixfr_secondary: Support  # asks for and applies IXFR (in)
+    tsig: Support  # signs and checks transfers and NOTIFYs with TSIG, in both roles
     caveats: tuple[str, ...] = ()
 
     @property
     def notes(self) -> tuple[str, ...]:
-        missing = (self.xot_primary, self.xot_secondary, self.ixfr_primary)
+        missing = (
+            self.xot_primary,
+            self.xot_secondary,
+            self.ixfr_primary,
+            self.ixfr_secondary,
+            self.tsig,
+        )
         return tuple(dict.fromkeys(s.reason for s in missing if not s.ok)) + self.caveats
 
 

@@ -194,7 +194,13 @@ class Bind(Server):
         xot = Support.since(
             parse_semver(version), (9, 18, 0), f"BIND {version} has no XoT (added in 9.18)"
         )
-        return Capabilities(xot_primary=xot, xot_secondary=xot, ixfr_primary=Support(True))
+        return Capabilities(
+            xot_primary=xot,
+            xot_secondary=xot,
+            ixfr_primary=Support(True),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
+        )
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:

@@ -161,7 +161,13 @@ class Knot(Server):
         xot = Support.since(
             parse_semver(version), (3, 4, 0), f"Knot {version} has no XoT (added in 3.4)"
         )
-        return Capabilities(xot_primary=xot, xot_secondary=xot, ixfr_primary=Support(True))
+        return Capabilities(
+            xot_primary=xot,
+            xot_secondary=xot,
+            ixfr_primary=Support(True),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
+        )
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:

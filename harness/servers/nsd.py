@@ -148,6 +148,8 @@ class Nsd(Server):
                 (4, 6, 0),
                 f"NSD {version} cannot serve IXFR from zone-file differences (needs 4.6)",
             ),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
             caveats=caveats,
         )
 
