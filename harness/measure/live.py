@@ -423,8 +423,10 @@ class LiveCase:
         notified: dict[str, float] = {}
         for host in self.plan.secondaries:
             address = self.testbed.hosts[host.name].address
-            sent = self.wire.wait_notify(serial, max(0.0, deadline - self.clock()), address)
-            if sent is not None and sent >= since:
+            sent = self.wire.wait_notify(
+                serial, max(0.0, deadline - self.clock()), address, since=since
+            )
+            if sent is not None:
                 notified[host.name] = sent
         return notified
 
