@@ -345,6 +345,11 @@ class Server(ABC):
     def control(self, *command: str) -> list[str]:
         """argv of the server's control tool with its per-run channel."""
 
+    def remove_control_socket(self) -> None:
+        """Remove the control channel a stopped server leaves behind (outside its workdir:
+        `ServerSetup.control_socket`). The runner calls it after each stop."""
+        self.setup.socket_path.unlink(missing_ok=True)
+
     @abstractmethod
     def reload_argv(self, zone: str) -> list[str]: ...
 
