@@ -60,7 +60,8 @@ _OUT = re.compile(
 _BIND_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
 
 
-def bind_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+def bind_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`near` is unused: the stamp has its year."""
     match = _BIND_STAMP.match(line)
     return local_epoch(match[1], "%Y-%m-%dT%H:%M:%S.%f", tz) if match else None
 

@@ -39,7 +39,9 @@ FailureCategory = Literal[
     "address_not_available", "refused", "timed_out", "unreachable", "retry", "other_failure"
 ]
 CATEGORIES: tuple[FailureCategory, ...] = get_args(FailureCategory)
-Stamp = Callable[[str, "tzinfo | None"], "float | None"]
+# (line, the zone a server wrote its local-time stamps in, a unix time the stamp lies near:
+# the server's start, for stamps written without a year) -> unix time, or None
+Stamp = Callable[[str, "tzinfo | None", "float | None"], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ def count_failures(
             continue
         stamp = None
         if started_at is not None:
-            stamp = wording.timestamp(line, tz)
+            stamp = wording.timestamp(line, tz, started_at)
             if stamp is not None and stamp <= started_at - wording.resolution_s:
                 continue  # an earlier run's line
         failing += 1

@@ -67,8 +67,8 @@ _SERIAL = re.compile(r"serial (?:\d+ -> )?(?P<serial>\d+)")
 _KNOT_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) ")
 
 
-def knot_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
-    """`tz` is unused: Knot writes its offset."""
+def knot_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`tz` and `near` are unused: Knot writes its offset and year."""
     match = _KNOT_STAMP.match(line)
     if not match:
         return None

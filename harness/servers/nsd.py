@@ -55,7 +55,8 @@ _COMMIT = re.compile(
 _NSD_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] ")
 
 
-def nsd_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+def nsd_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`near` is unused: the stamp has its year."""
     match = _NSD_STAMP.match(line)
     if not match:
         return None
