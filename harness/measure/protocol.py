@@ -114,8 +114,9 @@ class Logged:
 @dataclass(frozen=True)
 class ColdStartLog:
     transfers: int  # incoming transfers the secondary logged
-    bytes: int
-    messages: int
+    # Their sizes summed; None when its log does not say them (NSD 4.6, PowerDNS).
+    bytes: int | None
+    messages: int | None
     # Failed attempts by category in its own wording, and the first one's time since it
     # started (harness.servers.failures.FailureCounts.to_json()).
     failures: dict[str, Any]
