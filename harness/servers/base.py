@@ -1,12 +1,12 @@
 """What every server dialect provides, and the pieces they share.
 
-A dialect (servers/bind.py, knot.py, nsd.py) is one `Server` subclass holding everything the
-harness knows about that server: its binary and version probe, the tuning options an operator
-may set, what a version can do (structured `Capabilities`, never prose to grep), its config
-templates (servers/<kind>/ at the top of the repository), argv and control commands, its
-transfer log lines, its failure phrases, its refusals as a primary and how it writes a peer's
-address. The runner and the
-flows only ever talk to this interface; adding a server is one new module plus its templates.
+A dialect (servers/bind.py, knot.py, nsd.py, pdns.py) is one `Server` subclass holding
+everything the harness knows about that server: its binary and version probe, the tuning
+options an operator may set, what a version can do (structured `Capabilities`, never prose
+to grep), its config templates (servers/<kind>/ at the top of the repository), argv and
+control commands, its transfer log lines, its failure phrases, its refusals as a primary and
+how it writes a peer's address. The runner and the flows only ever talk to this interface;
+adding a server is one new module plus its templates.
 
 Rendering and parsing are pure. A dialect's I/O is writing its own working folder and, as a
 primary, putting a new version of a zone on itself (`Server.publish`) through the `Reach`
