@@ -1,15 +1,17 @@
 """Failure lines in the servers' own logs, counted by category: pure functions over log text.
 
 Every server words a failed transfer its own way, so each dialect module (bind.py, knot.py,
-nsd.py) holds a `FailureWording` of its own, written from lines captured in real runs of
-BIND 9.18.49, Knot 3.2.6 and NSD 4.6.1 as secondaries (tests/fixtures/failures/, whose README
-lists each wording); this module only applies one. A wording has:
+nsd.py, pdns.py) holds a `FailureWording` of its own, written from lines captured in real runs
+of BIND 9.18.49, Knot 3.2.6, NSD 4.6.1 and PowerDNS 4.7.3 as secondaries
+(tests/fixtures/failures/, whose README lists each wording); this module only applies one. A
+wording has:
 
 - attempt patterns: the one line per failed network attempt, with a `reason` group holding
   the server's error text; that server's REASONS table maps the text to a category, and any
   text it does not know is `other_failure`;
 - fixed patterns: lines whose category does not depend on a reason text (a retry scheduled,
-  a query that ran out of retries, an attempt skipped);
+  a query that ran out of retries, an attempt skipped). One with a `count` group reports
+  that many attempts at once (PowerDNS: "had 10 timeouts" for one round of SOA queries);
 - follow-up patterns: further lines the same failed attempt writes. They count as failing
   lines but not again as an attempt;
 - the categories it does not log, or not every time (`unlogged`): BIND 9.18 logs no retry,
@@ -79,6 +81,15 @@ def classify(wording: FailureWording, line: str) -> FailureCategory | Literal["f
     if any(pattern.search(line) for pattern in wording.follow_ups):
         return "follow-up"
     return None
+
+
+def attempts_in(wording: FailureWording, line: str) -> int:
+    """How many failed attempts a failure line reports: its fixed pattern's `count`, else 1."""
+    for pattern, _category in wording.fixed:
+        match = pattern.search(line)
+        if match and "count" in pattern.groupindex:
+            return int(match["count"])
+    return 1
 
 
 @dataclass(frozen=True)
@@ -197,7 +208,7 @@ def count_failures(
         failing += 1
         if category == "follow-up":
             continue
-        counts[category] += 1
+        counts[category] += attempts_in(wording, line)
         if first_line is None:
             first_line = line
             if started_at is not None and stamp is not None:

@@ -123,15 +123,19 @@ PDNS_ATTEMPTS = (
     ),
 )
 PDNS_REASONS: dict[str, FailureCategory] = {
+    # No ephemeral port left: it binds the TCP socket (query-local-address, unset here)
+    # before it connects, and the bind fails.
+    "Resolver binding to local TCP socket on '0.0.0.0': Address already in use": (
+        "address_not_available"
+    ),
     "Error connecting: Connection refused": "refused",
     "Timeout connecting to server": "timed_out",
-    "Error connecting: Cannot assign requested address": "address_not_available",
 }
 PDNS_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
-    # One line per round of SOA checks that had unanswered queries, for any number of zones
-    # (an ICMP port unreachable is a timeout here too).
-    (re.compile(r"Received serial number updates for \d+ zones?, had [1-9]\d* timeouts?$"),
-     "timed_out"),
+    # One line per round of SOA checks: `count` queries (one per zone) went unanswered. An
+    # ICMP port unreachable is a timeout here too.
+    (re.compile(r"Received serial number updates for \d+ zones?, had (?P<count>[1-9]\d*) "
+                r"timeouts?$"), "timed_out"),
 )  # fmt: skip
 PDNS_FOLLOW_UPS = (
     re.compile(r"Unable to retrieve SOA for \S+, this was the "),
