@@ -34,12 +34,14 @@ failure line; stamps are "Nov 25 16:09:02", local time, whole seconds and no yea
 logs a transfer's bytes, records, messages or duration; the commit line of an incoming
 transfer names its serial, an outgoing transfer names only its client.
 
-Failures (FAILURES): the attempt is "XFR-in zone: '<zone>', primary: '<addr>', unable to xfr
-zone (<exception>): <reason> (This was attempt number N. Excluding zone from slave-checks
-until <time>)". An unanswered SOA query (ICMP port unreachable included) shows only as
-"Received serial number updates for N zones, had M timeouts", one line per round of checks
-whatever the number of zones, then "Unable to retrieve SOA for <zone>, this was the first
-time" (then only every 10th time). Retries are not logged as such.
+Failures (FAILURES, from tests/fixtures/failures/pdns-*.log): the attempt is "XFR-in zone:
+'<zone>', primary: '<addr>', unable to xfr zone (<exception>): <reason> (This was attempt
+number N. Excluding zone from slave-checks until <time>)". With no ephemeral port left it
+fails to bind before it connects ("Address already in use"). Unanswered SOA queries (ICMP
+port unreachable included) show only as "Received serial number updates for N zones, had M
+timeouts", one line per round of checks that counts M attempts, then "Unable to retrieve SOA
+for <zone>, this was the first time" (then only every 10th time). A failed transfer is tried
+again on the next tick; retries are not logged as such.
 """
 
 from __future__ import annotations
