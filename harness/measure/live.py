@@ -287,6 +287,9 @@ class LiveCase:
         )
         self.poll_gaps = seen.max_gap_s
         self.unserved = seen.unserved
+        # Transfers end here, the unrecorded ones (first copies, warm-up) too: the next
+        # repeat's settle counts from now (between_repeats).
+        self._quiet_from = self.clock()
         return seen.served
 
     def last_unserved(self, host: str) -> float | None:
