@@ -47,8 +47,10 @@ _STATUS = re.compile(
     r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
     r"Transfer status: (?P<status>.+)$"
 )
+# "client @0x... 198.18.10.130#55471 (tld):", or with TSIG "... 198.18.10.130#55471/key
+# xfrbench-xfr (tld):"
 _OUT = re.compile(
-    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
+    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key \S+)? \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
     r"records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
