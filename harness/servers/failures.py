@@ -12,6 +12,8 @@ wording has:
 - fixed patterns: lines whose category does not depend on a reason text (a retry scheduled,
   a query that ran out of retries, an attempt skipped). One with a `count` group reports
   that many attempts at once (PowerDNS: "had 10 timeouts" for one round of SOA queries);
+  attempts it includes that had a line of their own since the last such line (`recounted`:
+  PowerDNS's SOA query answered with an error rcode) are left out of its count;
 - follow-up patterns: further lines the same failed attempt writes. They count as failing
   lines but not again as an attempt;
 - the categories it does not log, or not every time (`unlogged`): BIND 9.18 logs no retry,
@@ -59,6 +61,8 @@ class FailureWording:
     resolution_s: float
     # Categories it does not log, or not every time: None where it logged none (see above).
     unlogged: frozenset[FailureCategory] = field(kw_only=True)
+    # Attempt lines that the next `count` line counts again (see the module's docstring).
+    recounted: tuple[re.Pattern[str], ...] = field(default=(), kw_only=True)
 
 
 def local_epoch(text: str, fmt: str, tz: tzinfo | None) -> float:
@@ -83,13 +87,14 @@ def classify(wording: FailureWording, line: str) -> FailureCategory | Literal["f
     return None
 
 
-def attempts_in(wording: FailureWording, line: str) -> int:
-    """How many failed attempts a failure line reports: its fixed pattern's `count`, else 1."""
+def reported_count(wording: FailureWording, line: str) -> int | None:
+    """How many failed attempts a line of a fixed pattern with a `count` group reports; None
+    for any other line (one attempt)."""
     for pattern, _category in wording.fixed:
         match = pattern.search(line)
         if match and "count" in pattern.groupindex:
             return int(match["count"])
-    return 1
+    return None
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,7 @@ def count_failures(
     failing = 0
     first_s: float | None = None
     first_line: str | None = None
+    recounted = 0  # attempts with a line of their own that the next count line includes
     for line in log_text.splitlines():
         category = classify(wording, line)
         if category is None:
@@ -208,7 +214,13 @@ def count_failures(
         failing += 1
         if category == "follow-up":
             continue
-        counts[category] += attempts_in(wording, line)
+        reported = reported_count(wording, line)
+        if reported is None:
+            counts[category] += 1
+            recounted += any(pattern.search(line) for pattern in wording.recounted)
+        else:
+            counts[category] += max(0, reported - recounted)
+            recounted = 0
         if first_line is None:
             first_line = line
             if started_at is not None and stamp is not None:

@@ -41,11 +41,16 @@ transfer names its serial, an outgoing transfer names only its client.
 Failures (FAILURES, from tests/fixtures/failures/pdns-*.log): the attempt is "XFR-in zone:
 '<zone>', primary: '<addr>', unable to xfr zone (<exception>): <reason> (This was attempt
 number N. Excluding zone from slave-checks until <time>)". With no ephemeral port left it
-fails to bind before it connects ("Address already in use"). Unanswered SOA queries (ICMP
-port unreachable included) show only as "Received serial number updates for N zones, had M
-timeouts", one line per round of checks that counts M attempts, then "Unable to retrieve SOA
-for <zone>, this was the first time" (then only every 10th time). A failed transfer is tried
-again on the next tick; retries are not logged as such.
+fails to bind before it connects ("Address already in use"). SOA queries are checked in
+rounds: one answered with an error rcode writes "While checking domain freshness: ...
+(RCode: Query Refused)", and the round ends with "Received serial number updates for N
+zones, had M timeouts", which counts every query without a usable answer within 3 s: the
+unanswered, those answered by ICMP (port or host unreachable: PowerDNS says timeout), and
+those answered with an error rcode again (left out there). "Unable to retrieve SOA for
+<zone>, this was the first time" follows per zone (then only every 10th time). No connect is
+tried without an SOA answer; a failed transfer is tried again on the next tick, and retries
+are not logged as such. As a primary it refuses no transfer for want of a slot (the accept
+loop waits at max-tcp-connections): `refusals` stays None.
 """
 
 from __future__ import annotations
@@ -121,12 +126,18 @@ def year_less_epoch(text: str, tz: tzinfo | None, near: float | None) -> float |
 
 # --- failures, in this server's own wording (harness/servers/failures.py) ---
 
+# An SOA query of a round of checks answered with an error rcode (resolver.cc).
+_SOA_RCODE = re.compile(
+    r"While checking domain freshness: Query to '\S+' for SOA of '[^']+' produced no "
+    r"results \((?P<reason>RCode: [^)]+)\)$"
+)
 PDNS_ATTEMPTS = (
     # slavecommunicator.cc suck(): the transfer failed (connect, or the primary's answer).
     re.compile(
         r"XFR-in zone: '[^']+', primary: '[^']+', unable to xfr zone \([\w:]+\): (?P<reason>.+?)"
         r"(?: \(This was attempt number \d+\. Excluding zone from slave-checks until \d+\))?$"
     ),
+    _SOA_RCODE,
 )
 PDNS_REASONS: dict[str, FailureCategory] = {
     # No ephemeral port left: it binds the TCP socket (query-local-address, unset here)
@@ -135,11 +146,16 @@ PDNS_REASONS: dict[str, FailureCategory] = {
         "address_not_available"
     ),
     "Error connecting: Connection refused": "refused",
+    "RCode: Query Refused": "refused",
+    # The kernel gave the connect up (tcp_syn_retries) before axfr-fetch-timeout did...
+    "Error connecting: Connection timed out": "timed_out",
+    # ...or axfr-fetch-timeout (10 s) came first.
     "Timeout connecting to server": "timed_out",
 }
 PDNS_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
-    # One line per round of SOA checks: `count` queries (one per zone) went unanswered. An
-    # ICMP port unreachable is a timeout here too.
+    # One line per round of SOA checks: `count` queries (one per zone) got no usable answer
+    # within 3 s. That includes a query answered with an error rcode, logged on its own line
+    # (_SOA_RCODE) and counted there; and an ICMP port or host unreachable is a timeout here.
     (re.compile(r"Received serial number updates for \d+ zones?, had (?P<count>[1-9]\d*) "
                 r"timeouts?$"), "timed_out"),
 )  # fmt: skip
@@ -155,8 +171,10 @@ FAILURES = FailureWording(
     PDNS_FOLLOW_UPS,
     pdns_timestamp,
     1.0,
-    # A failed transfer is tried again on the next tick, with no line of its own.
-    unlogged=frozenset({"retry"}),
+    # A failed transfer is tried again on the next tick, with no line of its own; an ICMP
+    # host unreachable reads as a timeout.
+    unlogged=frozenset({"retry", "unreachable"}),
+    recounted=(_SOA_RCODE,),
 )
 
 

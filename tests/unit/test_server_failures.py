@@ -106,12 +106,22 @@ EXPECTED = {
     # PowerDNS: "unable to xfr zone" per transfer; one "had N timeouts" line per round of SOA
     # checks counts N (one query per zone), "Unable to retrieve SOA" lines follow it. It
     # logs no retry.
-    "pdns-address-not-available.log": (12, 0, 5, 0, None, 0, 17),
-    # One SOA round timed out, then the operator's retrieve: its TCP connect timed out.
-    "pdns-connect-timed-out.log": (0, 0, 2, 0, None, 0, 3),
+    # It logs no retry, and an ICMP host unreachable as a timeout.
+    "pdns-address-not-available.log": (12, 0, 5, None, None, 0, 17),
+    # One SOA round timed out, then the operator's retrieve: axfr-fetch-timeout (10 s).
+    "pdns-fetch-timed-out.log": (0, 0, 2, None, None, 0, 3),
+    # TCP dropped, tcp_syn_retries 2: the kernel's connect timeout (7 s) came first.
+    "pdns-connect-timed-out.log": (0, 0, 16, None, None, 0, 16),
     # 10 rounds: 6 of all 10 zones, then 4 of the 2 refreshed ones; 2 retrievals refused.
-    "pdns-refused.log": (0, 2, 68, 0, None, 0, 24),
-    "pdns-timed-out.log": (0, 0, 300, 0, None, 0, 55),
+    "pdns-refused.log": (0, 2, 68, None, None, 0, 24),
+    "pdns-timed-out.log": (0, 0, 300, None, None, 0, 55),
+    # A primary without 4 of the 10 zones: each round, 4 SOA queries answered REFUSED, which
+    # the round's "had 4 timeouts" counts again (left out there).
+    "pdns-refused-rcode.log": (0, 36, 0, None, None, 0, 48),
+    # TCP connects reset (UDP passes): a refused connect per zone and tick (an excerpt).
+    "pdns-tcp-reset.log": (0, 17, 0, None, None, 0, 17),
+    # ICMP host unreachable: only its SOA queries, as timeouts.
+    "pdns-host-unreachable.log": (0, 0, 80, None, None, 0, 18),
 }
 
 
@@ -380,3 +390,16 @@ def test_a_year_less_stamp_is_read_near_the_start_not_today(
     assert now.first_failure_s == pytest.approx(3.464, abs=1e-3)
     monkeypatch.setattr(pdns.time, "time", lambda: start + 365 * 86400)
     assert servers.count_failures("pdns", text, start, tz=IST) == now
+
+
+def test_a_round_count_leaves_out_what_was_counted_line_by_line() -> None:
+    # PowerDNS: an SOA query answered REFUSED has a line of its own, and its round's summary
+    # ("had 4 timeouts") counts it again among the timeouts: counted once, as refused.
+    text = read("pdns-refused-rcode.log")
+    rounds = [line for line in text.splitlines() if "had 4 timeouts" in line]
+    refusals = [line for line in text.splitlines() if "(RCode: Query Refused)" in line]
+    assert (len(rounds), len(refusals)) == (8, 36)
+    counts = servers.count_failures("pdns", text, None)
+    assert (counts.refused, counts.timed_out) == (36, 0)
+    # A summary alone counts all it says.
+    assert servers.count_failures("pdns", rounds[0], None).timed_out == 4
