@@ -234,6 +234,11 @@ class Server(ABC):
     # (servers/refusals.py); None while no such line is known: "not logged", never 0.
     refusals: ClassVar[RefusalWording | None] = None
     footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
+    # The Debian packages of the server and the tools the harness runs with it, and the system
+    # services they start (stopped: the harness runs its own). The Makefile's and the server
+    # image's package lists say the same for this machine and the images.
+    packages: ClassVar[tuple[str, ...]]
+    services: ClassVar[tuple[str, ...]]
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),

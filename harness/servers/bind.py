@@ -167,6 +167,8 @@ class Bind(PublishesByUpdate):
     refusals = REFUSALS
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
+    packages = ("bind9", "bind9-utils", "bind9-dnsutils")
+    services = ("named", "bind9")
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:

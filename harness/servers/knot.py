@@ -135,6 +135,8 @@ class Knot(Server):
     refusals = None
     # Secondary RSS: 169 MiB at 500 k records (tld), 186 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
+    packages = ("knot", "knot-dnsutils")
+    services = ("knot",)
 
     @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:

@@ -130,6 +130,8 @@ class Nsd(Server):
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)
+    packages = ("nsd",)
+    services = ("nsd",)
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:

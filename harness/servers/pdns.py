@@ -280,6 +280,8 @@ class Pdns(PublishesByUpdate):
     # gsqlite3 secondary: 62 MiB idle, VmHWM 278-284 MB taking 1 M records of the tld
     # preset (~230 B a record); per zone not separable at 1000 hosting zones.
     footprint = Footprint(base_mib=62, record_bytes=230, zone_bytes=3_000)
+    packages = ("pdns-server", "pdns-backend-sqlite3", "pdns-tools", "sqlite3")
+    services = ("pdns",)
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
