@@ -24,7 +24,12 @@ class ServerReport:
     xot_primary: bool
     xot_secondary: bool
     ixfr_primary: bool
+    ixfr_secondary: bool
+    tsig: bool
     notes: tuple[str, ...]
+
+
+NOTHING = (False,) * 5  # a server that is missing or says no version can do nothing
 
 
 def probe_servers() -> list[ServerReport]:
@@ -32,12 +37,12 @@ def probe_servers() -> list[ServerReport]:
     for kind in SERVER_KINDS:
         binary = find_binary(kind)
         if binary is None:
-            reports.append(ServerReport(kind, None, None, False, False, False, ("not installed",)))
+            reports.append(ServerReport(kind, None, None, *NOTHING, ("not installed",)))
             continue
         try:
             version = probe_version(kind, binary)
         except (EnvironmentProblem, OSError) as exc:
-            reports.append(ServerReport(kind, str(binary), None, False, False, False, (str(exc),)))
+            reports.append(ServerReport(kind, str(binary), None, *NOTHING, (str(exc),)))
             continue
         caps = server_class(kind).capabilities(version)
         reports.append(
@@ -48,6 +53,8 @@ def probe_servers() -> list[ServerReport]:
                 caps.xot_primary.ok,
                 caps.xot_secondary.ok,
                 caps.ixfr_primary.ok,
+                caps.ixfr_secondary.ok,
+                caps.tsig.ok,
                 caps.notes,
             )
         )
@@ -91,6 +98,8 @@ def render(
         "XoT primary",
         "XoT secondary",
         "IXFR primary",
+        "IXFR secondary",
+        "TSIG",
         "notes",
     ):
         table.add_column(column)
@@ -102,6 +111,8 @@ def render(
             _mark(server.xot_primary),
             _mark(server.xot_secondary),
             _mark(server.ixfr_primary),
+            _mark(server.ixfr_secondary),
+            _mark(server.tsig),
             "\n".join(server.notes),
         )
     console.print(table)
