@@ -6,8 +6,10 @@ import json
 from dataclasses import asdict, dataclass
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from harness.core import ui
 from harness.core.errors import EnvironmentProblem
 from harness.core.terms import SERVER_KINDS, ServerKind
 from harness.link.probe import KernelFeatures, probe_kernel
@@ -90,32 +92,27 @@ def render(
     for note in kernel.notes:
         host.add_row("note", note)
     console.print(host)
+    # Short columns that never cut; the paths and the notes go below, whole.
     table = Table(title="servers")
-    for column in (
-        "kind",
-        "binary",
-        "version",
-        "XoT primary",
-        "XoT secondary",
-        "IXFR primary",
-        "IXFR secondary",
-        "TSIG",
-        "notes",
-    ):
-        table.add_column(column)
+    for column in ("kind", "version", "XoT primary", "XoT secondary", "IXFR primary"):
+        table.add_column(column, overflow="fold")
+    for column in ("IXFR secondary", "TSIG"):
+        table.add_column(column, overflow="fold")
     for server in servers:
         table.add_row(
             server.kind,
-            server.binary or "-",
             server.version or "-",
             _mark(server.xot_primary),
             _mark(server.xot_secondary),
             _mark(server.ixfr_primary),
             _mark(server.ixfr_secondary),
             _mark(server.tsig),
-            "\n".join(server.notes),
         )
     console.print(table)
+    for server in servers:
+        console.print(f"{server.kind}: {escape(server.binary or 'not found')}", soft_wrap=True)
+        for note in server.notes:
+            console.print(f"  {escape(note)}", soft_wrap=True)
 
 
 def run(as_json: bool) -> int:
@@ -126,5 +123,5 @@ def run(as_json: bool) -> int:
         report = {"host": kernel.to_json(), "servers": [asdict(s) for s in servers]}
         print(json.dumps({**report, "digest": digest}, indent=2))
     else:
-        render(kernel, servers, Console(), digest)
+        render(kernel, servers, ui.console(), digest)
     return 0
