@@ -1,5 +1,7 @@
 # xfrbench: `make demo` and `make test` work from a fresh Debian 12 machine (as root).
 SHELL := /bin/bash
+# rustup installs cargo here; uv sync needs it to build the rrsum extension.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 .DEFAULT_GOAL := help
 
 VENV := .venv
@@ -7,10 +9,13 @@ XFRBENCH := $(VENV)/bin/xfrbench
 PYTHON := $(VENV)/bin/python
 # Debian packages the harness drives; installed only when missing.
 APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dnssecutils \
+	pdns-server pdns-backend-sqlite3 pdns-tools sqlite3 \
 	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl \
-	docker.io docker-compose debootstrap
+	docker.io docker-compose debootstrap openssh-server
 # System services the packages above start; the harness runs its own servers, never these.
-SERVICES := named bind9 knot nsd prometheus docker containerd
+# Not ssh: a machine's own sshd is left alone; openssh-server (the lab's sshd binary), when
+# setup installs it, is never started and is kept from starting (sshd_not_to_be_run).
+SERVICES := named bind9 knot nsd pdns prometheus docker containerd
 
 .PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean \
 	compose-images compose-stop-dockerd
@@ -35,6 +40,11 @@ apt-packages:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends $$missing; status=$$?; \
 		if [ -n "$$own_policy" ]; then rm -f $$policy; fi; \
+		if [ $$status = 0 ] && echo " $$missing " | grep -q " openssh-server "; then \
+			touch /etc/ssh/sshd_not_to_be_run; update-rc.d ssh disable >/dev/null 2>&1; \
+			if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then \
+				systemctl disable ssh >/dev/null 2>&1; fi; \
+		fi; \
 		exit $$status; \
 	fi
 
@@ -51,12 +61,17 @@ stop-services:
 		update-rc.d $$s disable >/dev/null 2>&1 || true; \
 	done
 
+# uv sync also builds the rrsum extension (Rust, rrsum/) with cargo.
 venv:
 	@command -v uv >/dev/null || pip install -q uv
+	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust with rustup" \
+		"(it builds linkem and the rrsum extension)"; exit 2; }
 	uv sync --frozen --quiet
 
+# The cargo workspace (Cargo.toml) builds into target/: linkem's binary is
+# target/release/linkem.
 linkem:
-	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet --manifest-path linkem/Cargo.toml; fi
+	@if [ -f linkem/Cargo.toml ]; then cargo build --release --quiet -p linkem; fi
 
 # The default scenario: prints what the host offers, then runs quick.toml and its table.
 demo: setup
@@ -80,7 +95,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check harness tests bench $(BENCH_SCRIPTS)
 
 test: setup lint
-	cargo test --release --quiet --manifest-path linkem/Cargo.toml
+	cargo test --release --quiet --workspace
 	$(PYTHON) -m pytest tests
 
 # Each benchmark prints its figures and records them in bench/README-*.md.
@@ -96,4 +111,4 @@ bench: setup
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi
 	@if [ -x $(PYTHON) ]; then $(PYTHON) -m harness.compose.images --stop-dockerd || true; fi
-	rm -rf zones/cache linkem/target .pytest_cache .ruff_cache
+	rm -rf zones/cache target linkem/target .pytest_cache .ruff_cache

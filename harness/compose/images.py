@@ -1,13 +1,14 @@
 """The compose backend's images, built locally: no registry is needed or used.
 
     xfrbench/debian:<suite>          debootstrap --variant=minbase + `docker import` (cached)
-    xfrbench/server:<variant>        BIND, Knot and NSD of one Debian release (Dockerfile.server)
+    xfrbench/server:<variant>        the four DNS servers of one Debian release (Dockerfile.server)
     xfrbench/link:<suite>            the router: iproute2, iptables, linkem (Dockerfile.link)
     xfrbench/prometheus:<suite>      Debian's Prometheus scraping the driver
     xfrbench/driver:bookworm         xfrbench itself (Python 3.11 is Debian 12's)
 
-Server variants: `bookworm` (BIND 9.18, Knot 3.2, NSD 4.6), `bookworm-backports` (BIND 9.20
-from backports, the rest as bookworm) and `trixie` (BIND 9.20, Knot 3.4, NSD 4.12).
+Server variants: `bookworm` (BIND 9.18, Knot 3.2, NSD 4.6, PowerDNS 4.7), `bookworm-backports`
+(BIND 9.20 from backports, the rest as bookworm) and `trixie` (BIND 9.20, Knot 3.4, NSD 4.12,
+PowerDNS 4.9).
 
     python -m harness.compose.images --servers trixie --link-suite trixie
     python -m harness.compose.images --all
@@ -34,7 +35,7 @@ from harness.core.errors import EnvironmentProblem, ToolFailed, UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "servers" / "docker"
-LINKEM_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
+LINKEM_BINARY = REPO / "target" / "release" / "linkem"  # the cargo workspace's target/
 
 SUITES = ("bookworm", "trixie")
 # Bumped whenever base_files() changes, so a cached base from older code is rebuilt.
@@ -390,8 +391,11 @@ def _install_locked_dependencies(target: Path) -> None:
         raise EnvironmentProblem(
             "uv is missing (it installs the driver's dependencies)",
         )
+    # The rrsum extension is a local path (no hash to require): copied as built, below.
+    export_argv = [uv, "export", "--frozen", "--no-dev", "--no-emit-project"]
+    export_argv += ["--no-emit-package", "xfrbench-rrsum", "--format", "requirements-txt"]
     export = subprocess.run(
-        [uv, "export", "--frozen", "--no-dev", "--no-emit-project", "--format", "requirements-txt"],
+        export_argv,
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -410,6 +414,19 @@ def _install_locked_dependencies(target: Path) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     if result.returncode != 0:
         raise ToolFailed(argv, result.returncode, result.stderr)
+    _copy_rrsum_extension(target)
+
+
+def _copy_rrsum_extension(target: Path) -> None:
+    """The compiled RRSUM as `uv sync` built it here (CPython 3.11 abi3, this Debian 12
+    host's glibc, as the driver image has): without it the driver image verifies with the
+    Python reference, and its run.json says so."""
+    try:
+        import xfrbench_rrsum
+    except ImportError:
+        return
+    package = Path(xfrbench_rrsum.__file__).parent
+    shutil.copytree(package, target / package.name)
 
 
 @dataclass(frozen=True)

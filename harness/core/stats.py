@@ -4,6 +4,7 @@
   allows, percentile-bootstrap intervals of medians and of their ratio.
 - How precise a median is (adaptive repeats): a distribution-free confidence interval of the
   median from order statistics.
+- Percentiles by nearest rank: every percentile the harness prints is a value it measured.
 - Whether repeats of one transfer drift (a busy host warming up, a cache filling, a server's
   memory growing): the Mann-Kendall trend test, Sen's slope, and a first-repeat outlier test.
 
@@ -21,6 +22,25 @@ from typing import Any, Literal
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 5
+
+# --- percentiles --------------------------------------------------------------------------
+
+PERCENTILE_METHOD = "nearest rank"  # how every percentile the harness prints is taken
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of `values` by nearest rank: the smallest value with at
+    least q % of the values at or below it, x_(ceil(q n / 100)) (1-based; q = 0 gives the
+    smallest). Unlike an interpolated percentile it is always a value that was measured: a
+    fleet's p95 is a time at which 95 % of its secondaries really served."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    ordered = sorted(values)
+    rank = math.ceil(round(q * len(ordered) / 100, 9))  # round: 95 * 20 / 100 is 19, not 19.0..1
+    return ordered[max(rank, 1) - 1]
+
 
 # --- two samples --------------------------------------------------------------------------
 
@@ -59,6 +79,27 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float | None:
 
     p = float(mannwhitneyu(a, b, alternative="two-sided", method="auto").pvalue)
     return 1.0 if math.isnan(p) else p  # every value tied: no evidence of a shift
+
+
+BOSCHLOO_MAX_N = 200  # beyond, Boschloo's grid takes seconds: Fisher's test, as exact
+
+
+def more_failures_p(failed_a: int, total_a: int, failed_b: int, total_b: int) -> float | None:
+    """One-sided exact p that run B's failure rate is higher than run A's, from failed of
+    total in each: Boschloo's test (as exact as Fisher's and more powerful: 3 of 3 against
+    0 of 3 gives 0.016, where Fisher's gives 0.05), Fisher's beyond BOSCHLOO_MAX_N
+    attempts. None when a run has no attempt."""
+    if total_a <= 0 or total_b <= 0:
+        return None
+    from scipy.stats import boschloo_exact, fisher_exact
+
+    # Columns are the two samples: B first, so "greater" is B's rate above A's.
+    table = [[failed_b, failed_a], [total_b - failed_b, total_a - failed_a]]
+    if total_a + total_b <= BOSCHLOO_MAX_N:
+        p = float(boschloo_exact(table, alternative="greater").pvalue)
+    else:
+        p = float(fisher_exact(table, alternative="greater")[1])
+    return 1.0 if math.isnan(p) else min(1.0, p)
 
 
 def _resampled_medians(values: Sequence[float], rng: Any) -> Any:

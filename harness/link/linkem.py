@@ -40,7 +40,7 @@ from harness.link.netem import gemodel_params, queue_packets, state_params
 from harness.spec import DirectionSpec, LinkSpec, LossSpec
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_BINARY = REPO / "linkem" / "target" / "release" / "linkem"
+DEFAULT_BINARY = REPO / "target" / "release" / "linkem"  # the cargo workspace's target/
 FIRST_QUEUE = 10  # NFQUEUE numbers from here on, one per emulated direction
 READY_LINE = "linkem ready"
 # How often linkem rewrites its stats file: a transfer's counters are at most this late.

@@ -31,7 +31,7 @@ from harness.measure.watch import TransferObserver
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.plan.case import CasePlan, GroupPlan
-from harness.servers import count_failures
+from harness.servers import count_failures, count_refusals
 from harness.servers.base import NewVersion, Reach, last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
@@ -67,6 +67,14 @@ def poll_interval(secondaries: int) -> float:
 
 TLS_HOSTNAME = "primary.xfrbench.test"
 KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
+
+
+def logged_sum(sizes: list[int | None]) -> int | None:
+    """The sum of a size every logged transfer says; None when one of them does not say
+    it (NSD 4.6 and PowerDNS log no sizes): a sum of some would pass for the whole."""
+    if not sizes or any(size is None for size in sizes):
+        return None
+    return sum(size for size in sizes if size is not None)
 
 
 class LiveCase:
@@ -279,6 +287,9 @@ class LiveCase:
         )
         self.poll_gaps = seen.max_gap_s
         self.unserved = seen.unserved
+        # Transfers end here, the unrecorded ones (first copies, warm-up) too: the next
+        # repeat's settle counts from now (between_repeats).
+        self._quiet_from = self.clock()
         return seen.served
 
     def last_unserved(self, host: str) -> float | None:
@@ -423,8 +434,10 @@ class LiveCase:
         notified: dict[str, float] = {}
         for host in self.plan.secondaries:
             address = self.testbed.hosts[host.name].address
-            sent = self.wire.wait_notify(serial, max(0.0, deadline - self.clock()), address)
-            if sent is not None and sent >= since:
+            sent = self.wire.wait_notify(
+                serial, max(0.0, deadline - self.clock()), address, since=since
+            )
+            if sent is not None:
                 notified[host.name] = sent
         return notified
 
@@ -482,22 +495,22 @@ class LiveCase:
         return out
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The secondary's logged incoming transfer and failures since `since`, and the
-        primary's logged outgoing transfer."""
+        """The secondary's logged incoming transfer and failures since `since`, the
+        primary's logged outgoing transfer, and its refusals (to anyone) since `since`."""
         assert self.primary is not None
         running = self.secondaries[host]
         dialect = type(running.server)
         text = srv.read_text(running.server.log_path)
         incoming = last_incoming(dialect, text, zone, serial)
         primary = type(self.primary.server)
-        outgoing = last_outgoing(
-            primary, srv.read_text(self.primary.server.log_path), zone, serial, running.host.address
-        )
+        primary_text = srv.read_text(self.primary.server.log_path)
+        outgoing = last_outgoing(primary, primary_text, zone, serial, running.host.address)
         failures = count_failures(dialect.kind, text, since)
         return Logged(
             incoming.to_json() if incoming else {},
             outgoing.to_json() if outgoing else {},
-            failures.to_json() if failures.failing_lines else {},
+            failures.to_json(),  # nulls where it does not log a category, even if none failed
+            count_refusals(primary.kind, primary_text, since, self.wall()).to_json(),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:
@@ -510,8 +523,8 @@ class LiveCase:
         last = max(0.0, max(stamps) - running.started_at) if stamps and running.started_at else None
         return ColdStartLog(
             transfers=len(incoming),
-            bytes=sum(e.bytes or 0 for e in incoming),
-            messages=sum(e.messages or 0 for e in incoming),
+            bytes=logged_sum([e.bytes for e in incoming]),
+            messages=logged_sum([e.messages for e in incoming]),
             failures=count_failures(dialect.kind, text, running.started_at).to_json(),
             last_transfer_s=None if last is None else round(last, 3),
             stamp_resolution_s=dialect.failures.resolution_s,

@@ -142,8 +142,7 @@ def stop(testbed: Testbed, running: RunningServer) -> None:
     if running.proc is not None:
         testbed.stop(running.proc)
         running.proc = None
-    with contextlib.suppress(FileNotFoundError):
-        running.server.setup.socket_path.unlink()
+    running.server.remove_control_socket()
 
 
 def kill(testbed: Testbed, running: RunningServer) -> list[int]:

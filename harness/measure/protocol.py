@@ -8,9 +8,9 @@ server-to-server duration means (docs/architecture.md, "Measuring a transfer"):
 - trigger "notify": from the moment the primary's own NOTIFY to that secondary leaves its host
   (seen on the wire) until the secondary first serves the new serial. The primary's reload
   time and its NOTIFY delay are phases beside it, both counted from the reload command.
-- trigger "retransfer": from the control command (rndc retransfer / knotc zone-retransfer /
-  nsd-control force_transfer for AXFR; refresh / zone-refresh / transfer for IXFR) until the
-  secondary serves the new serial. The primary sends no NOTIFY in this mode.
+- trigger "retransfer": from the secondary's control command (its dialect's retransfer for
+  AXFR, e.g. rndc retransfer; its refresh for IXFR, e.g. rndc refresh) until the secondary
+  serves the new serial. The primary sends no NOTIFY in this mode.
 - trigger "cold-start": from spawning a secondary with every zone configured and none on disk
   until it serves the last of them.
 
@@ -90,6 +90,9 @@ class Logged:
     secondary: dict[str, Any] = field(default_factory=dict)
     primary: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, Any] = field(default_factory=dict)  # the secondary's, this repeat
+    # The primary's refusals for want of a slot so far in this repeat, to any secondary
+    # (servers/refusals.py RefusalCount.to_json(); refusals None: not logged).
+    refusals: dict[str, Any] = field(default_factory=dict)
 
     def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
         """Bytes, messages and records, from whichever server logged them; None where neither
@@ -111,8 +114,9 @@ class Logged:
 @dataclass(frozen=True)
 class ColdStartLog:
     transfers: int  # incoming transfers the secondary logged
-    bytes: int
-    messages: int
+    # Their sizes summed; None when its log does not say them (NSD 4.6, PowerDNS).
+    bytes: int | None
+    messages: int | None
     # Failed attempts by category in its own wording, and the first one's time since it
     # started (harness.servers.failures.FailureCounts.to_json()).
     failures: dict[str, Any]
@@ -202,8 +206,8 @@ class Bench(Protocol):
         """verify() for many small zones at once (a cold start)."""
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The transfer as the servers logged it, and the secondary's failure lines since
-        `since` (unix time)."""
+        """The transfer as the servers logged it, the secondary's failure lines since
+        `since` (unix time), and the primary's refusals since then (to any secondary)."""
 
     def cold_start_log(self, host: str) -> ColdStartLog: ...
 
@@ -311,7 +315,12 @@ def update_repeat(
                 if host in t0
                 else _no_notify_text(plan.timeout, host, serial)
             )
-            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "timeout"))
+            # What it was sent (the NOTIFY's phase: a fleet's origin is the first NOTIFY to
+            # any secondary) and what the servers logged: why it is missing, in their words.
+            with spent.phase("observe"):
+                logged = bench.logged(host, zone, serial, started_at)
+            seen = {"phases": phases[host], "server_logged": _logged_json(logged)}
+            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, **seen))
             continue
         duration = done[host] - t0[host]
         late = served_error(done[host], bench.last_unserved(host), t0[host])
@@ -348,11 +357,7 @@ def update_repeat(
             bytes=size,
             messages=messages,
             phases=phases[host] | seen | {"served": duration},
-            server_logged={
-                "secondary": logged.secondary,
-                "primary": logged.primary,
-                "secondary_failures": logged.failures,
-            },
+            server_logged=_logged_json(logged),
             extra={
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
@@ -390,6 +395,15 @@ def _notified(bench: Bench, triggered: _Triggered, serial: int) -> _Triggered:
         for host, phase in triggered.phases.items()
     }
     return _Triggered(t0, phases, triggered.method, triggered.issued)
+
+
+def _logged_json(logged: Logged) -> dict[str, Any]:
+    return {
+        "secondary": logged.secondary,
+        "primary": logged.primary,
+        "secondary_failures": logged.failures,
+        "primary_refusals": logged.refusals,
+    }
 
 
 def _no_notify_text(timeout: float, host: str, serial: int) -> str:
@@ -434,9 +448,13 @@ def _failed(
     at: float,
     extra: dict[str, Any] | None = None,
     kind: Failure = "timeout",
+    phases: dict[str, float] | None = None,
+    server_logged: dict[str, Any] | None = None,
 ) -> TransferRecord:
     observed = failure(serial, error, at, kind=kind)
     observed.extra = dict(extra or {})
+    observed.phases = dict(phases or {})
+    observed.server_logged = dict(server_logged or {})
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 

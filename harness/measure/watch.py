@@ -1,6 +1,7 @@
 """What a transfer did on the wire, beside how long it took: the link's packets and drops
 in each direction during it (and whether the drops fit the configured loss), the TCP window
-the secondary really advertised, and when the secondary asked for the SOA and connected.
+the secondary really advertised, and when the secondary asked for the SOA and connected
+(and how many connections it opened: SYNs counted distinct by source port).
 
     observer = TransferObserver(testbed, plan, wire, tls)
     observer.begin()                     # counters now; TCP watches start
@@ -21,7 +22,7 @@ from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
 from harness.plan.case import CasePlan
 from harness.spec import DirectionSpec
 from harness.testbed import Testbed
-from harness.xfr.wire_watch import WireWatch
+from harness.xfr.wire_watch import WireEvent, WireWatch
 
 FRESH_STATS_WAIT = 1.0  # seconds: linkem rewrites its stats file every stats_interval_ms
 
@@ -67,6 +68,24 @@ def link_delta(
         if entry:
             out[name] = entry
     return out
+
+
+def wire_facts(events: list[WireEvent], t0: float) -> dict[str, Any]:
+    """What a secondary did on the primary's wire during its transfer (pure): SOA queries,
+    SYNs, and connections counted distinct by source port (a SYN sent again, lost or
+    unanswered, is the same connection), and when the first query and the last SYN came."""
+    soa = [e.at for e in events if e.kind == "soa_query"]
+    syns = [e for e in events if e.kind == "connect"]
+    facts: dict[str, Any] = {
+        "soa_queries": len(soa),
+        "syns": len(syns),
+        "connections": len({e.port for e in syns}),
+    }
+    if soa:
+        facts["soa_query_s"] = soa[0] - t0
+    if syns:
+        facts["connect_s"] = syns[-1].at - t0  # the one that carried it
+    return facts
 
 
 class TransferObserver:
@@ -119,14 +138,7 @@ class TransferObserver:
             facts["tcp"] = peaks
         if self.wire is not None:
             address = self.testbed.hosts[host].address
-            events = self.wire.events(address, t0, served)
-            soa = [e.at for e in events if e.kind == "soa_query"]
-            connects = [e.at for e in events if e.kind == "connect"]
-            facts["wire"] = {"soa_queries": len(soa), "connects": len(connects)}
-            if soa:
-                facts["wire"]["soa_query_s"] = soa[0] - t0
-            if connects:
-                facts["wire"]["connect_s"] = connects[-1] - t0  # the one that carried it
+            facts["wire"] = wire_facts(self.wire.events(address, t0, served), t0)
         return facts
 
     def _fresh_counters(self) -> dict[str, Any]:

@@ -87,7 +87,7 @@ S_LABELS = ("run_id", "case", "server", "role", "host", "site")
 L_LABELS = ("run_id", "case", "host", "site", "direction")
 C_LABELS = ("run_id", "case")
 FLEET_STATS = ("first", "p50", "p95", "last")
-FLEET_STATUSES = ("recorded", "served", "waited")
+FLEET_STATUSES = ("secondaries", "recorded", "served", "reconnected", "possibly_waited")
 LOSS_VERDICTS = tuple(v.replace(" ", "_") for v in get_args(Verdict))
 
 
@@ -140,7 +140,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_transfer_throughput_bytes_per_second",
         "gauge",
-        "Throughput of the last ok and verified transfer (bytes / duration).",
+        "Throughput of the last ok and verified transfer (bytes from the secondary's "
+        "connect to served, as the report's).",
         T_LABELS,
         "bytes_per_second",
     ),
@@ -254,16 +255,29 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_fleet_propagation_seconds",
         "gauge",
-        "Latest repeat: seconds from its first NOTIFY (or command) until the first, median, "
-        "95th percentile and last secondary served the new serial, over those so far.",
+        "Latest repeat: seconds from its first NOTIFY to any secondary (or command) until the "
+        "first, median and 95th percentile (nearest rank over the whole fleet) and the last "
+        "secondary served the new serial; absent while the fleet has not got there (not "
+        "converged, or records still to come).",
         (*C_LABELS, "stat"),
         "seconds",
     ),
     Family(
         "xfrbench_fleet_secondaries",
         "gauge",
-        "Latest repeat: secondaries with a record, served (verified), waited for a slot.",
+        "Latest repeat: secondaries in the fleet, those with a record so far, served "
+        "(verified; converged when it equals secondaries), reconnected (opened more than one "
+        "connection, by source port), possibly_waited (connected late after the SOA query: "
+        "a guess, a busy CPU looks the same).",
         (*C_LABELS, "status"),
+    ),
+    Family(
+        "xfrbench_fleet_refusals",
+        "gauge",
+        "Latest repeat: transfers the primary refused for want of a slot, counted in its "
+        "log in its own words (BIND: 'request denied: quota reached'); absent where its "
+        "server's wording is not known (not logged).",
+        C_LABELS,
     ),
     Family(
         "xfrbench_primary_repeat_cpu_seconds",

@@ -10,6 +10,10 @@ same fold over a finished run's files, so both carry the same names, types and l
   records with ``harness.results.fleet`` (the functions that write summary.json), not left
   to PromQL: a repeat's origin is its first NOTIFY, which a per-secondary gauge cannot
   carry, and a PromQL quantile over per-secondary gauges would mix repeats while one runs.
+  Percentiles are over the whole fleet, as announced (``expect_transfers`` with a site),
+  once every secondary of the repeat has a record: a last or p95 the fleet did not reach
+  (a secondary failed) is absent, and so is every figure while records are still to come,
+  never the time of the secondaries recorded so far.
 - Counters that come from cumulative readings (CPU seconds, retransmits, link packets) report
   the latest reading per series; a restarted server shows as a counter reset, which
   ``rate()`` handles.
@@ -42,6 +46,7 @@ from harness.metrics.families import (
 )
 from harness.results.fleet import fleet_repeats, primary_costs
 from harness.results.model import TransferRecord
+from harness.results.summary import transfer_rate
 
 _SAFE_VALUE = re.compile(r"^[a-z0-9_]{1,32}$")  # state and bound names taken from data
 _SAFE_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")  # host and site names (spec.SITE_NAME)
@@ -115,6 +120,7 @@ class MetricState:
         # link lines carry no host.
         self._secondaries: dict[str, set[str]] = {}
         self._fleet: dict[str, tuple[int, list[TransferRecord]]] = {}  # case -> latest repeat
+        self._fleet_hosts: dict[str, dict[str, str]] = {}  # case -> its secondaries' sites
         self._primary: dict[str, list[dict[str, Any]]] = {}  # case -> lines since its mark
         self._set("xfrbench_run_info", (run_id, scenario, spec_hash), 1.0)
 
@@ -157,6 +163,8 @@ class MetricState:
         """Create a case's transfer counters and histogram at zero before its first transfer:
         without a zero point, ``rate()`` cannot see the first increase of a new series."""
         t_values = self._t_values(case, primary, secondary, host, site, transport, xfr, method)
+        if site:  # a fleet's secondary: its percentiles are over all of them
+            self._fleet_hosts.setdefault(case, {})[host] = site
         keys: list[SeriesKey] = [
             *(("xfrbench_transfers", (*t_values, r)) for r in ("ok", "failed", "unsupported")),
             ("xfrbench_transfer_bytes", t_values),
@@ -216,13 +224,10 @@ class MetricState:
         changed.append(self._set("xfrbench_transfer_last_duration_seconds", t_values, duration))
         if record.bytes is not None:
             changed.append(self._add("xfrbench_transfer_bytes", t_values, record.bytes))
-            if duration > 0:
+            rate = transfer_rate(record)
+            if rate is not None:
                 changed.append(
-                    self._set(
-                        "xfrbench_transfer_throughput_bytes_per_second",
-                        t_values,
-                        record.bytes / duration,
-                    )
+                    self._set("xfrbench_transfer_throughput_bytes_per_second", t_values, rate / 8)
                 )
         return changed
 
@@ -257,8 +262,9 @@ class MetricState:
         return changed
 
     def _fleet_figures(self, record: TransferRecord) -> list[SeriesKey]:
-        """The propagation figures of the record's repeat, over its records so far, exactly
-        as summary.json's fleet section computes them at the end."""
+        """The propagation figures of the record's repeat from its records so far, exactly as
+        summary.json's fleet section computes them at the end: over the whole fleet, once
+        every secondary of the repeat has a record."""
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             return []
         case = record.case
@@ -273,22 +279,39 @@ class MetricState:
                     ("xfrbench_fleet_propagation_seconds", (self.run_id, case, stat)), None
                 )
         records.append(record)
-        (figures,) = fleet_repeats(records)
+        fleet = self._fleet_hosts.get(case)
+        (figures,) = fleet_repeats(records, {case: fleet} if fleet else None)
+        # A secondary still to be recorded may have served at any time, or never.
+        complete = bool(fleet) and set(fleet) <= {r.host for r in records}
         changed = []
         for stat, seconds in zip(
             FLEET_STATS,
             (figures.first_s, figures.p50_s, figures.p95_s, figures.last_s),
             strict=True,
         ):
-            if seconds is not None:
-                labels = (self.run_id, case, stat)
-                changed.append(self._set("xfrbench_fleet_propagation_seconds", labels, seconds))
-        for status, count in zip(
-            FLEET_STATUSES, (figures.secondaries, figures.served, figures.waited), strict=True
-        ):
-            changed.append(
-                self._set("xfrbench_fleet_secondaries", (self.run_id, case, status), count)
-            )
+            key: SeriesKey = ("xfrbench_fleet_propagation_seconds", (self.run_id, case, stat))
+            if seconds is not None and complete:
+                changed.append(self._set(*key, seconds))
+            else:  # not reached, not known yet, or of a fleet of unknown size: no figure
+                self.values.pop(key, None)
+        counts = (
+            figures.secondaries,
+            len(records),
+            figures.served,
+            figures.reconnected,
+            figures.possibly_waited,
+        )
+        for status, count in zip(FLEET_STATUSES, counts, strict=True):
+            key = ("xfrbench_fleet_secondaries", (self.run_id, case, status))
+            if count is not None:
+                changed.append(self._set(*key, count))
+            else:  # not counted: no series rather than a 0
+                self.values.pop(key, None)
+        key = ("xfrbench_fleet_refusals", (self.run_id, case))
+        if figures.refusals is not None:
+            changed.append(self._set(*key, figures.refusals))
+        else:  # not logged: no series rather than a 0
+            self.values.pop(key, None)
         return changed
 
     def add_sample(self, sample: dict[str, Any]) -> list[SeriesKey]:

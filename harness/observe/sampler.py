@@ -37,7 +37,7 @@ CPU_BUDGET = 0.1
 @dataclass
 class Target:
     role: str  # "primary" | "secondary"
-    server: str  # "bind" | "knot" | "nsd"
+    server: str  # its kind: "bind", "knot", "nsd", "pdns"
     pid: int
     cgroup: Cgroup | None = None
     host: str = ""  # the testbed host ("primary", "secondary", "seoul-1"); default: the role
@@ -232,6 +232,12 @@ class Sampler:
             if event == "transfer-end":
                 self._watch.repeat = None
             return lines
+
+    def record(self, lines: list[dict[str, Any]]) -> None:
+        """Lines sampled elsewhere (an agent on a remote host samples its own servers):
+        written and passed on like this sampler's own."""
+        with self._lock:
+            self._write(lines)
 
     # --- sampling ---------------------------------------------------------------------
 

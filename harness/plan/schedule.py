@@ -132,8 +132,10 @@ def repeat_states(
     A case stops when its median's distribution-free interval (harness.core.stats.median_interval)
     is at most `target` wide relative to the median, after at least `min_repeats` verified
     transfers ("reached target"), or after `max_repeats` attempts ("reached max without
-    target"). `durations_by_case` holds the verified durations; `attempts_by_case` the
-    transfers tried, failed ones included (default: the durations' count), so a case that
+    target"). `durations_by_case` holds one verified value per repeat (a fleet's: its
+    convergence time, never one per secondary: those are not independent samples, and
+    16 of them would make a one-repeat interval look narrow); `attempts_by_case` the
+    repeats tried, failed ones included (default: the values' count), so a case that
     keeps failing still stops. Stopping when an interval first looks narrow favours lucky
     streaks a little (optional stopping); `min_repeats` limits that. The interval assumes
     no drift: run the cases interleaved and check `harness.core.stats.drift_check`.

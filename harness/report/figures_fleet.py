@@ -23,8 +23,13 @@ def convergence_figure(data: ReportData) -> Figure | None:
             "case": item.case,
             "secondaries": item.secondaries,
             "repeats": [
-                {"repeat": repeat, "steps": [list(step) for step in steps]}
-                for repeat, steps in item.convergence()
+                {
+                    "repeat": repeat.repeat,
+                    "steps": [list(step) for step in steps],
+                    "served_of": repeat.served_of,
+                    "converged": repeat.converged,
+                }
+                for repeat, (_, steps) in zip(item.repeats, item.convergence(), strict=True)
             ],
         }
         for item in data.fleet.cases
@@ -36,7 +41,9 @@ def convergence_figure(data: ReportData) -> Figure | None:
         caption=(
             "Per fleet case and repeat, the fraction of its secondaries serving the new serial "
             "over time: each step is one secondary's first answer with it (harness SOA polls), "
-            "counted from the repeat's first NOTIFY (harness/results/fleet.py); seconds."
+            "counted from the repeat's first NOTIFY to any secondary (harness/results/fleet.py); "
+            "seconds. A repeat whose line stops short of 100 % did not converge: its legend "
+            "says how many of the fleet served, the fleet table who is missing and why."
             + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
@@ -103,7 +110,8 @@ def draw_convergence(series: dict[str, Any], fid: str) -> Any:
                 xs,
                 ys,
                 where="post",
-                label=f"repeat {repeat['repeat']}",
+                label=f"repeat {repeat['repeat']}"
+                + ("" if repeat.get("converged", True) else f" ({repeat['served_of']})"),
                 gid=f"{fid}-line-{index}-{repeat['repeat']}",
             )
         ax.set_title(f"{case['label']} ({case['secondaries']} secondaries)", fontsize=8)

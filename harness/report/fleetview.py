@@ -4,7 +4,8 @@ what the primary spent as the fleet grew.
 Part of the report's model (data.py). The figures themselves are harness/results/fleet.py's,
 the code that writes summary.json's "fleet" section: the report reads that section when the
 run wrote it and computes the same from transfers.jsonl and samples.jsonl when it did not
-(an interrupted run), as it does for resources.
+(an interrupted run), or when an older harness wrote it (interpolated percentiles, a
+"last" over the served secondaries only), as it does for resources.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import statistics
 from dataclasses import dataclass, fields
 from typing import Any
 
+from harness.core.stats import PERCENTILE_METHOD
 from harness.results.fleet import (
     FleetRepeat,
     PrimaryCost,
@@ -29,16 +31,24 @@ _SIZE_SEGMENT = re.compile(r"(^|\.)count=\d+$")  # a matrix axis over a site's c
 class FleetCase:
     case: str
     secondaries: int
-    median_last_s: float | None
+    median_last_s: float | None  # None: fewer than half of the repeats converged
     median_p95_s: float | None
-    waited: int
+    refusals: int | None  # the primary's log over the repeats; None: not logged
+    reconnected: int | None  # None: not counted (older records)
+    possibly_waited: int  # a heuristic (harness/results/fleet.py)
     repeats: list[FleetRepeat]
     sites: list[SiteRow]
     primary: list[PrimaryCost]
+    converged: str = ""  # "2 of 3 repeats converged"
+
+    @property
+    def not_converged(self) -> list[FleetRepeat]:
+        return [r for r in self.repeats if not r.converged]
 
     def convergence(self) -> list[tuple[int, list[tuple[float, float]]]]:
         """Per repeat, the fraction of the fleet serving the new serial over time: one step
-        (seconds since the repeat's first NOTIFY, fraction) per secondary that served it."""
+        (seconds since the repeat's first NOTIFY, fraction) per secondary that served it. A
+        repeat that did not converge stops short of 1."""
         out = []
         for repeat in self.repeats:
             times = sorted(repeat.times.values())
@@ -88,13 +98,30 @@ def _cases(section: dict[str, Any]) -> list[FleetCase]:
                 secondaries=int(figures.get("secondaries") or 0),
                 median_last_s=figures.get("median_last_s"),
                 median_p95_s=figures.get("median_p95_s"),
-                waited=int(figures.get("waited") or 0),
+                refusals=_count(figures.get("refusals")),
+                reconnected=_count(figures.get("reconnected")),
+                possibly_waited=int(figures.get("possibly_waited") or 0),
                 repeats=_rows(FleetRepeat, figures.get("repeats") or []),
                 sites=_rows(SiteRow, figures.get("sites") or []),
                 primary=_rows(PrimaryCost, figures.get("primary") or []),
+                converged=str(figures.get("converged") or ""),
             )
         )
     return out
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _current(section: dict[str, Any]) -> bool:
+    """Whether a stored fleet section says convergence and its percentile method: one of
+    an older harness (interpolated percentiles, "last" over the served only) is recomputed
+    from the records."""
+    return all(
+        isinstance(figures, dict) and figures.get("percentiles") == PERCENTILE_METHOD
+        for figures in section.values()
+    )
 
 
 def size_group(case: str) -> str:
@@ -140,12 +167,12 @@ def fleet_data(
 ) -> FleetData | None:
     """The fleet section, None for a run without fleets."""
     stored = summary.get("fleet") if isinstance(summary, dict) else None
-    if isinstance(stored, dict) and stored:
+    if isinstance(stored, dict) and stored and _current(stored):
         try:
             cases, source = _cases(stored), "summary.json"
         except (TypeError, ValueError, AttributeError):  # a damaged section: recompute
             stored = None
-    if not (isinstance(stored, dict) and stored):
+    if not (isinstance(stored, dict) and stored and _current(stored)):
         computed = fleet_summary(records, samples or [])
         if not computed:
             return None

@@ -19,10 +19,11 @@ from harness.report.data import ReportData, RunInfo
 from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
-from harness.report.phases import SEEN
+from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
+from harness.results.fleet import refused_text
 from harness.results.resources import MEMORY_NOTE
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
@@ -58,11 +59,20 @@ def significance(cost: TransportCost) -> str:
 def transport_notes(groups: list[TransportGroup]) -> list[str]:
     """The lines under the transport table: counts, and why nothing can be significant."""
     costs = [c for g in groups for c in g.costs if c.p_value is not None]
-    counts = sorted({c.n for g in groups for c in g.costs if c.n} | {g.baseline_n for g in groups})
+    counts = sorted(
+        {c.n for g in groups for c in g.costs if c.n}
+        | {g.baseline_n for g in groups if g.baseline_n}
+    )
     notes = [
         f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
         f"(p < {ALPHA:g})."
     ]
+    fleets = [g.key for g in groups if g.per != "transfer"]
+    if fleets:  # n counts repeats there: a fleet's secondaries are not independent samples
+        notes.append(
+            f"{len(fleets)} fleet group(s): n counts repeats, one value each (when the "
+            "fleet's last secondary served), not one per secondary."
+        )
     untestable = [c for c in costs if not c.testable]
     if untestable:
         smallest = min(min_two_sided_p(g.baseline_n, c.n) for g in groups for c in g.costs
@@ -159,19 +169,19 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
         keep_trailing_newline=True,
+        extensions=["jinja2.ext.loopcontrols"],
     )
     env.filters.update(
-        dur=fmt.seconds,
+        dur=fmt.duration,
         rate=fmt.rate,
         pct=fmt.percent,
-        mib=fmt.mib,
         count=fmt.count,
         size=fmt.size,
         ratio=fmt.ratio,
-        ms=fmt.milliseconds,
         value=lambda v: "" if v is None else v,
         index=index_text,
         significance=significance,
+        refused=refused_text,
     )
     return env
 
@@ -188,7 +198,7 @@ def lede(data: ReportData) -> str:
         servers,
         f"link {data.uniform_link}" if data.uniform_link else "links per case",
         f"{run.link_backend or '?'} link emulation",
-        f"{run.transfers} transfers, {state}",
+        f"run {state}",
         f"host {run.hostname or '?'} ({run.kernel or '?'})",
     ]
     return " · ".join(parts)
@@ -229,6 +239,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             alpha=ALPHA,
             steady_bdps=f"{STEADY_BDPS:g}",
             seen=SEEN,
+            xot_why=XOT_WHY if any(XOT_NOTE in p.notes for p in data.phases) else None,
             cpu_window=CPU_WINDOW,
             memory_note=MEMORY_NOTE,
             transport_notes=transport_notes(data.transports),

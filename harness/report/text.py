@@ -11,9 +11,11 @@ from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.text_faults import print_faults
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
+from harness.results.fleet import NOT_CONVERGED, refused_text
 from harness.results.resources import MEMORY_NOTE
 
 CASE_COLUMNS = [
@@ -30,6 +32,8 @@ CASE_COLUMNS = [
     "bound",
     "note",
 ]
+# Shown before the note where a record holds its secondary's failure counts (since 2026-11).
+LOGGED_COLUMN = "failures logged"
 
 # What the CPU figure covers, in one line (report.html says it in full, as the README does).
 CPU_WINDOW_SHORT = (
@@ -44,17 +48,16 @@ def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
 
 
-def _ms(value: float | None) -> str:
-    """Milliseconds: 3 significant digits, whole ones from 1 s up (never 1e+03)."""
-    if value is None:
-        return fmt.NONE
-    ms = value * 1000
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+def _short_missing(why: str | None) -> str:
+    """A table cell's reason: "unsupported" (the first lines say by what), or the failures."""
+    if why is None:
+        return "-"
+    return "unsupported" if why.startswith("unsupported") else why
 
 
 def _transport_cell(cost: TransportCost) -> str:
     if cost.index is None:
-        return f"- ({cost.missing})" if cost.missing else "-"
+        return f"- ({_short_missing(cost.missing)})" if cost.missing else "-"
     text = index_text(cost)
     if cost.p_value is not None:
         text += f" p{cost.p_value:.2g}" + ("*" if cost.significant else "")
@@ -85,8 +88,9 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 cost = next((c for c in group.costs if c.transport == t), None)
                 cells.append("-" if cost is None else _transport_cell(cost))
             tcp = next(c for c in group.costs if c.transport == "tcp")
-            cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
-            cells[0] += " [yellow]drift[/]" if tcp.drift else ""
+            if group.baseline_median_s is not None:
+                cells[0] = f"100 ({fmt.duration(group.baseline_median_s)})"
+                cells[0] += " [yellow]drift[/]" if tcp.drift else ""
             table.add_row(escape(keys[group.key]), *cells)
         print_table(console, table)
         for note in transport_notes(data.transports):
@@ -99,7 +103,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
 
     if data.phases:
         table = folding_table(
-            "Where the time went: the median transfer's phases, ms from the reload command "
+            "Where the time went: the median transfer's phases, from the reload command "
             "(notify), the control command (retransfer) or the start (cold start)",
             ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
             left=2,
@@ -107,25 +111,36 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         )
         for item in data.phases:
             parts = [
-                f"{seg.name.rsplit(' -> ', 1)[-1]} {_ms(seg.seconds)}" for seg in item.segments
+                f"{seg.name.rsplit(' -> ', 1)[-1]} {fmt.duration(seg.seconds)}"
+                for seg in item.segments
             ]
+            measured = fmt.NONE if item.missing else fmt.duration(item.duration_s)
             table.add_row(
                 escape(short.get(item.label, item.label)),
-                escape(" | ".join(parts)),
-                _ms(item.duration_s),
-                _ms(item.logged_secondary_s),
+                escape(item.missing or " | ".join(parts)),
+                measured,
+                fmt.duration(item.logged_secondary_s),
             )
         print_table(console, table)
+        if any(XOT_NOTE in item.notes for item in data.phases):
+            console.print(escape(XOT_WHY), soft_wrap=True)
 
-    checks = [c for c in data.links if c.cases > 1] or data.links
+    missing = [c for c in data.links if c.missing]
+    checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
+    checks += missing
     if checks:
         table = folding_table(
-            "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
+            "Did the link do what was asked: RTT set / smallest measured; loss per "
             "direction summed over the transfers, and its check (-> primary to secondary)",
             ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
             left=2,
         )
         for check in checks:
+            if check.missing:
+                label = short.get(check.case, check.case)
+                why = _short_missing(check.missing)
+                table.add_row(escape(label), escape(check.path), "-", escape(why), "", "")
+                continue
             ways = []
             for way in ("forward", "reverse"):
                 d = next((d for d in check.directions if d.way == way), None)
@@ -143,7 +158,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 for d in check.directions
                 if d.rate_bps or d.measured_rate_bps
             ]
-            rtt = f"{_ms(check.rtt_s)} / {_ms(check.rtt_min_s)}"
+            rtt = f"{fmt.duration(check.rtt_s)} / {fmt.duration(check.rtt_min_s)}"
             if check.rtt_verdict:
                 rtt += f" {check.rtt_verdict}"
             table.add_row(
@@ -174,6 +189,16 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 f"{fmt.size(row.advertised_window)} / {fmt.size(row.receive_buffer)}",
             )
         print_table(console, table)
+    if data.bounds_missing:
+        console.print(
+            escape(
+                "How close to the bound: no throughput without a verified transfer: "
+                + "; ".join(
+                    f"{short.get(c, c)} ({_short_missing(w)})" for c, w in data.bounds_missing
+                )
+            ),
+            soft_wrap=True,
+        )
     unbounded = [row for row in data.bounds if not row.bound_bps]
     if unbounded:
         console.print(
@@ -200,24 +225,41 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     if fleet is None:
         return
     table = folding_table(
-        "Fleet: seconds from each repeat's first NOTIFY until the secondaries serve it "
-        "(medians over repeats)",
-        ["case", "secondaries", "p95", "last", "last sites", "waited for a slot"],
-    )
+        "Fleet: time from each repeat's first NOTIFY (to any secondary) until its "
+        "secondaries serve it; p95 by nearest rank over the whole fleet; medians over repeats, "
+        "a repeat that did not converge counting as never",
+        ["case", "secondaries", "served, per repeat", "p95", "last", "last sites",
+         "refused (primary's log)", "reconnected", "possibly waited"],
+    )  # fmt: skip
     for item in fleet.cases:
         lasts = sorted({r.last_site for r in item.repeats if r.last_site})
         table.add_row(
             escape(short.get(item.case, item.case)),
             str(item.secondaries),
-            fmt.seconds(item.median_p95_s),
-            fmt.seconds(item.median_last_s),
+            ", ".join(r.served_of.removesuffix(" served") for r in item.repeats),
+            _converged(item.median_p95_s),
+            _converged(item.median_last_s),
             escape(", ".join(lasts) or "-"),
-            str(item.waited),
+            NOT_LOGGED if item.refusals is None else str(item.refusals),
+            "-" if item.reconnected is None else str(item.reconnected),
+            str(item.possibly_waited),
         )
     print_table(console, table)
+    console.print(escape(FLEET_WAITS), soft_wrap=True)
+    for item in fleet.cases:
+        for repeat in item.not_converged:
+            console.print(
+                escape(
+                    f"{short.get(item.case, item.case)} repeat {repeat.repeat}: "
+                    f"{repeat.served_of}, not converged; missing: "
+                    + "; ".join(repeat.why_missing())
+                    + (f"; {refused_text(repeat.refusals)}" if repeat.refusals else "")
+                ),
+                soft_wrap=True,
+            )
     sites = folding_table(
         "Fleet per site",
-        ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
+        ["case", "site", "ok", "median", "throughput", "bound", "loss checks"],
         left=2,
     )
     for item in fleet.cases:
@@ -227,7 +269,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 escape(short.get(item.case, item.case)),
                 escape(site.site),
                 f"{site.ok} of {site.transfers}",
-                fmt.seconds(site.median_s),
+                fmt.duration(site.median_s),
                 fmt.rate(site.throughput_bps),
                 fmt.rate(site.bound_bps),
                 escape(checks),
@@ -236,18 +278,58 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     for growth in fleet.growth:
         table = folding_table(
             f"The primary as the fleet grows: {growth.group} (per repeat, medians)",
-            ["secondaries", "CPU s", "peak connections", "bytes sent", "median last s"],
+            ["secondaries", "CPU", "peak connections", "bytes sent", "median last"],
             left=0,
         )
         for point in growth.points:
             table.add_row(
                 str(point.secondaries),
-                fmt.seconds(point.cpu_s),
+                fmt.duration(point.cpu_s),
                 fmt.count(point.peak_connections),
                 fmt.size(point.tx_bytes),
-                fmt.seconds(point.median_last_s),
+                fmt.duration(point.median_last_s),
             )
         print_table(console, table)
+
+
+NOT_LOGGED = "not logged"
+FLEET_WAITS = (
+    "Fleet slots: refused = transfers the primary refused for want of a slot, counted in "
+    "its log in its own words (not logged: its server's wording is not known); reconnected "
+    "= secondaries that opened more than one connection (by source port); possibly waited "
+    "= connected later after their SOA query than 3 round trips + 50 ms explain, a guess "
+    "(a busy CPU looks the same)."
+)
+
+
+def _converged(seconds: float | None) -> str:
+    """A fleet time, or why there is none: the fleet did not get there."""
+    return NOT_CONVERGED if seconds is None else fmt.duration(seconds)
+
+
+def print_failures(data: ReportData, console: Console, report: Path | None = None) -> None:
+    """The first lines: failed of counted, one line per distinct reason (numbered as the
+    cases' notes refer to them), the unsupported cells, and where the details are."""
+    failures = data.failures
+    style = "bold red" if failures.failed else "green"
+    console.print(f"[{style}]{escape(failures.headline)}[/]", soft_wrap=True)
+    for line in failures.reason_lines():
+        console.print(f"  {escape(line)}", soft_wrap=True)
+    for group in failures.unsupported_groups:
+        cases = len(group.cases)
+        console.print(
+            escape(
+                f"  unsupported: {group.text} ({cases} case{'s' if cases > 1 else ''}, "
+                f"first {group.first_case})"
+            ),
+            soft_wrap=True,
+        )
+    if failures.failed:
+        where = f"{report}#failures" if report else f"xfrbench report {data.run.run_dir}"
+        console.print(
+            escape(f"  details: {where}; every attempt: {data.run.run_dir}/transfers.jsonl"),
+            soft_wrap=True,
+        )
 
 
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
@@ -258,14 +340,14 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
     shared, short = fmt.short_labels(list(dict.fromkeys(names)))
     width = max((len(label) for label in short.values()), default=0)
+    print_failures(data, console, report)
     lines = [
         f"run {run.run_id}: scenario {run.scenario or '-'}, "
         f"spec hash {(run.spec_hash or '-')[:16]}",
         f"host {run.hostname or '-'}, kernel {run.kernel or '-'}, harness commit {commit}",
         f"servers {servers}; link backend {run.link_backend or '-'}"
         + (f"; link {data.uniform_link}" if data.uniform_link else ""),
-        f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}; "
-        f"{run.transfers} transfers",
+        f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}",
     ]
     if shared:
         lines.append(f"every case is {shared}; the tables show what * stands for")
@@ -277,22 +359,20 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_fleet(data, console, short)
     print_faults(data, console)
 
+    logged = data.failures_logged
     table = folding_table(
-        "cases (seconds; ok = verified transfers that count)",
-        CASE_COLUMNS,
+        "cases (ok = verified transfers that count)",
+        [*CASE_COLUMNS[:-1], *([LOGGED_COLUMN] if logged else []), CASE_COLUMNS[-1]],
         left=2,
         names=width,
+        trailing=1,
     )
     for row in data.cases:
         notes = []
         if row.unstable_why:
             notes.append(f"unstable: {row.unstable_why}")
-        if row.failure_reasons:
-            reasons = [f"{r} (x{n})" if n > 1 else r for r, n in row.failure_reasons[:3]]
-            more = len(row.failure_reasons) - len(reasons)
-            notes.append(
-                f"{row.failed} failed: " + "; ".join(reasons) + (f"; +{more} more" if more else "")
-            )
+        if row.failed:
+            notes.append("failed: " + ", ".join(data.failures.case_notes(row.label)))
         if row.unsupported_reasons:
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
@@ -303,26 +383,25 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             str(row.ok),
             str(row.failed),
             str(row.unsupported),
-            fmt.seconds(row.median_s),
-            fmt.seconds(row.p10_s),
-            fmt.seconds(row.p90_s),
+            fmt.duration(row.median_s),
+            fmt.duration(row.p10_s),
+            fmt.duration(row.p90_s),
             fmt.rate(row.throughput_bps),
             fmt.rate(row.model_bound_bps),
+            *([escape(row.logged_failures_text)] if logged else []),
             escape("; ".join(notes)),
         )
     print_table(console, table)
+    if any(row.logged_failures for row in data.cases):
+        if not logged:
+            console.print("failures logged by the secondaries: none", soft_wrap=True)
+        if data.unlogged_failures_note:
+            console.print(escape(data.unlogged_failures_note), soft_wrap=True)
 
     if data.resources:
         resources = folding_table(
             f"resources per case (from {data.resources_source})",
-            [
-                "case",
-                "role",
-                "CPU s/transfer",
-                "anon peak MiB",
-                "charged peak MiB",
-                "peak TIME_WAIT",
-            ],
+            ["case", "role", "CPU/transfer", "anon peak", "charged peak", "peak TIME_WAIT"],
             left=2,
             names=width,
         )
@@ -331,9 +410,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
                 resources.add_row(
                     escape(short.get(item.case, item.case)),
                     role,
-                    fmt.seconds(figures.cpu_total_s_per_transfer),
-                    fmt.mib(figures.anon_peak_bytes),
-                    fmt.mib(figures.charged_peak_bytes),
+                    fmt.duration(figures.cpu_total_s_per_transfer),
+                    fmt.size(figures.anon_peak_bytes),
+                    fmt.size(figures.charged_peak_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
         print_table(console, resources)

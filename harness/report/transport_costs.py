@@ -6,7 +6,8 @@ One of the first screen's answers: ``data.build_report_data`` calls ``transport_
 the parsed records, and the renderers (HTML, terminal) only format the result; compare uses
 ``drift_messages`` too. Every figure comes from the server-to-server records that count (ok
 and verified), through the statistics of harness/core/stats.py, so the report says what the rest
-of the harness says.
+of the harness says. A fleet case gives one value per repeat (its convergence time), not one
+per secondary: its secondaries of one repeat are no independent samples.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from harness.core.stats import (
     min_two_sided_p,
 )
 from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS
+from harness.results.failures import no_result
+from harness.results.fleet import fleet_repeat_values
 from harness.results.model import TransferRecord
 
 BASELINE = "tcp"  # the transport the others are normalised to (= 100)
+PER_FLEET_REPEAT = "fleet repeat (its last secondary, from its first NOTIFY)"
 ALPHA = 0.05  # significance level of the Mann-Whitney test against TCP
 CONFIDENCE = 0.95  # of the bootstrap interval of the ratio of medians
 
@@ -39,10 +43,21 @@ def transport_group(case: str, transport: str) -> str | None:
     return "/".join(parts[:-2] + parts[-1:])
 
 
+def case_values(records: list[TransferRecord]) -> list[float]:
+    """What a case's statistics take, in the order it ran: its verified durations, one per
+    transfer; a fleet's, one per repeat (its convergence time: when its last secondary
+    served, from the repeat's first NOTIFY), never one per secondary."""
+    if any(r.site is not None for r in records):
+        per_repeat = fleet_repeat_values(records)
+        return [v for _, v in sorted(per_repeat.items()) if v is not None]
+    return [float(r.duration_s) for r in records if r.counts and r.duration_s]
+
+
 def host_drift(records: list[TransferRecord]) -> list[str]:
-    """drift_messages per secondary host, in the order its transfers ran: a fleet's hosts
-    take turns in a case's records, and a first-notified host beside a late one is no
-    trend."""
+    """drift_messages of a case's values in the order they ran (a fleet's: per repeat);
+    per secondary host where a case of one has several (records of an older layout)."""
+    if any(r.site is not None for r in records):
+        return drift_messages(case_values(records))
     series: dict[str, list[float]] = {}
     for record in records:
         if record.counts and record.duration_s is not None:
@@ -82,29 +97,24 @@ class TransportGroup:
     secondary: str | None
     xfr: str | None
     baseline_case: str
-    baseline_median_s: float
+    baseline_median_s: float | None  # None: TCP has no verified transfer (the row stays)
     baseline_n: int
     costs: list[TransportCost]  # in TRANSPORTS order, TCP first
+    per: str = "transfer"  # what one value is: a transfer, or a fleet's repeat
 
     @property
     def drifting(self) -> bool:
         return any(cost.drift for cost in self.costs)
 
 
-def _why_missing(records: list[TransferRecord]) -> str:
-    unsupported = [r for r in records if r.unsupported]
-    if unsupported:
-        return "unsupported: " + (unsupported[0].error or "").removeprefix("unsupported: ")
-    failed = [r for r in records if not r.counts]
-    return f"{len(failed)} failed" if failed else "no transfer"
-
-
 def transport_costs(
     records: Iterable[TransferRecord], *, alpha: float = ALPHA, confidence: float = CONFIDENCE
 ) -> list[TransportGroup]:
-    """Per server pair, zone and transfer kind with a TCP case that has figures: each
+    """Per server pair, zone and transfer kind with a TCP case and another: each
     transport's median duration as an index (TCP = 100), the bootstrap interval of that
-    ratio of medians, the Mann-Whitney p against TCP's durations, and drift flags."""
+    ratio of medians, the Mann-Whitney p against TCP's durations, and drift flags. A group
+    whose TCP case has no verified transfer keeps its row: its costs have medians but no
+    index, and TCP's says why."""
     by_case: dict[str, list[TransferRecord]] = {}
     for record in records:
         if record.method == SERVER_TO_SERVER:
@@ -116,14 +126,14 @@ def transport_costs(
             groups.setdefault(key, {})[items[0].transport] = case
 
     def durations(case: str) -> list[float]:
-        return [float(r.duration_s) for r in by_case[case] if r.counts and r.duration_s]
+        return case_values(by_case[case])
 
     out = []
     for key, cases in groups.items():
-        if BASELINE not in cases or not durations(cases[BASELINE]) or len(cases) < 2:
+        if BASELINE not in cases or len(cases) < 2:
             continue  # nothing to normalise against, or nothing to compare
         base = durations(cases[BASELINE])
-        base_median = statistics.median(base)
+        base_median = statistics.median(base) if base else None
         first = by_case[cases[BASELINE]][0]
         costs = []
         for transport in TRANSPORTS:
@@ -132,11 +142,16 @@ def transport_costs(
                 continue
             values = durations(case)
             if not values:
-                missing = _why_missing(by_case[case])
+                missing = no_result(by_case[case])
                 costs.append(TransportCost(transport, case, 0, None, missing=missing))
                 continue
             median = statistics.median(values)
             drift = host_drift(by_case[case])
+            if base_median is None:
+                missing = "no TCP baseline"
+                costs.append(TransportCost(transport, case, len(values), median, drift=drift,
+                                           missing=missing))  # fmt: skip
+                continue
             if transport == BASELINE:
                 costs.append(
                     TransportCost(transport, case, len(values), median, index=100.0, drift=drift)
@@ -169,6 +184,7 @@ def transport_costs(
                 baseline_median_s=base_median,
                 baseline_n=len(base),
                 costs=costs,
+                per=PER_FLEET_REPEAT if first.site is not None else "transfer",
             )
         )
     return out

@@ -101,6 +101,9 @@ class RunMeta(_Meta):
     wall: dict[str, Any] | None = None
     # The driver process itself: peak RSS and CPU seconds (its digest workers not included).
     driver: dict[str, float] | None = None
+    # Which RRSUM implementation verified the copies: {"implementation": "rust", "version"}
+    # or {"implementation": "python", "reason"} (harness.xfr.rrsum_native.implementation).
+    digest: dict[str, str] | None = None
 
     @property
     def state(self) -> str:

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from harness.core.errors import UserInputError
+from harness.core.stats import PERCENTILE_METHOD
 from harness.results.access import (
     RESULT_DIR_MODE,
     RESULT_FILE_MODE,
@@ -178,6 +179,7 @@ class RunStore:
                     "format_version": FORMAT_VERSION,
                     "run_id": self.run_id,
                     "interrupted": interrupted,
+                    "percentiles": PERCENTILE_METHOD,  # p10, p90 and a fleet's p50, p95
                     "cases": [s.to_dict() for s in summaries],
                     "resources": summarize_resources(samples),
                     "fleet": fleet_summary(records, samples),

@@ -1,7 +1,8 @@
 """Per-case summary figures (pure): counts, duration statistics, throughput.
 
 Only records that are ok AND verified (``TransferRecord.counts``) enter a figure. Percentiles
-use linear interpolation between order statistics (numpy's default, "type 7"). A case is
+(p10, p90) are taken by nearest rank (``harness.core.stats.nearest_rank``): each is one
+transfer's real duration, never a value between two. A case is
 ``unstable`` when fewer than 3 transfers count or when the coefficient of variation of its
 durations exceeds 10 %: its median should not be compared with another run's.
 """
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.core.stats import drift_check
+from harness.core.stats import drift_check, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import TransferRecord
 
@@ -32,12 +32,12 @@ class CaseSummary:
     unsupported: int
     failed: int  # not ok, or ok but not verified (never counted)
     median_s: float | None
-    p10_s: float | None
-    p90_s: float | None
+    p10_s: float | None  # nearest rank
+    p90_s: float | None  # nearest rank
     mean_s: float | None
     stdev_s: float | None
     cv: float | None
-    throughput_bps: float | None  # median of bytes * 8 / duration_s
+    throughput_bps: float | None  # median of transfer_rate: connect to served
     records_per_s: float | None  # median of records / duration_s
     unstable: bool
     bound_bps: float | None = None  # the model bound the throughput is read against
@@ -55,17 +55,18 @@ class CaseSummary:
         return asdict(self)
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) of ``values`` with linear interpolation."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile {q} outside 0..100")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+def transfer_rate(record: TransferRecord) -> float | None:
+    """The one throughput the harness prints, in bit/s: zone bytes x 8 over the transfer
+    itself, from the secondary's connect (seen on the primary's wire) to served. The NOTIFY
+    and SOA round trips before the connect are no part of what a window or a rate limits.
+    Without a connect seen (a client pull, whose duration starts at its connect; a run
+    without the wire watch) over the whole duration; None without bytes or time."""
+    if not record.bytes or not record.duration_s:
+        return None
+    connect = record.phases.get("connect")
+    if connect is not None and record.duration_s > connect:
+        return record.bytes * 8 / (record.duration_s - connect)
+    return record.bytes * 8 / record.duration_s
 
 
 def _common(records: list[TransferRecord], name: str) -> str | None:
@@ -77,11 +78,7 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
     counted = [r for r in records if r.counts]
     unsupported = sum(1 for r in records if r.unsupported)
     durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-    rates = [
-        r.bytes * 8 / r.duration_s
-        for r in counted
-        if r.bytes is not None and r.duration_s  # a zero duration has no rate
-    ]
+    rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
     rr_rates = [r.records / r.duration_s for r in counted if r.records is not None and r.duration_s]
     mean = statistics.fmean(durations) if durations else None
     stdev = statistics.stdev(durations) if len(durations) >= 2 else None
@@ -102,8 +99,8 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
         unsupported=unsupported,
         failed=len(records) - len(counted) - unsupported,
         median_s=statistics.median(durations) if durations else None,
-        p10_s=percentile(durations, 10) if durations else None,
-        p90_s=percentile(durations, 90) if durations else None,
+        p10_s=nearest_rank(durations, 10) if durations else None,
+        p90_s=nearest_rank(durations, 90) if durations else None,
         mean_s=mean,
         stdev_s=stdev,
         cv=cv,

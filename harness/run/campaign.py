@@ -56,8 +56,9 @@ def auto_slots(
     observed: Callable[[], tuple[dict[Key, list[float]], dict[Key, int]]],
 ) -> Iterator[Slot]:
     """Passes until every case reached its target or its maximum (`repeats = "auto"`).
-    `observed()` gives, per case, its verified durations and its attempts so far; it is
-    asked before every pass."""
+    `observed()` gives, per case, its verified values so far, one per repeat (a fleet's
+    convergence time, not one per secondary), and its repeats tried; it is asked before
+    every pass."""
     keys = [(g, c) for g, size in enumerate(sizes) for c in range(size)]
     pass_index = 0
     while True:

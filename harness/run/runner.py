@@ -15,6 +15,8 @@ import resource
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rich.console import Console
+
 from harness.compose.backend import Backend, prepare
 from harness.core import ui
 from harness.core.errors import UserInputError
@@ -37,14 +39,17 @@ from harness.plan.case import (
 )
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
+from harness.results.fleet import fleet_repeat_values
 from harness.results.meta import HostInfo, RunMeta, SamplerInfo, ServerInfo
 from harness.results.model import TransferRecord
 from harness.results.provenance import collect
 from harness.results.store import SAMPLES, RunStore
 from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
+from harness.run.remote import RemoteSession, finish_fleet, open_fleet
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
+from harness.xfr.rrsum_native import implementation as digest_implementation
 
 NETNS = Backend()
 # (kind, binary as configured, image): one binary per distinct key.
@@ -90,6 +95,7 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
         kernel_features=kernel.to_json(),
         link_backend=kernel.link_backend,
         host=HostInfo.model_validate(collect()),
+        digest=digest_implementation(),
     )
 
 
@@ -104,12 +110,14 @@ def driver_usage() -> dict[str, float]:
 
 class Tally:
     """What the run has recorded so far, per case: the progress bars, and what
-    `repeats = "auto"` decides from (verified durations and repeats tried)."""
+    `repeats = "auto"` decides from: one value per repeat (a lone secondary's verified
+    duration; a fleet's convergence time, its last secondary's, never one per secondary)
+    and the repeats tried."""
 
     def __init__(self, store: RunStore, advance: Callable[[str], None]) -> None:
         self.store = store
         self.advance = advance
-        self.durations: dict[str, list[float]] = {}
+        self.records: dict[str, list[TransferRecord]] = {}  # server to server, repeats >= 1
         self.repeats: dict[str, set[int]] = {}
 
     def emit(self, record: TransferRecord) -> None:
@@ -118,8 +126,15 @@ class Tally:
         if record.method != SERVER_TO_SERVER or record.repeat < 1:
             return
         self.repeats.setdefault(record.case, set()).add(record.repeat)
-        if record.counts and record.duration_s is not None:
-            self.durations.setdefault(record.case, []).append(record.duration_s)
+        self.records.setdefault(record.case, []).append(record)
+
+    def values(self, case: str) -> list[float]:
+        """The case's values so far, one per repeat that has one, in the order they ran."""
+        records = self.records.get(case, [])
+        if any(r.site is not None for r in records):
+            per_repeat = fleet_repeat_values(records)
+            return [v for _, v in sorted(per_repeat.items()) if v is not None]
+        return [float(r.duration_s) for r in records if r.counts and r.duration_s is not None]
 
 
 def unsupported_cases(
@@ -167,7 +182,7 @@ def run_cases(
                  for c, case in enumerate(group.cases)}  # fmt: skip
 
         def observed() -> tuple[dict[Key, list[float]], dict[Key, int]]:
-            durations = {key: tally.durations.get(name, []) for key, name in names.items()}
+            durations = {key: tally.values(name) for key, name in names.items()}
             tried = {key: len(tally.repeats.get(name, ())) for key, name in names.items()}
             return durations, tried
 
@@ -175,6 +190,8 @@ def run_cases(
 
     def open_session(group: int, visit: int) -> GroupSession:
         name = f"{visit:03d}-{slug(groups[group].first.name)}"
+        if run.remote is not None:
+            return RemoteSession(groups[group], folder / "cases" / name, run)
         return GroupSession(groups[group], folder / "cases" / name, run)
 
     execute(slots, open_session)
@@ -199,12 +216,16 @@ def run_scenario(
     prometheus_address: str = "127.0.0.1",
     sample_interval: float = 1.0,
     backend: Backend = NETNS,
+    inventory: Path | None = None,
+    console: Console | None = None,
 ) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
 
     Servers are sampled every `sample_interval` seconds and at each transfer's start and end
     (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
     way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
+    With `inventory` the servers run on its hosts, deployed by Ansible (run/remote.py).
+    Progress and the summary go to `console` (stdout's by default).
     """
     if os.geteuid() != 0:  # the CLI says so first; this guards other callers
         raise UserInputError(
@@ -213,16 +234,23 @@ def run_scenario(
         )
     spent = WallClock()  # from here on, the run's wall time is accounted for
     with spent.phase("start"):
-        backend = prepare(loaded, backend)
         plans = [plan_case(case) for case in loaded.cases]
-        check_memory(plans, host_memory_bytes(), loaded.path)
-        per_case, distinct = resolve_binaries(plans, backend, loaded.path)
-    console = ui.console()
+        if inventory is None:
+            backend = prepare(loaded, backend)
+            check_memory(plans, host_memory_bytes(), loaded.path)
+            per_case, distinct = resolve_binaries(plans, backend, loaded.path)
+        else:
+            per_case, distinct = {}, {}
+    console = console or ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         meta = run_meta(loaded, list(distinct.values()), backend)
         store = stack.enter_context(RunStore.create(results_root, run_id, out, meta))
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
+        fleet = None
+        if inventory is not None:
+            with spent.phase("testbed"):
+                fleet, plans, per_case = open_fleet(loaded, inventory, store, stack, console.print)
         exporter = None
         if prometheus_port is not None:
             exporter = stack.enter_context(
@@ -247,7 +275,14 @@ def run_scenario(
                 tally = Tally(store, progress.advance)
                 runnable = unsupported_cases(plans, per_case, store.run_id, tally.emit)
                 run = RunContext(
-                    store.run_id, tally.emit, per_case, backend, sampler, progress.status, spent
+                    store.run_id,
+                    tally.emit,
+                    per_case,
+                    backend,
+                    sampler,
+                    progress.status,
+                    spent,
+                    fleet,
                 )
                 run_cases(loaded, runnable, run, tally, store.folder)
         except KeyboardInterrupt:
@@ -264,6 +299,9 @@ def run_scenario(
             split = spent.split()
             store.meta.wall = split.to_json()
             store.meta.driver = driver_usage()
+            if fleet is not None:
+                with spent.phase("teardown"):
+                    finish_fleet(fleet, store)
             store.finish(interrupted=interrupted)
     write_openmetrics(store.folder)
     print_summary(load_report_data(store.folder), console)

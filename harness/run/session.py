@@ -60,6 +60,7 @@ class RunContext:
     sampler: Sampler | None = None
     status: Callable[[str], None] = lambda text: None
     spent: WallClock = field(default_factory=WallClock)  # where the run's wall time goes
+    remote: Any = None  # run --inventory: the hosts' RemoteFleet (harness/remote/fleet.py)
 
 
 def slug(name: str) -> str:

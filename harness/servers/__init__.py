@@ -27,8 +27,11 @@ from harness.servers.failures import classify as _classify
 from harness.servers.failures import count_failures as _count_failures
 from harness.servers.knot import Knot
 from harness.servers.nsd import Nsd
+from harness.servers.pdns import Pdns
+from harness.servers.refusals import RefusalCount
+from harness.servers.refusals import count_refusals as _count_refusals
 
-DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd}
+DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd, "pdns": Pdns}
 
 __all__ = [
     "DIALECTS",
@@ -38,12 +41,15 @@ __all__ = [
     "Knot",
     "LoggedTransfer",
     "Nsd",
+    "Pdns",
+    "RefusalCount",
     "Server",
     "ServerSetup",
     "Support",
     "ZoneEntry",
     "classify",
     "count_failures",
+    "count_refusals",
     "make_server",
     "server_class",
 ]
@@ -68,3 +74,16 @@ def count_failures(
 
 def classify(kind: ServerKind, line: str) -> FailureCategory | Literal["follow-up"] | None:
     return _classify(DIALECTS[kind].failures, line)
+
+
+def count_refusals(
+    kind: ServerKind,
+    log_text: str,
+    since: float,
+    until: float | None = None,
+    *,
+    tz: tzinfo | None = None,
+) -> RefusalCount:
+    """Transfers a `kind` primary refused for want of a slot, in its log from `since` to
+    `until` (unix); refusals None where its dialect has no refusal wording (not logged)."""
+    return _count_refusals(kind, DIALECTS[kind].refusals, log_text, since, until, tz=tz)

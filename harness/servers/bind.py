@@ -2,15 +2,19 @@
 
 Facts that shape transfers: transfers-in 10, transfers-per-ns 2, transfers-out 10,
 serial-query-rate 20/s (paces a cold start), each inbound transfer on its own TCP
-connection; XoT both ways since 9.18 with the "dot" ALPN.
+connection; XoT both ways since 9.18 with the "dot" ALPN. A request beyond transfers-out is
+answered SERVFAIL and logged "... request denied: quota reached" (REFUSALS).
 
 Failures (FAILURES): the attempt is "transfer of '<zone>' from <addr>: failed to connect:
 <reason>" (its "Transfer status: <reason>" and "Transfer completed: 0 messages" lines follow),
-and for the SOA query before it "refresh: failure trying primary ...: <reason>" or "refresh:
-retry limit for primary ... exceeded" (a query that timed out). BIND tries the transfer over
-TCP even after the SOA query of a zone with no data failed, so one refresh can count two
-failed attempts: a UDP query and a TCP connect. 9.18 logs its retries only at debug level,
-so its `retry` count is 0 because the log is silent, not because nothing was retried.
+and for the SOA query before it "refresh: failure trying primary ...: <reason>", "refresh:
+unexpected rcode (<RCODE>) from primary ..." or "refresh: retry limit for primary ...
+exceeded" (a query that timed out). BIND tries the transfer over TCP even after the SOA query
+of a zone with no data failed, so one refresh can count two failed attempts: a UDP query and a
+TCP connect (or a REFUSED query and a NOTAUTH transfer). A primary that failed to connect
+twice is held as unreachable for 10 minutes: every transfer due then is skipped, "... is
+unreachable (cached)", one `unreachable` line each. 9.18 logs its retries only at debug level,
+so its `retry` count is None, "not logged": 0 would say nothing was retried.
 """
 
 from __future__ import annotations
@@ -24,28 +28,29 @@ from harness.servers.base import (
     Capabilities,
     Footprint,
     LoggedTransfer,
-    NewVersion,
-    Reach,
-    Server,
+    PublishesByUpdate,
     Support,
     parse_semver,
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
-from harness.xfr.update import send_update, serial_update
-from harness.zonegen.digest import read_diff
+from harness.servers.refusals import RefusalWording
 
 _IN = re.compile(
     r"^(?P<at>\S+) xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
     r"Transfer completed: (?P<msgs>\d+) messages, (?P<recs>\d+) records, (?P<bytes>\d+) bytes, "
     r"(?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
-# A failed transfer ends with "Transfer completed" too, with what it had received by then.
+# xfrin.c logs each incoming transfer's end as "Transfer status: <result>" and then "Transfer
+# completed: ..." with what it received, failed or not.
 _STATUS = re.compile(
-    r"transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): Transfer status: (?P<status>.+)$"
+    r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
+    r"Transfer status: (?P<status>.+)$"
 )
+# "client @0x... 198.18.10.130#55471 (tld):", or with TSIG "... 198.18.10.130#55471/key
+# xfrbench-xfr (tld):"
 _OUT = re.compile(
-    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
+    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key \S+)? \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
     r"records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
@@ -57,7 +62,8 @@ _OUT = re.compile(
 _BIND_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
 
 
-def bind_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+def bind_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`near` is unused: the stamp has its year."""
     match = _BIND_STAMP.match(line)
     return local_epoch(match[1], "%Y-%m-%dT%H:%M:%S.%f", tz) if match else None
 
@@ -68,22 +74,39 @@ BIND_ATTEMPTS = (
     re.compile(r"xfer-in: error: transfer of '[^']+' from \S+: [^:]+: (?P<reason>.+)$"),
     # The SOA query before a transfer (UDP; an ICMP port unreachable reads "refused").
     re.compile(r"refresh: failure trying primary \S+ \(source \S+\): (?P<reason>.+)$"),
+    # zone.c refresh_callback(): the SOA query was answered with an error rcode, e.g.
+    # "refresh: unexpected rcode (REFUSED) from primary 198.18.111.2#53 (source 0.0.0.0#0)"
+    # (category general). BIND then tries the transfer anyway, a second attempt.
+    re.compile(r"refresh: unexpected rcode \((?P<reason>[^)]+)\) from primary \S+ \(source \S+\)$"),
 )
 BIND_REASONS: dict[str, FailureCategory] = {
     "address not available": "address_not_available",
     "connection refused": "refused",
     "timed out": "timed_out",
+    # The primary's answer: the SOA query REFUSED, the transfer NOTAUTH (a primary that does
+    # not serve the zone). A SERVFAIL (what a BIND primary at its transfers-out quota answers)
+    # or an "end of file" (the primary closed mid-transfer) is other_failure.
+    "REFUSED": "refused",
+    "NOTAUTH": "refused",
+    # The TCP connect answered by ICMP host unreachable. (An SOA query over UDP that meets
+    # one is not told: it runs out of retries, "retry limit ... exceeded", a timeout.)
+    "host unreachable": "unreachable",
 }
 BIND_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
     # The SOA query went unanswered through all its UDP retries: a timeout.
     (re.compile(r"refresh: retry limit for primary \S+ exceeded \(source \S+\)$"), "timed_out"),
-    # No connect at all: an earlier timeout put the primary in the unreachable cache.
+    # No connect at all: the primary is in BIND's unreachable cache, where a connect that
+    # failed (refused, timed out, host unreachable: counted under their own reason) puts it
+    # from the second failure on, for 10 minutes, and only a successful connect takes it out.
+    # BIND's own word, unreachable, whatever put it there; logged when a transfer is due
+    # ("got_transfer_quota: ..."), or by the refresh itself ("refresh: ...", category
+    # general), also for `rndc retransfer` once the fault is gone.
     (
         re.compile(
-            r"got_transfer_quota: skipping zone transfer as primary \S+ \(source \S+\) "
-            r"is unreachable \(cached\)$"
+            r"(?:got_transfer_quota|refresh): skipping zone transfer as primary \S+ "
+            r"\(source \S+\) is unreachable \(cached\)$"
         ),
-        "other_failure",
+        "unreachable",
     ),
 )
 BIND_FOLLOW_UPS = (
@@ -94,11 +117,34 @@ BIND_FOLLOW_UPS = (
 )
 
 FAILURES = FailureWording(
-    BIND_ATTEMPTS, BIND_REASONS, BIND_FIXED, BIND_FOLLOW_UPS, bind_timestamp, 0.001
+    BIND_ATTEMPTS,
+    BIND_REASONS,
+    BIND_FIXED,
+    BIND_FOLLOW_UPS,
+    bind_timestamp,
+    0.001,
+    # 9.18 logs its retries only at debug level ("timeout retrying without EDNS", "retrying
+    # with AXFR ..."): a retry shows only as the next "Transfer started.".
+    unlogged=frozenset({"retry"}),
+)
+
+# --- refusals as a primary (harness/servers/refusals.py) ---
+
+# xfrout.c: a request beyond transfers-out, answered SERVFAIL, one line per request (its
+# mnemonic is the type asked for: a Knot secondary's IXFR and then its AXFR fallback are two),
+# naming no client: "2026-11-25T16:21:51.086 xfer-out: warning: AXFR request denied: quota
+# reached" (tests/fixtures/refusals/bind-primary-quota.log).
+REFUSALS = RefusalWording(
+    re.compile(r" xfer-out: \w+: (?:AXFR|IXFR) request denied: quota reached$"),
+    bind_timestamp,
+    0.001,
 )
 
 
-class Bind(Server):
+class Bind(PublishesByUpdate):
+    """A primary publishes by signed update: `rndc reload` reads the whole file (about a
+    minute at 14 M records)."""
+
     kind = "bind"
     daemon = "named"
     config_name = "named.conf"
@@ -118,30 +164,11 @@ class Bind(Server):
         "min-retry-time": int,
     }
     failures = FAILURES
+    refusals = REFUSALS
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
-
-    @classmethod
-    def publishes_zone_files(cls, ixfr: bool) -> bool:
-        return False
-
-    def publish(self, version: NewVersion, reach: Reach) -> str:
-        # A signed UPDATE replaces the SOA (and applies a change set) in milliseconds where
-        # `rndc reload` reads the whole file (about a minute at 14 M records).
-        assert self.setup.update_key is not None, "a BIND primary is set up with an update key"
-        deleted, added = (
-            read_diff(version.change.diff_path, version.zone) if version.change else ([], [])
-        )
-        update = serial_update(
-            version.zone,
-            version.soa,
-            version.serial,
-            self.setup.update_key,
-            deleted=deleted,
-            added=added,
-        )
-        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout)
-        return "dynamic update"
+    packages = ("bind9", "bind9-utils", "bind9-dnsutils")
+    services = ("named", "bind9")
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -149,27 +176,32 @@ class Bind(Server):
         xot = Support.since(
             parse_semver(version), (9, 18, 0), f"BIND {version} has no XoT (added in 9.18)"
         )
-        return Capabilities(xot_primary=xot, xot_secondary=xot, ixfr_primary=Support(True))
+        return Capabilities(
+            xot_primary=xot,
+            xot_secondary=xot,
+            ixfr_primary=Support(True),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
+        )
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
+        """Transfers that completed, in and out. An incoming transfer whose "Transfer
+        status" was a failure ends with "Transfer completed" too, with what it received
+        before it failed (an aborted AXFR: "8 messages, 3787 records ... (serial 1)"): not a
+        transfer."""
         out: list[LoggedTransfer] = []
-        failed: set[tuple[str, str]] = set()  # (zone, peer) whose last status was a failure
+        failed: dict[tuple[str, str], bool] = {}  # (zone, peer) -> its last status failed
         for line in text.splitlines():
-            status = _STATUS.search(line)
+            status = _STATUS.match(line)
             if status:
-                key = (status["zone"], status["peer"])
-                if status["status"].strip() == "success":
-                    failed.discard(key)
-                else:
-                    failed.add(key)
+                failed[(status["zone"], status["peer"])] = status["status"] != "success"
                 continue
             match = _IN.match(line)
             direction, xfr = "in", None
-            if match and (match["msgs"] == "0" or (match["zone"], match["peer"]) in failed):
-                # A failed transfer's "Transfer completed": empty, or cut (a reset) after
-                # what it had received; not a transfer.
-                failed.discard((match["zone"], match["peer"]))
+            if match and (
+                failed.pop((match["zone"], match["peer"]), False) or match["msgs"] == "0"
+            ):
                 continue
             if not match:
                 match = _OUT.match(line)

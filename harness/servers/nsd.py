@@ -7,12 +7,23 @@ differences (create-ixfr) from 4.6. NSD 4.6 logs the commit of an incoming trans
 with no duration or size.
 
 Failures (FAILURES): one line per attempt, "xfrd: connect <addr> failed: <strerror>"
-(connect() failed at once, as it does when no port is free; names no zone) or "<zone>: Could
-not tcp connect to <addr>: <strerror>" (the non-blocking connect failed later, as a refused
-one does). 4.6.1 logs neither its timeouts nor its retries (only in debug builds): those
-counts are 0 because the log is silent, not because nothing failed. A transfer whose
-connection fails while it reads (a reset) is "xfrd: failed reading tcp <strerror>", after
-two TLS lines over XoT.
+(connect() failed at once, as it does when no port is free; names no zone), "<zone>: Could
+not tcp connect to <addr>: <strerror>" (the non-blocking connect failed later, as a refused,
+unreachable or kernel-timed-out one does), "xfrd: zone <zone> received error code <rcode>
+from <addr>" (the primary answered with an error), or "xfrd: failed reading tcp <strerror>"
+(the connection failed part way; names no zone or peer; over XoT after "ssl_read returned
+error 5 ..." and "tls read sz: ..."). 4.6.1 logs neither the expiry of
+xfrd's own timer nor its retries (only in debug builds): its retry count is None, "not
+logged", and so is its timed_out count unless the kernel's connect timeout was logged (then
+a floor). 0 would say nothing failed that way.
+
+As a primary, NSD 4.6.1 never refuses a transfer for want of a slot and never logs one: at
+tcp-count connections its server process stops accepting, and further connections wait in
+the kernel's accept backlog, with nothing logged at any verbosity (tcp-reject-overflow, which
+the harness does not set, would close them, silently too). A secondary that gave up while
+queued shows later only as "error: failed writing to tcp: Broken pipe" (verbosity 2 and up),
+naming neither the client nor the zone. That is what a refusal count of None, "not logged",
+means for an NSD primary.
 """
 
 from __future__ import annotations
@@ -45,7 +56,8 @@ _COMMIT = re.compile(
 _NSD_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] ")
 
 
-def nsd_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+def nsd_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`near` is unused: the stamp has its year."""
     match = _NSD_STAMP.match(line)
     if not match:
         return None
@@ -55,25 +67,48 @@ def nsd_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
 NSD_ATTEMPTS = (
     # xfrd-tcp.c: connect() failed at once (no zone named).
     re.compile(r"\]: error: xfrd: connect \S+ failed: (?P<reason>.+)$"),
-    # xfrd-tcp.c: the non-blocking connect failed (SO_ERROR), for this zone.
+    # xfrd-tcp.c: the non-blocking connect failed (SO_ERROR), for this zone. The kernel's
+    # connect timeout ("Connection timed out") comes only if it is shorter than xfrd's own
+    # timer (tcp-timeout, 120 s; the kernel's with tcp_syn_retries 6 is about 127 s).
     re.compile(r"\]: error: \S+: Could not tcp connect to \S+: (?P<reason>.+)$"),
-    # xfrd-tcp.c: a transfer's connection failed while reading (a reset mid-transfer,
-    # tests/fixtures/failures/nsd-reset.log); names no zone.
+    # xfrd.c: the primary answered the transfer with an error rcode, in NSD's rcode2str words
+    # (NOTAUTH is "SERVER NOT AUTHORITATIVE FOR ZONE", SERVFAIL stays "SERVFAIL").
+    re.compile(r"\]: error: xfrd: zone \S+ received error code (?P<reason>.+) from \S+$"),
+    # xfrd-tcp.c conn_read(): the transfer's connection failed part way (names no zone or
+    # peer). A read that returns 0 (the primary closed: end of file) is worded with a stale
+    # errno, "Operation now in progress" (EINPROGRESS, left by the non-blocking connect).
     re.compile(r"\]: error: xfrd: failed reading tcp (?P<reason>.+)$"),
 )
-NSD_REASONS: dict[str, FailureCategory] = {  # strerror() texts
+NSD_REASONS: dict[str, FailureCategory] = {  # strerror() texts and rcodes
     "Cannot assign requested address": "address_not_available",
     "Connection refused": "refused",
+    "SERVER NOT AUTHORITATIVE FOR ZONE": "refused",
+    "Connection timed out": "timed_out",
+    # EHOSTUNREACH: an ICMP host unreachable (100 % loss gives timeouts instead).
+    "No route to host": "unreachable",
+    # Other failures by their own words: "SERVFAIL"; "Operation now in progress" (the end of
+    # file above); "Connection reset by peer" (the primary reset the connection part way).
 }
 NSD_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = ()
-NSD_FOLLOW_UPS: tuple[re.Pattern[str], ...] = (
-    # Over TLS the read failure is told twice before "failed reading tcp".
+NSD_FOLLOW_UPS = (
+    # At verbosity 2 (the harness's), the reset before "xfrd: failed reading tcp ...".
+    re.compile(r"\]: error: tcp read sz: .+$"),
+    # Over XoT, told twice (tests/fixtures/failures/nsd-reset.log).
     re.compile(r"\]: error: ssl_read returned error \d+ with received -?\d+$"),
     re.compile(r"\]: error: tls read sz: .+$"),
 )
 
 FAILURES = FailureWording(
-    NSD_ATTEMPTS, NSD_REASONS, NSD_FIXED, NSD_FOLLOW_UPS, nsd_timestamp, 0.001
+    NSD_ATTEMPTS,
+    NSD_REASONS,
+    NSD_FIXED,
+    NSD_FOLLOW_UPS,
+    nsd_timestamp,
+    0.001,
+    # 4.6.1 logs no retry, and gives a transfer up when xfrd's own timer fires (tcp-timeout,
+    # 120 s) with a debug line only; the kernel's connect timeout it does log comes only when
+    # that is shorter (about 127 s at the default tcp_syn_retries 6). Its timeouts: a floor.
+    unlogged=frozenset({"timed_out", "retry"}),
 )
 
 
@@ -93,9 +128,14 @@ class Nsd(Server):
         "tcp-timeout": int,
     }
     failures = FAILURES
+    # No line of a NSD primary refusing a transfer for want of a slot is captured yet
+    # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.
+    refusals = None
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)
+    packages = ("nsd",)
+    services = ("nsd",)
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -115,6 +155,8 @@ class Nsd(Server):
                 (4, 6, 0),
                 f"NSD {version} cannot serve IXFR from zone-file differences (needs 4.6)",
             ),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
             caveats=caveats,
         )
 

@@ -183,7 +183,7 @@ def sum_message(msg: bytes, drop_last: bool = False) -> ZoneSum:
     out. Raises ``WireError`` on a malformed message."""
     try:
         return _sum_message(msg, drop_last)
-    except IndexError:
+    except (IndexError, struct.error):  # a byte, or a record's fixed fields, cut off
         raise WireError("a record runs past the end of the message") from None
     except RecursionError:
         raise WireError("a chain of compression pointers is too long") from None

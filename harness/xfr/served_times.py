@@ -4,12 +4,9 @@ collects the times, the measurement protocol reports these)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-
-def _nearest_rank(ordered: Sequence[float], fraction: float) -> float:
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+from harness.core.stats import nearest_rank
 
 
 def served_distribution(times: Iterable[float], since: float) -> dict[str, float]:
@@ -20,8 +17,8 @@ def served_distribution(times: Iterable[float], since: float) -> dict[str, float
         return {}
     return {
         "first": ordered[0],
-        "p50": _nearest_rank(ordered, 0.50),
-        "p95": _nearest_rank(ordered, 0.95),
+        "p50": nearest_rank(ordered, 50),
+        "p95": nearest_rank(ordered, 95),
         "last": ordered[-1],
     }
 
@@ -60,4 +57,4 @@ def error_summary(errors: Iterable[float]) -> dict[str, float]:
     ordered = sorted(errors)
     if not ordered:
         return {}
-    return {"median": round(_nearest_rank(ordered, 0.5), 6), "max": round(ordered[-1], 6)}
+    return {"median": round(nearest_rank(ordered, 50), 6), "max": round(ordered[-1], 6)}

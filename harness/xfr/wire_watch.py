@@ -4,7 +4,8 @@ the connections they open for the transfer.
 A server sends NOTIFY some time after it starts serving a new serial (BIND queues it on its
 zone timer: 0 to 0.4 s here), so "the primary serves serial N" is no stand-in for "NOTIFY
 sent"; and a secondary that waits for a transfer slot (the primary's transfers-out, NSD's
-xfrd or Knot's limits) shows it only as a late (or repeated) connect. An AF_PACKET socket in
+xfrd or Knot's limits) shows it on the wire only as a late (or repeated) connect: a
+connection is told from a retransmitted SYN by its source port. An AF_PACKET socket in
 the primary's namespace sees every packet on its way in or out; a classic BPF filter keeps
 the kernel from copying the transfer's bulk data to us: only UDP to port 53, TCP SYNs to 53
 or 853, and outgoing TCP data to port 53 (Knot sends its NOTIFY over TCP) reach Python.
@@ -17,7 +18,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -39,6 +40,7 @@ class WireEvent:
     kind: str  # "notify" (primary -> secondary), "soa_query" or "connect" (secondary -> it)
     peer: str  # the secondary's address
     serial: int | None = None  # a NOTIFY's announced serial (0: none given)
+    port: int | None = None  # a connect's source port: a SYN sent again is one connection
 
 
 # Classic BPF opcodes (linux/filter.h).
@@ -94,9 +96,10 @@ def _bpf() -> bytes:
 
 def parse_packet(
     ip_packet: bytes, outgoing: bool, peers: Collection[str]
-) -> tuple[str, str, int | None] | None:
-    """(kind, peer, serial) if this IPv4 packet is a NOTIFY to a peer (UDP, or TCP as Knot
-    sends it), an SOA query from a peer, or a peer's SYN to port 53/853; else None."""
+) -> tuple[str, str, int | None, int | None] | None:
+    """(kind, peer, serial, port) if this IPv4 packet is a NOTIFY to a peer (UDP, or TCP as
+    Knot sends it), an SOA query from a peer, or a peer's SYN to port 53/853 (port: its
+    source port, which a retransmitted SYN keeps); else None."""
     if len(ip_packet) < 20 or ip_packet[0] >> 4 != 4:
         return None
     source = socket.inet_ntoa(ip_packet[12:16])
@@ -107,17 +110,17 @@ def parse_packet(
     if proto == socket.IPPROTO_TCP:
         if len(transport) < 20:
             return None
-        port = struct.unpack_from("!H", transport, 2)[0]
+        source_port, port = struct.unpack_from("!HH", transport, 0)
         flags = transport[13]
         if flags & TCP_SYN and not flags & TCP_ACK:
             if port in (53, 853) and source in peers and not outgoing:
-                return "connect", source, None
+                return "connect", source, None, source_port
             return None
         if not (outgoing and port == 53 and destination in peers):
             return None
         payload = transport[(transport[12] >> 4) * 4 + 2 :]  # after the 2-byte length
         serial = _notify_serial(payload)
-        return None if serial is None else ("notify", destination, serial)
+        return None if serial is None else ("notify", destination, serial, None)
     if proto != socket.IPPROTO_UDP or len(transport) < 8:
         return None
     if struct.unpack_from("!H", transport, 2)[0] != 53:
@@ -125,9 +128,9 @@ def parse_packet(
     payload = transport[8:]
     if outgoing and destination in peers:
         serial = _notify_serial(payload)
-        return None if serial is None else ("notify", destination, serial)
+        return None if serial is None else ("notify", destination, serial, None)
     if not outgoing and source in peers and _is_soa_query(payload):
-        return "soa_query", source, None
+        return "soa_query", source, None, None
     return None
 
 
@@ -170,6 +173,18 @@ def _is_soa_query(payload: bytes) -> bool:
             return False  # no compression in a question of a first message
         pos += 1 + length
     return pos + 2 <= len(payload) and struct.unpack_from("!H", payload, pos)[0] == SOA
+
+
+def first_notify(events: Iterable[WireEvent], serial: int, peer: str, since: float) -> float | None:
+    """When the first NOTIFY to `peer` at or after `since` that may announce `serial` left.
+    A NOTIFY without a serial (PowerDNS sends none) may announce any, so one that left
+    before `since` (the last serial's, or its repeat) must not stand for the new one."""
+    for event in events:
+        if event.kind != "notify" or event.peer != peer or event.at < since:
+            continue
+        if event.serial == 0 or serial_ge(event.serial or 0, serial):
+            return event.at
+    return None
 
 
 class WireWatch:
@@ -224,17 +239,17 @@ class WireWatch:
                 if e.peer == peer and e.at >= since and (until is None or e.at <= until)
             ]
 
-    def wait_notify(self, serial: int, timeout: float, peer: str) -> float | None:
-        """When the NOTIFY for `serial` (or later) to `peer` left, or None if none did
-        within `timeout`."""
+    def wait_notify(
+        self, serial: int, timeout: float, peer: str, since: float = 0.0
+    ) -> float | None:
+        """When the first NOTIFY for `serial` (or later) to `peer` left at or after `since`
+        (monotonic), or None if none did within `timeout`."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                for event in self._events:
-                    if event.kind != "notify" or event.peer != peer:
-                        continue
-                    if event.serial == 0 or serial_ge(event.serial or 0, serial):
-                        return event.at
+                found = first_notify(self._events, serial, peer, since)
+                if found is not None:
+                    return found
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None

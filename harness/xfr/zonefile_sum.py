@@ -1,10 +1,11 @@
 """The RRSUM of zone files, change-set diffs and kdig's AXFR text: the file I/O around
 ``harness.xfr.rrsum``.
 
-``zone_file_sum`` digests byte ranges of a zone file (cut at line ends) in digest workers
-(``digest_pool``) and keeps the result beside the file (``<file>.rrsum``), so a zone is read
-once: it is the reference a secondary's copy is checked against, without pulling the
-primary's copy.
+``zone_file_sum`` digests byte ranges of a zone file (cut at line ends) with the compiled
+summer in threads (``rrsum_native``; it releases the GIL), or with the Python reference in
+digest workers (``digest_pool``), and keeps the result beside the file (``<file>.rrsum``),
+so a zone is read once: it is the reference a secondary's copy is checked against, without
+pulling the primary's copy.
 
 A cached sum is keyed on the file's inode, size, mtime and ctime (``file_key``), taken
 before the file is read, and stored only when the same four are found again after it was
@@ -19,6 +20,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -35,6 +37,7 @@ from harness.xfr.digest_pool import (
     sum_range,
 )
 from harness.xfr.rrsum import SCHEME, ZoneSum
+from harness.xfr.rrsum_native import native_module, sum_text
 from harness.xfr.rrsum_text import (
     LineCaches,
     LineError,
@@ -122,8 +125,9 @@ def zone_file_sum(
     timeout: float = 3600.0,
 ) -> ZoneSum:
     """The RRSUM of a zone file with one RR per line (zonegen, ``dnssec-signzone -O full``,
-    ``named-compilezone -s full``), read in ranges by ``workers`` processes (in the driver
-    for small files), in bounded memory. With ``cache`` the result for a file over
+    ``named-compilezone -s full``), read in ranges by ``workers`` threads of the compiled
+    summer, or processes of the Python reference (in the driver for small files), in
+    bounded memory. With ``cache`` the result for a file over
     ``INLINE_BYTES`` is kept in ``<file>.rrsum`` and reused while the file is unchanged
     (``file_key``)."""
     path = Path(path)
@@ -139,7 +143,9 @@ def zone_file_sum(
         if cache and (hit := _read_cache(path, origin, read)) is not None:
             return hit
         try:
-            if workers <= 0 or size <= INLINE_BYTES:
+            if native_module() is not None:
+                value = _sum_file_native(fd, size, origin, workers if size > INLINE_BYTES else 1)
+            elif workers <= 0 or size <= INLINE_BYTES:
                 value = _sum_file_inline(fd, size, origin)
             else:
                 pool = DigestPool(workers, fd, "zone", [origin], WORKER_NICE)
@@ -178,9 +184,17 @@ def zone_set_sums(
             pass  # computed again below
     sums: dict[str, ZoneSum] = {}
     caches = LineCaches()
+    native = native_module() is not None
     for path, origin in files:
         if stats[origin].st_size > INLINE_BYTES:
             sums[origin] = zone_file_sum(path, origin)
+            continue
+        if native:
+            try:
+                sums[origin] = sum_text(Path(path).read_bytes(), origin)
+            except LineError:
+                zone_file_sum(path, origin, cache=False)  # raises, naming the line
+                raise
             continue
         summer = LineSummer(origin, caches)
         try:
@@ -205,6 +219,25 @@ def _unchanged(files: Sequence[tuple[Path, str]], key: dict[str, list[int]]) -> 
         return all(file_key(os.stat(path)) == key[origin] for path, origin in files)
     except OSError:
         return False
+
+
+def _sum_file_native(fd: int, size: int, origin: str, threads: int) -> ZoneSum:
+    """The compiled summer over ranges of the file, ``threads`` at a time."""
+
+    def one(bounds: tuple[int, int]) -> ZoneSum:
+        start, end = bounds
+        try:
+            return sum_text(os.pread(fd, end - start, start), origin)
+        except LineError:
+            sum_range(LineSummer(origin), fd, start, end)  # raises BadLine with the offset
+            raise
+
+    total = ZoneSum()
+    ranges = list(_line_ranges(fd, size, TEXT_CHUNK_BYTES))
+    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="xfrbench-zonesum") as pool:
+        for part in pool.map(one, ranges):
+            total = total + part
+    return total
 
 
 def _sum_file_inline(fd: int, size: int, origin: str) -> ZoneSum:
@@ -238,15 +271,30 @@ def _is_tsig_line(line: bytes) -> bool:
     return len(fields) >= 4 and b"TSIG" in (fields[2].upper(), fields[3].upper())
 
 
+def _is_record_line(line: bytes) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith(b";") and not _is_tsig_line(stripped)
+
+
+def _last_record_line(data: bytes) -> bytes | None:
+    """The last record line of ``data`` (a kdig output's tail is a few comment lines)."""
+    for tail in (data[-65536:], data):
+        for line in reversed(tail.splitlines()):
+            if _is_record_line(line):
+                return line
+    return None
+
+
 def axfr_text_file_sum(path: Path | str, origin: str) -> ZoneSum:
     """The sum of a zone printed as an AXFR, one RR per line (kdig's output): every record
     but the last one, the closing SOA; comment lines (``;;``) are skipped. Streams."""
+    if native_module() is not None:
+        return _axfr_text_file_sum_native(Path(path), origin)
     last: list[bytes] = []
 
     def records(fh: BinaryIO) -> Iterator[bytes]:
         for line in fh:
-            stripped = line.strip()
-            if stripped and not stripped.startswith(b";") and not _is_tsig_line(stripped):
+            if _is_record_line(line):
                 last[:] = [line]
                 yield line
 
@@ -257,5 +305,22 @@ def axfr_text_file_sum(path: Path | str, origin: str) -> ZoneSum:
             if not last:
                 return ZoneSum()
             return summer.result() - sum_lines(last, origin)
+        except LineError as exc:
+            raise DigestFailed(f"{path}: {exc}") from None
+
+
+def _axfr_text_file_sum_native(path: Path, origin: str) -> ZoneSum:
+    total = ZoneSum()
+    last: bytes | None = None
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        try:
+            for start, end in _line_ranges(fd, os.fstat(fd).st_size, TEXT_CHUNK_BYTES):
+                data = os.pread(fd, end - start, start)
+                total = total + sum_text(data, origin, skip=_is_tsig_line)
+                last = _last_record_line(data) or last
+            if last is None:
+                return ZoneSum()
+            return total - sum_lines([last], origin)
         except LineError as exc:
             raise DigestFailed(f"{path}: {exc}") from None

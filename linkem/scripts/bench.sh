@@ -5,7 +5,7 @@
 set -euo pipefail
 T=${1:-30}
 here=$(cd "$(dirname "$0")" && pwd)
-LINKEM=${LINKEM:-$here/../target/release/linkem}
+LINKEM=${LINKEM:-$here/../../target/release/linkem}
 sfx=$$
 A=lkdev-a-$sfx; R=lkdev-r-$sfx; B=lkdev-b-$sfx
 work=$(mktemp -d /tmp/linkem-bench.XXXXXX)

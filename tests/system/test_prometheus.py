@@ -319,10 +319,14 @@ def test_a_fleets_metrics_om_ends_with_its_summary_figures(
         stats = figures("xfrbench_fleet_propagation_seconds", "stat")
         assert stats == pytest.approx({k: last[f"{k}_s"] for k in ("first", "p50", "p95", "last")})
         assert figures("xfrbench_fleet_secondaries", "status") == {
+            "secondaries": last["secondaries"],
             "recorded": last["secondaries"],
             "served": last["served"],
-            "waited": last["waited"],
+            "reconnected": last["reconnected"],
+            "possibly_waited": last["possibly_waited"],
         }
+        # A BIND primary: its refusals counted in its log (none here), a series of its own.
+        assert figures("xfrbench_fleet_refusals", "case") == {case: last["refusals"]}
         assert figures("xfrbench_primary_repeat_transmit_bytes", "case") == {case: cost["tx_bytes"]}
         assert figures("xfrbench_primary_repeat_cpu_seconds", "case") == pytest.approx(
             {case: cost["cpu_s"]}

@@ -17,6 +17,7 @@ from harness.results.meta import RunMeta
 from harness.results.model import FORMAT_VERSION
 from harness.run.runner import NETNS, resolve_binaries, run_scenario
 from harness.testbed import Testbed
+from harness.xfr.rrsum_native import implementation
 
 pytestmark = [
     pytest.mark.root,
@@ -267,3 +268,5 @@ def test_run_json_records_provenance(tmp_path: Path) -> None:
     sides = wall["servers_s"] + wall["harness_s"] + wall["settle_s"]
     assert sides == pytest.approx(wall["total_s"], abs=0.01)
     assert meta.driver and meta.driver["peak_rss_mib"] > 0
+    # Which RRSUM implementation verified the copies (the compiled one after `make setup`).
+    assert meta.digest == implementation() and meta.digest["implementation"] in {"rust", "python"}

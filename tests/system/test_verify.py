@@ -1,5 +1,6 @@
-"""verify_copy against a real BIND: one pull of a generated TLD zone, digested by worker
-processes while it is read, equals the zone file's RRSUM; after a change set the primary's
+"""verify_copy against a real BIND: one pull of a generated TLD zone, summed as it is read
+by the compiled digest (and by the Python reference's worker processes), equals the zone
+file's RRSUM; after a change set the primary's
 reference is updated from the diff alone; kdig's printed copy gives the same sum.
 
 Each test starts its own `named` on 127.0.0.1 with a free port in its own temp dir and
@@ -22,6 +23,7 @@ import pytest
 
 from harness.xfr.kdig import kdig_pull
 from harness.xfr.rrsum import ZoneSum
+from harness.xfr.rrsum_native import ENV
 from harness.xfr.soa_query import query_soa_serial
 from harness.xfr.verify import check_copy, verify_copy
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
@@ -31,8 +33,8 @@ pytestmark = [pytest.mark.root, pytest.mark.servers]
 
 ADDRESS = "127.0.0.1"
 ORIGIN = "tld."
-# About 4.5 MB on the wire: over INLINE_BYTES, so the stream is spilled and cut into
-# chunks that worker processes digest during the read.
+# About 4.5 MB on the wire: over INLINE_BYTES, so the Python reference spills the stream
+# and cuts it into chunks that worker processes digest during the read.
 SPEC = ZoneSpec("tld", 150_000, ORIGIN, seed=5)
 
 
@@ -89,21 +91,29 @@ def zones(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("zones")
 
 
-def test_verify_copy_equals_zone_file_and_follows_a_change_set(zones: Path, tmp_path: Path) -> None:
+def test_verify_copy_equals_zone_file_and_follows_a_change_set(
+    zones: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = generate(SPEC, cache_dir=zones).files[0]
     reference = zone_file_sum(base.path, ORIGIN, cache=False)
     assert reference.records == SPEC.records
     with named(tmp_path / "base", base.path, base.serial) as port:
-        copy = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120)
-        after = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120, concurrent=False)
-        inline = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120, workers=0)
+        copy = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120)  # compiled, inline
         kd = kdig_pull(ADDRESS, ORIGIN, port=port, timeout=120, digest="rrsum")
+        monkeypatch.setenv(ENV, "python")  # the reference, its workers during the read,
+        workers = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120)
+        after = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120, concurrent=False)
+        inline = verify_copy(ADDRESS, ORIGIN, port=port, timeout=120, workers=0)  # or none
+        monkeypatch.delenv(ENV)
     assert copy.ok, copy.error
-    assert copy.extra["digest_workers"] >= 1
-    assert copy.extra["spilled_bytes"] == copy.bytes
+    assert copy.extra["digest_implementation"] == "rust"
+    assert copy.extra["digest_workers"] == copy.extra["spilled_bytes"] == 0
     assert copy.extra["zone_records"] == copy.records - 1 == SPEC.records
     assert check_copy(reference, copy, serial=base.serial) is None
-    for other in (after, inline, kd):
+    assert workers.extra["digest_implementation"] == "python"
+    assert workers.extra["digest_workers"] >= 1
+    assert workers.extra["spilled_bytes"] == workers.bytes
+    for other in (workers, after, inline, kd):
         assert other.ok, other.error
         assert other.digest == copy.digest == reference.text
 

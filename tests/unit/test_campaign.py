@@ -7,8 +7,14 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
+
+from harness.plan.schedule import needs_more
+from harness.results import RunStore, TransferRecord
 from harness.run.campaign import Slot, auto_slots, execute, fixed_slots
+from harness.run.runner import Tally
 from harness.spec import AutoRepeats
 
 
@@ -88,3 +94,31 @@ def test_auto_repeats_stop_each_case_at_its_target_or_its_maximum() -> None:
     assert len(steady_runs) == 6  # narrow at once: stops at the minimum
     assert len(noisy_runs) == 12  # never narrow enough: stops at the maximum
     assert [s.repeat for s in noisy_runs] == list(range(1, 13))
+
+
+def fleet_record(host: str, repeat: int, duration: float | None) -> TransferRecord:
+    return TransferRecord(
+        run_id="r", case="fleet", repeat=repeat, primary_kind="bind", secondary_kind="bind",
+        host=host, site="edge", transport="tcp", xfr="axfr", zone="example.", serial=repeat,
+        records=10, bytes=1000, messages=1, duration_s=duration, started_at=1.0,
+        ok=duration is not None, verified=duration is not None,
+        error=None if duration is not None else "timeout after 20 s",
+        trigger="notify", phases={"notify_sent": 0.0},
+    )  # fmt: skip
+
+
+def test_auto_repeats_of_a_fleet_count_repeats_not_secondaries(tmp_path: Path) -> None:
+    """Eight secondaries served within a millisecond of each other are one repeat, not
+    eight independent samples: pooled, they made the median's interval look narrow and
+    stopped the case after one repeat."""
+    with RunStore.create(tmp_path, "r", None, {}) as store:
+        tally = Tally(store, lambda case: None)
+        for index in range(8):
+            tally.emit(fleet_record(f"edge-{index}", 1, 1.0 + 0.0001 * index))
+        assert tally.values("fleet") == [pytest.approx(1.0007)]  # its last secondary
+        values, tried = {(0, 0): tally.values("fleet")}, {(0, 0): len(tally.repeats["fleet"])}
+        assert needs_more(values, 0.05, 5, 30, 0.95, tried) == {(0, 0)}  # one repeat: more
+        # A repeat that did not converge has no value, but counts as tried.
+        for index in range(8):
+            tally.emit(fleet_record(f"edge-{index}", 2, None if index == 3 else 1.0))
+        assert len(tally.values("fleet")) == 1 and tally.repeats["fleet"] == {1, 2}

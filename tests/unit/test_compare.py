@@ -16,7 +16,9 @@ from harness.compare.gate import (
     DRIFTING,
     FAILED_IN_B,
     IMPROVEMENT,
+    NEW_FAILURES,
     NO_CHANGE,
+    NOT_CONVERGED_IN_B,
     REGRESSION,
     load_and_compare,
 )
@@ -127,7 +129,8 @@ def test_significant_regression_exits_1(tmp_path: Path, capsys: pytest.CaptureFi
     assert not item.warnings
     status, out, _ = run_cli(capsys, a, b)
     assert status == 1
-    assert "slower: regression" in out and "+20.0%" in out and "1 regression(s)" in out
+    assert "+20.0% (p=0.002 n=6+6) regression" in out and "1 regression(s)" in out
+    assert "1.00 s ± 2%" in out and "1.21 s ± 2%" in out  # benchstat's "74.1ms ± 3%"
 
 
 def test_change_within_threshold_is_not_significant(
@@ -142,7 +145,7 @@ def test_change_within_threshold_is_not_significant(
     assert item.p_value == pytest.approx(2 / 924)  # every B above every A
     assert not item.significant and item.verdict == NO_CHANGE
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "no change (within ±5%)" in out
+    assert status == 0 and "~ (+2.0% within ±5%; p=0.002 n=6+6)" in out
     # a stricter threshold makes the same runs a regression
     assert run_cli(capsys, a, b, "--threshold", "0.01")[0] == 1
 
@@ -157,7 +160,7 @@ def test_large_but_noisy_change_is_not_significant(
     assert item.p_value is not None and item.p_value > 0.05
     assert item.verdict == NO_CHANGE
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "~ no significant change (p >= 0.05)" in out
+    assert status == 0 and "~ (p=0.690 n=5+5)" in out
     assert any("CV" in w and "run A" in w for w in item.warnings)  # 1.0 .. 3.0 is wide
 
 
@@ -174,7 +177,7 @@ def test_three_repeats_cannot_be_significant_and_say_so(
     assert "at least 5 transfers per case" in warning
     status, out, _ = run_cli(capsys, a, b)
     assert status == 0 and "n=3 vs 3" in out and "warning" in out
-    assert "too few transfers to tell" in out
+    assert "~ (p=0.100 n=3+3: too few to tell)" in out
 
 
 def test_improvement_is_marked_faster(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -183,7 +186,7 @@ def test_improvement_is_marked_faster(tmp_path: Path, capsys: pytest.CaptureFixt
     (item,) = load_and_compare(a, b).cases
     assert item.verdict == IMPROVEMENT and item.change == pytest.approx(-0.2)
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "faster" in out and "-20.0%" in out
+    assert status == 0 and "-20.0% (p=0.002 n=6+6) better" in out
 
 
 def test_a_run_against_itself_is_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -199,10 +202,13 @@ def test_all_transfers_failing_in_b_is_a_regression(
 ) -> None:
     a = make_run(tmp_path, "a", {CASE: BASE})
     b = make_run(tmp_path, "b", {CASE: [None] * 6})
-    (item,) = load_and_compare(a, b).cases
+    item, failures = load_and_compare(a, b).cases
     assert item.verdict == FAILED_IN_B and item.regression
-    assert any("0 of 6 in A, 6 of 6 in B" in w for w in item.warnings)
-    assert run_cli(capsys, a, b)[0] == 1
+    assert failures.figure == "failures" and failures.verdict == NEW_FAILURES
+    assert (failures.a.failed, failures.b.failed) == (0, 6) and failures.regression
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 1 and "no verified transfer in B: regression" in out
+    assert "new failures: 6 timed out (p=2.4e-04) regression" in out
 
 
 def test_cases_only_in_one_run_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -321,7 +327,7 @@ def test_warnings_are_one_line_per_kind(tmp_path: Path, capsys: pytest.CaptureFi
     assert status == 0 and len(warnings) == 3
     assert "n=3 vs 3" in warnings[0] and "(16 of 16:" in warnings[0] and "12 more" in warnings[0]
     assert "run A spreads wide" in warnings[1] and "run B spreads wide" in warnings[2]
-    assert out.count("~ too few transfers to tell") == 16
+    assert out.count("too few to tell)") == 16
 
 
 def test_a_wide_interval_is_marked_not_claimed(
@@ -335,7 +341,7 @@ def test_a_wide_interval_is_marked_not_claimed(
     assert item.verdict == NO_CHANGE and not item.within
     assert item.change_ci is not None and item.change_ci[0] < -0.05 < 0.05 < item.change_ci[1]
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "~ no significant change" in out
+    assert status == 0 and "~ (p=0.721 n=8+8)" in out
 
 
 def test_a_slower_drifting_case_is_not_called_a_regression(
@@ -352,8 +358,8 @@ def test_a_slower_drifting_case_is_not_called_a_regression(
     status, out, _ = run_cli(capsys, a, b)
     words = " ".join(out.replace("│", " ").split())
     assert status == 0
-    assert "slower, but it drifts: not called a regression" in words
-    assert "1 slower case(s) not called a regression because their repeats drift" in words
+    assert "worse, but it drifts: not called a regression" in words
+    assert "1 worse figure(s) not called a regression because their repeats drift" in words
     assert f"{CASE} drifts: run B: drift: +" in words
 
 
@@ -373,8 +379,11 @@ def test_a_small_trend_does_not_hide_a_regression(tmp_path: Path) -> None:
 FLEET_CASE = "bind-bind/tcp/axfr"
 
 
-def make_fleet_run(root: Path, name: str, far_factor: float, repeats: int = 6) -> Path:
-    """Two sites of two secondaries; the far site's durations scaled by `far_factor`."""
+def make_fleet_run(
+    root: Path, name: str, far_factor: float, repeats: int = 6, lost: tuple[int, str] | None = None
+) -> Path:
+    """Two sites of two secondaries; the far site's durations scaled by `far_factor`.
+    `lost`: (repeat, host) of a secondary that never served."""
     with RunStore.create(root, name, None, META) as store:
         for repeat in range(1, repeats + 1):
             for site, base in (("near", 0.05), ("far", 0.5)):
@@ -383,14 +392,17 @@ def make_fleet_run(root: Path, name: str, far_factor: float, repeats: int = 6) -
                     duration = (base + 0.01 * index + jitter) * (
                         far_factor if site == "far" else 1.0
                     )
+                    ok = lost != (repeat, f"{site}-{index}")
                     store.append(
                         TransferRecord(
                             run_id=name, case=FLEET_CASE, repeat=repeat, primary_kind="bind",
                             secondary_kind="bind", transport="tcp", xfr="axfr", zone="tld.",
                             serial=2 + repeat, records=1000, bytes=100_000, messages=10,
-                            duration_s=round(duration, 6), started_at=1000.0 + repeat,
-                            ok=True, verified=True, trigger="notify",
-                            phases={"notify_sent": 0.01 * index, "served": duration},
+                            duration_s=round(duration, 6) if ok else None,
+                            started_at=1000.0 + repeat, ok=ok, verified=ok, trigger="notify",
+                            error=None if ok else "timeout after 20 s: never served",
+                            phases={"notify_sent": 0.01 * index}
+                            | ({"served": duration} if ok else {}),
                             host=f"{site}-{index}", site=site,
                         )
                     )  # fmt: skip
@@ -411,8 +423,13 @@ def test_fleets_are_compared_per_site_and_on_their_propagation(
         f"{FLEET_CASE}: fleet p95",
     ]
     near, far = items[f"{FLEET_CASE} @ near"], items[f"{FLEET_CASE} @ far"]
-    assert near.verdict == NO_CHANGE and near.identical and near.a.n == 12
-    assert far.verdict == REGRESSION and far.change == pytest.approx(0.3, abs=0.005)
+    # A site: one value per repeat (its last secondary, from its first NOTIFY), not its two
+    # secondaries' durations pooled as if they were independent samples.
+    assert near.verdict == NO_CHANGE and near.identical and (near.a.n, near.a.attempts) == (6, 6)
+    assert near.per.startswith("repeat") and far.per == near.per
+    far_a = statistics.median(0.52 + j + 0.01 for j in (0.0, 0.004, -0.003, 0.002, -0.001, 0.003))
+    assert far.a.median_s == pytest.approx(far_a)
+    assert far.verdict == REGRESSION and far.change == pytest.approx(0.294, abs=0.002)
     last = items[f"{FLEET_CASE}: fleet last"]
     # one value per repeat: the last secondary's time from the repeat's first NOTIFY
     assert last.a.n == 6 and last.a.median_s == pytest.approx(
@@ -421,4 +438,57 @@ def test_fleets_are_compared_per_site_and_on_their_propagation(
     assert last.verdict == REGRESSION and last.figure == "fleet last"
     status, out, _ = run_cli(capsys, a, b)
     assert status == 1 and f"{FLEET_CASE} @ far" in out and "fleet last" in out
+    assert "fleet rows: one value per repeat" in " ".join(out.split())
     assert run_cli(capsys, a, a)[0] == 0
+
+
+def test_a_fleet_that_did_not_converge_in_b_is_a_regression_not_a_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """B's far-2 never served in repeat 4: its other repeats are as fast as A's, and the
+    fleet's last and p95 of the remaining five would say "no change"."""
+    a = make_fleet_run(tmp_path, "a", 1.0)
+    b = make_fleet_run(tmp_path, "b", 1.0, lost=(4, "far-2"))
+    items = {c.label: c for c in load_and_compare(a, b).cases}
+    for figure in ("fleet last", "fleet p95"):
+        item = items[f"{FLEET_CASE}: {figure}"]
+        assert item.verdict == NOT_CONVERGED_IN_B and item.regression
+        assert (item.a.n, item.b.n, item.b.attempts) == (6, 5, 6)
+        assert any("run B repeat 4: 3 of 4 served, not converged" in w for w in item.warnings)
+    status, out, _ = run_cli(capsys, a, b)
+    text = " ".join(out.split())
+    assert status == 1 and "the fleet did not converge in B: regression" in text
+    assert "far-2 (far): timed out: timeout after 20 s: never served" in text
+    # The other way round, a fleet that converged in B where A's did not is no regression.
+    assert all(not c.regression for c in load_and_compare(b, a).cases if "fleet" in c.label)
+
+
+def test_a_fleet_sites_p_value_comes_from_its_repeats_not_its_secondaries(
+    tmp_path: Path,
+) -> None:
+    """Two repeats of a site of 8 secondaries, 30 % slower in B: pooled, 16 against 16
+    durations give p far below 0.05; one value per repeat (2 against 2) cannot reach it."""
+
+    def run(name: str, factor: float) -> Path:
+        with RunStore.create(tmp_path, name, None, META) as store:
+            for repeat in (1, 2):
+                for index in range(1, 9):
+                    duration = (0.5 + 0.001 * index + 0.0001 * repeat) * factor
+                    store.append(
+                        TransferRecord(
+                            run_id=name, case=FLEET_CASE, repeat=repeat, primary_kind="bind",
+                            secondary_kind="bind", transport="tcp", xfr="axfr", zone="tld.",
+                            serial=2 + repeat, records=1000, bytes=100_000, messages=10,
+                            duration_s=duration, started_at=1000.0 + repeat, ok=True,
+                            verified=True, trigger="notify",
+                            phases={"notify_sent": 0.0, "served": duration},
+                            host=f"far-{index}", site="far",
+                        )
+                    )  # fmt: skip
+        return store.folder
+
+    items = {c.label: c for c in load_and_compare(run("a", 1.0), run("b", 1.3)).cases}
+    far = items[f"{FLEET_CASE} @ far"]
+    assert (far.a.n, far.b.n) == (2, 2)
+    assert far.p_value is not None and far.p_value >= 0.05 and not far.regression
+    assert far.min_p == pytest.approx(min_two_sided_p(2, 2))

@@ -137,6 +137,7 @@ def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
     assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
     assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
     assert "xfrbench_fleet_secondaries" in fleet
+    assert "xfrbench_fleet_refusals" in fleet  # counted in the primary's log
     for cost in ("cpu_seconds", "peak_connections", "transmit_bytes"):
         assert f"xfrbench_primary_repeat_{cost}" in fleet, cost
 

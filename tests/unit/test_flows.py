@@ -15,6 +15,7 @@ import pytest
 
 from harness import spec
 from harness.measure import protocol
+from harness.measure.live import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
     Logged,
@@ -278,6 +279,26 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     assert all(r.site == "site" for r in records)
 
 
+def test_a_secondary_that_never_serves_keeps_its_notify_and_the_servers_words(
+    tmp_path: Path,
+) -> None:
+    """A fleet's origin is the first NOTIFY to any secondary, the missing ones' included,
+    and who is missing is said in the servers' own words: the failed record keeps both."""
+    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "20s"\n', secondaries=2)
+    bench = FakeBench(plan, notify_after={"site-0": 0.3, "site-1": 0.1})
+    wait = bench.wait_served
+
+    def site_1_lost(hosts: list[str], zone: str, serial: int, deadline: float) -> dict:
+        got = wait(hosts, zone, serial, deadline)
+        return {h: at for h, at in got.items() if serial != 12 or h != "site-1"}
+
+    bench.wait_served = site_1_lost  # type: ignore[method-assign]
+    served, missing = _run(bench)
+    assert served.ok and not missing.ok and missing.failure == "timeout"
+    assert missing.phases == pytest.approx({"primary_reload": 0.2, "notify_sent": 0.1})
+    assert missing.server_logged["secondary_failures"] == {"timed_out": 1}
+
+
 def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     tmp_path: Path,
 ) -> None:
@@ -447,3 +468,12 @@ def test_each_repeat_says_where_its_wall_time_went(tmp_path: Path) -> None:
     servers = split.phases["first_copies"] + 1.3 + 2 * 0.2 + 2 * 1.1
     assert split.servers_s == pytest.approx(servers)
     assert "verify 2.8" in describe(split)
+
+
+def test_sizes_no_log_says_stay_unknown() -> None:
+    # A cold start's transfers summed as the secondary logged them: NSD 4.6 and PowerDNS
+    # log no sizes, and a sum of 0 bytes would print as a throughput of 0 bit/s.
+    assert logged_sum([4000, 250]) == 4250
+    assert logged_sum([None, None]) is None
+    assert logged_sum([4000, None]) is None  # never a sum of some
+    assert logged_sum([]) is None

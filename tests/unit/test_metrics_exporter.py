@@ -273,6 +273,9 @@ def fleet_record(
 
 def test_fleet_propagation_of_the_latest_repeat_as_records_arrive() -> None:
     state = MetricState("r1", "fleet", "h")
+    for host in ("a-1", "a-2", "b-1"):  # the fleet, as the runner announces its case
+        state.expect_transfers(CASE, "bind", "bind", "tcp", "axfr", "server-to-server",
+                               host=host, site=host.rpartition("-")[0])  # fmt: skip
     stat = "xfrbench_fleet_propagation_seconds"
     status = "xfrbench_fleet_secondaries"
 
@@ -285,22 +288,38 @@ def test_fleet_propagation_of_the_latest_repeat_as_records_arrive() -> None:
 
     # Fleet times (duration + how late its NOTIFY left): 0.2, 0.6 and 1.3 s.
     state.add_transfer(fleet_record("a-1", 1, 0.2, 0.0))
-    assert figures() == {
-        "first": 0.2, "p50": 0.2, "p95": 0.2, "last": 0.2, "recorded": 1, "served": 1, "waited": 0,
-    }  # fmt: skip
-    state.add_transfer(fleet_record("b-1", 1, 1.0, 0.3, extra={"wire": {"connects": 2}}))
+    # One of three recorded: no figure yet (they are the fleet's, not a-1's).
+    assert figures() == {"secondaries": 3, "recorded": 1, "served": 1, "possibly_waited": 0}
+    twice = {"wire": {"syns": 3, "connections": 2}}  # refused once, then connected again
+    state.add_transfer(fleet_record("b-1", 1, 1.0, 0.3, extra=twice))
+    assert "last" not in figures() and "p50" not in figures()
     state.add_transfer(fleet_record("a-2", 1, 0.5, 0.1))
     got = figures()
     assert got["first"] == 0.2 and got["last"] == pytest.approx(1.3)
     assert got["p50"] == pytest.approx(0.6)
-    assert got["p95"] == pytest.approx(0.6 + 0.9 * (1.3 - 0.6))  # linear, as summary.json
-    assert (got["recorded"], got["served"], got["waited"]) == (3, 3, 1)  # b-1 was refused once
+    assert got["p95"] == pytest.approx(1.3)  # nearest rank of 3: the 3rd, as summary.json
+    assert (got["recorded"], got["served"], got["reconnected"]) == (3, 3, 1)
     # Repeat 2 starts with a failure: no figure of repeat 1 may stand for it.
     state.add_transfer(fleet_record("a-1", 2, None, 0.0, ok=False, error="timeout"))
-    assert figures() == {"recorded": 1, "served": 0, "waited": 0}
+    assert figures() == {"secondaries": 3, "recorded": 1, "served": 0, "possibly_waited": 0}
     state.add_transfer(fleet_record("a-2", 2, 0.4, 0.05))
-    # Counted from the first NOTIFY of the repeat's served secondaries: 0.05 + 0.4 - 0.05.
-    assert figures()["last"] == pytest.approx(0.4)
+    state.add_transfer(fleet_record("b-1", 2, 0.6, 0.05))
+    # Counted from the first NOTIFY to any secondary, a-1's that never served (0.0): its
+    # times 0.45 and 0.65; 2 of 3 served, so no last and no p95: it did not converge.
+    got = figures()
+    assert got["first"] == pytest.approx(0.45) and got["p50"] == pytest.approx(0.65)
+    assert "last" not in got and "p95" not in got
+    assert (got["secondaries"], got["served"]) == (3, 2)
+    # The primary's refusals: absent while not logged (older records, or a dialect whose
+    # wording is unknown), never 0; its count where its log was read.
+    refusals = ("xfrbench_fleet_refusals", ("r1", CASE))
+    assert refusals not in state.values
+    logged = {"primary_refusals": {"server": "bind", "refusals": 4}}
+    state.add_transfer(fleet_record("a-1", 3, 0.2, 0.0, server_logged=logged))
+    assert state.values[refusals] == 4.0
+    unknown = {"primary_refusals": {"server": "knot", "refusals": None}}
+    state.add_transfer(fleet_record("a-1", 4, 0.2, 0.0, server_logged=unknown))
+    assert refusals not in state.values
     # A straggler from repeat 1 changes nothing; records without a host are not a fleet's.
     before = figures()
     state.add_transfer(fleet_record("b-1", 1, 9.0, 0.0))
@@ -491,11 +510,20 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
     exporter = Exporter("r1", "quick", "h", port=None)
     exporter.observe_transfer(record())
     exporter.observe_transfer(record(repeat=1, ok=False, duration_s=None, error="timeout"))
+    exporter.expect_transfers(CASE, "bind", "knot", "tcp", "axfr", host="seoul-1", site="seoul")
     link = {"seoul-1 forward": {"loss_check": {"configured_pct": 1, "measured_pct": 2}}}
-    exporter.observe_transfer(fleet_record("seoul-1", 1, 1.0, 0.0, extra={"link": link}))
+    logged = {"primary_refusals": {"server": "bind", "refusals": 1}}
+    exporter.observe_transfer(
+        fleet_record("seoul-1", 1, 1.0, 0.0, extra={"link": link}, server_logged=logged)
+    )
     exporter.observe_transfer(
         fleet_record(
-            "seoul-1", 1, 1.0, 0.0, extra={"link": {"forward": {"loss_check": {"verdict": "ok"}}}}
+            "seoul-1",
+            1,
+            1.0,
+            0.0,
+            extra={"link": {"forward": {"loss_check": {"verdict": "ok"}}}},
+            server_logged=logged,
         )
     )
     exporter.observe_sample(server_sample(host="seoul-1", site="seoul", net_tx_bytes=5))

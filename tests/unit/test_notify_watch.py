@@ -10,8 +10,10 @@ import dns.message
 import dns.opcode
 import dns.rdatatype
 import dns.rrset
+import pytest
 
-from harness.xfr.wire_watch import parse_packet
+from harness.measure.watch import wire_facts
+from harness.xfr.wire_watch import WireEvent, first_notify, parse_packet
 
 
 def _notify(serial: int | None, *, response: bool = False) -> bytes:
@@ -69,12 +71,50 @@ def test_soa_queries_and_connects_from_a_secondary() -> None:
     watched = {"198.18.7.66"}
     query = dns.message.make_query("example.", dns.rdatatype.SOA).to_wire()
     incoming = _from(_ip(query, "198.18.7.2"), "198.18.7.66")
-    assert parse_packet(incoming, False, watched) == ("soa_query", "198.18.7.66", None)
+    assert parse_packet(incoming, False, watched) == ("soa_query", "198.18.7.66", None, None)
     a_query = dns.message.make_query("example.", dns.rdatatype.A).to_wire()
     assert parse_packet(_from(_ip(a_query, "198.18.7.2"), "198.18.7.66"), False, watched) is None
     syn = bytearray(_from(_ip(b"", "198.18.7.2", socket.IPPROTO_TCP), "198.18.7.66"))
     syn[20 + 13] = 0x02  # SYN alone
-    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None)
+    # A connect names its source port: a SYN sent again from it is the same connection.
+    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None, 40000)
     syn[20 + 13] = 0x12  # SYN+ACK: the primary's answer, not a connect
     assert parse_packet(bytes(syn), False, watched) is None
     assert parse_packet(incoming, False, {"198.18.7.99"}) is None  # not a secondary of ours
+
+
+def test_connections_are_counted_distinct_by_source_port() -> None:
+    """A SYN sent again from the same port (lost, or unanswered) is one connection; a new
+    port is a new connection (a refusal, then a retry)."""
+    peer = "198.18.7.66"
+    events = [
+        WireEvent(10.02, "soa_query", peer),
+        WireEvent(10.05, "connect", peer, port=40001),
+        WireEvent(11.05, "connect", peer, port=40001),  # retransmitted
+        WireEvent(13.05, "connect", peer, port=40001),  # and again
+    ]
+    facts = wire_facts(events, 10.0)
+    assert (facts["syns"], facts["connections"]) == (3, 1)
+    assert facts["soa_query_s"] == pytest.approx(0.02)
+    again = wire_facts([*events, WireEvent(20.0, "connect", peer, port=40002)], 10.0)
+    assert (again["syns"], again["connections"]) == (4, 2)
+    assert again["connect_s"] == pytest.approx(10.0)
+
+
+def test_a_notify_without_serial_counts_only_from_the_publish_on() -> None:
+    # PowerDNS NOTIFYs carry no serial and are repeated a tick later; the last serial's
+    # NOTIFY (10.0) and its repeat (11.0) left before serial 4 was published at 11.5.
+    peer = "198.18.7.130"
+    events = [
+        WireEvent(10.0, "notify", peer, 0),
+        WireEvent(11.0, "notify", peer, 0),
+        WireEvent(11.2, "notify", "198.18.7.131", 0),
+        WireEvent(12.0, "soa_query", peer),
+        WireEvent(12.5, "notify", peer, 0),
+    ]
+    assert first_notify(events, 4, peer, since=11.5) == 12.5
+    assert first_notify(events, 4, peer, since=13.0) is None
+    # A NOTIFY that names its serial counts from that serial on, never for an older one.
+    named = [WireEvent(10.0, "notify", peer, 3), WireEvent(10.5, "notify", peer, 4)]
+    assert first_notify(named, 4, peer, since=0.0) == 10.5
+    assert first_notify(named, 5, peer, since=0.0) is None

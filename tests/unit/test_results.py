@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from harness.core.errors import UserInputError
+from harness.core.stats import nearest_rank
 from harness.results import FORMAT_VERSION, ResultFormatError, RunStore, TransferRecord
 from harness.results.folder import read_run
 from harness.results.store import new_run_id
-from harness.results.summary import percentile, summarize, to_csv
+from harness.results.summary import summarize, to_csv
 
 
 def record(**changes: Any) -> TransferRecord:
@@ -87,14 +88,20 @@ def test_from_json_rejects_unknown_fields_and_future_versions() -> None:
         TransferRecord.from_dict({**data, "duration_s": -2})
 
 
-def test_percentile_linear_interpolation() -> None:
+def test_percentiles_by_nearest_rank_are_measured_values() -> None:
     values = [float(v) for v in range(1, 11)]  # 1..10
-    assert percentile(values, 50) == 5.5
-    assert percentile(values, 10) == pytest.approx(1.9)
-    assert percentile(values, 90) == pytest.approx(9.1)
-    assert percentile([3.0], 90) == 3.0
+    assert nearest_rank(values, 50) == 5.0  # the 5th of 10: half are at or below it
+    assert nearest_rank(values, 10) == 1.0
+    assert nearest_rank(values, 90) == 9.0
+    assert nearest_rank(values, 91) == 10.0
+    assert nearest_rank([3.0], 90) == 3.0
+    assert nearest_rank(values, 0) == 1.0 and nearest_rank(values, 100) == 10.0
+    # Four secondaries: p95 is the 4th, the time all of them had it (interpolation gave
+    # 0.15 x3 + 0.85 x4, a time at which only 3 of 4 had it).
+    assert nearest_rank([1.0, 2.0, 3.0, 10.0], 95) == 10.0
+    assert nearest_rank([float(v) for v in range(1, 21)], 95) == 19.0  # rank 19 exactly
     with pytest.raises(ValueError):
-        percentile([], 50)
+        nearest_rank([], 50)
 
 
 def test_summary_counts_only_ok_and_verified() -> None:
@@ -115,8 +122,8 @@ def test_summary_counts_only_ok_and_verified() -> None:
         2,
     )
     assert first.median_s == 5.5
-    assert first.p10_s == pytest.approx(1.9)
-    assert first.p90_s == pytest.approx(9.1)
+    assert first.p10_s == 1.0  # nearest rank: a real duration
+    assert first.p90_s == 9.0
     assert first.mean_s == 5.5
     assert first.stdev_s == pytest.approx(3.0277, rel=1e-4)
     assert first.cv == pytest.approx(3.0277 / 5.5, rel=1e-4)
@@ -158,6 +165,7 @@ def test_store_appends_durably_and_finishes(tmp_path: Path) -> None:
     assert [r.duration_s for r in records] == [1.0, 2.0, 3.0]
     summary = json.loads((tmp_path / "r1" / "summary.json").read_text())
     assert summary["cases"][0]["median_s"] == 2.0
+    assert summary["percentiles"] == "nearest rank"  # says how p10 and p90 were taken
     assert (tmp_path / "r1" / "summary.csv").read_text().startswith("case,")
     assert not [p for p in (tmp_path / "r1").iterdir() if p.name.startswith(".")]  # no temps
 

@@ -1,4 +1,5 @@
-"""Failure lines counted per server, from logs of real BIND, Knot and NSD secondaries.
+"""Failure lines counted per server, from logs of real BIND, Knot, NSD and PowerDNS
+secondaries.
 
 The fixtures are excerpts of real captures (tests/fixtures/failures/README.md says how each
 was made); every expected count below was checked against the fixture with grep.
@@ -12,9 +13,11 @@ import pytest
 
 from harness import servers
 from harness.core.terms import SERVER_KINDS, ServerKind
+from harness.servers import pdns
 from harness.servers.bind import bind_timestamp
 from harness.servers.knot import knot_timestamp
 from harness.servers.nsd import nsd_timestamp
+from harness.servers.pdns import pdns_timestamp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURES = FIXTURES / "failures"
@@ -29,6 +32,7 @@ STARTED = {
     "nsd-refused.log": 1795430892.213,
     "bind-lossy.log": 1795430672.1210685,
     "knot-lossy.log": 1795430706.7948196,
+    "pdns-refused.log": 1795625354.536,
 }
 
 
@@ -42,32 +46,90 @@ def kind_of(name: str) -> ServerKind:
     return by_name[name.split("-", 1)[0]]
 
 
-# file: (address_not_available, refused, timed_out, retry, other_failure, failing_lines)
+# file: (address_not_available, refused, timed_out, unreachable, retry, other_failure,
+#        failing_lines); None where the server does not log the category ("not logged"):
+# BIND's retries, Knot's unreachable hosts, NSD's retries and (unless some were logged) its
+# timeouts.
 EXPECTED = {
     # BIND: "failed to connect: ..." + "Transfer status: ..." + empty "Transfer completed".
-    "bind-address-not-available.log": (8, 0, 0, 0, 0, 24),
+    "bind-address-not-available.log": (8, 0, 0, 0, None, 0, 24),
     # The SOA query gets an ICMP port unreachable: one "failure trying primary" line each.
-    "bind-refused.log": (0, 14, 0, 0, 0, 14),
+    "bind-refused.log": (0, 14, 0, 0, None, 0, 14),
     # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
-    "bind-timed-out.log": (0, 0, 19, 0, 3, 28),
-    "bind-lossy.log": (0, 0, 2, 0, 0, 2),
-    # A reset mid-transfer: "failed while receiving responses: connection reset" and its
-    # status line; its "Transfer completed" says what it had received (25 messages).
-    "bind-reset.log": (0, 0, 0, 0, 1, 2),
+    "bind-timed-out.log": (0, 0, 19, 3, None, 0, 28),
+    "bind-lossy.log": (0, 0, 2, 0, None, 0, 2),
+    # A reset mid-transfer (a fault): "failed while receiving responses: connection reset" and
+    # its status; its "Transfer completed" says what it had received (25 messages).
+    "bind-reset.log": (0, 0, 0, 0, None, 1, 2),
+    # A primary without 4 of the 10 zones: each refresh is an SOA query answered REFUSED and
+    # the transfer BIND tries anyway answered NOTAUTH (+ its status and empty completion).
+    "bind-refused-rcode.log": (0, 16, 0, 0, None, 0, 32),
+    # A BIND primary at its transfers-out quota answers SERVFAIL: no refusal in BIND's words.
+    "bind-servfail-quota.log": (0, 0, 0, 0, None, 1, 3),
+    # The primary closed mid-transfer: "end of file", its status, and a "Transfer completed"
+    # with the messages received so far, which is no failing line of its own.
+    "bind-aborted-eof.log": (0, 0, 0, 0, None, 3, 6),
+    # Refused connects put the primary in BIND's unreachable cache: 2 refused (+ status and
+    # completion), then 28 refreshes skipped as "unreachable (cached)", retransfers included.
+    "bind-unreachable-cached.log": (0, 2, 0, 28, None, 0, 34),
+    # ICMP host unreachable: the SOA queries time out (20), the TCP connects are told "host
+    # unreachable" (3, + status and completion), then 14 skipped (4 + 10 of both forms).
+    "bind-host-unreachable.log": (0, 0, 20, 17, None, 0, 43),
     # Knot: the address line, "not usable", "next retry at", "zone event failed".
-    "knot-address-not-available.log": (5, 0, 0, 5, 0, 20),
-    "knot-refused.log": (0, 7, 0, 7, 0, 28),
-    "knot-timed-out.log": (0, 0, 5, 5, 0, 20),
-    "knot-lossy.log": (0, 0, 1, 1, 0, 4),
-    # "fallback to AXFR (connection reset)": tried again at once, no retry scheduled.
-    "knot-reset.log": (0, 1, 0, 0, 0, 1),
+    "knot-address-not-available.log": (5, 0, 0, None, 5, 0, 20),
+    "knot-refused.log": (0, 7, 0, None, 7, 0, 28),
+    "knot-timed-out.log": (0, 0, 5, None, 5, 0, 20),
+    "knot-lossy.log": (0, 0, 1, None, 1, 0, 4),
+    # A reset (a fault): "fallback to AXFR (connection reset)", tried again at once.
+    "knot-reset.log": (0, 1, 0, None, 0, 0, 1),
+    # Knot 3.4.6 words its failures as 3.2.6 does: TCP connects refused by a reset.
+    "knot-3.4-refused.log": (0, 31, 0, None, 31, 0, 124),
+    # Its primary in the same capture: no failure line.
+    "knot-3.4-primary.log": (0, 0, 0, None, 0, 0, 0),
+    # Primaries with one slot and six secondaries asking: no line a secondary's wording
+    # knows (nor any refusal: tests/fixtures/failures/README.md, "The primaries").
+    "knot-primary-quota-slow.log": (0, 0, 0, None, 0, 0, 0),
+    "knot-primary-idle-sweep.log": (0, 0, 0, None, 0, 0, 0),
+    "nsd-primary-quota-slow.log": (0, 0, None, 0, None, 0, 0),
     # NSD: one line per failed connect, nothing else.
-    "nsd-address-not-available.log": (15, 0, 0, 0, 0, 15),
-    "nsd-refused.log": (0, 18, 0, 0, 0, 18),
-    # XoT: "ssl_read returned error 5", "tls read sz: ...", "failed reading tcp ...".
-    "nsd-reset.log": (0, 0, 0, 0, 1, 3),
+    "nsd-address-not-available.log": (15, 0, None, 0, None, 0, 15),
+    "nsd-refused.log": (0, 18, None, 0, None, 0, 18),
+    # A reset over XoT (a fault): "ssl_read returned error 5", "tls read sz: ...", then
+    # "xfrd: failed reading tcp ...".
+    "nsd-reset.log": (0, 0, None, 0, None, 1, 3),
+    # A primary without 4 of the 10 zones answers NOTAUTH, in NSD's words.
+    "nsd-refused-rcode.log": (0, 10, None, 0, None, 0, 10),
+    # The kernel's connect timeout (tcp_syn_retries 2: 7 s, before xfrd's own 120 s timer).
+    "nsd-connect-timed-out.log": (0, 0, 22, 0, None, 0, 22),
+    # ICMP host unreachable: "No route to host".
+    "nsd-no-route-to-host.log": (0, 0, None, 26, None, 0, 26),
+    # A BIND primary at its transfers-out quota answers SERVFAIL.
+    "nsd-servfail-quota.log": (0, 0, None, 0, None, 1, 1),
+    # The primary aborted each transfer part way: an end of file, worded with a stale errno.
+    "nsd-aborted-eof.log": (0, 0, None, 0, None, 3, 3),
+    # The primary swept the idle, queued connection: "tcp read sz" and "failed reading tcp".
+    "nsd-reset-idle.log": (0, 0, None, 0, None, 1, 2),
     # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
-    "nsd-timed-out.log": (0, 0, 0, 0, 0, 0),
+    "nsd-timed-out.log": (0, 0, None, 0, None, 0, 0),
+    # PowerDNS: "unable to xfr zone" per transfer; one "had N timeouts" line per round of SOA
+    # checks counts N (one query per zone), "Unable to retrieve SOA" lines follow it. It
+    # logs no retry.
+    # It logs no retry, and an ICMP host unreachable as a timeout.
+    "pdns-address-not-available.log": (12, 0, 5, None, None, 0, 17),
+    # One SOA round timed out, then the operator's retrieve: axfr-fetch-timeout (10 s).
+    "pdns-fetch-timed-out.log": (0, 0, 2, None, None, 0, 3),
+    # TCP dropped, tcp_syn_retries 2: the kernel's connect timeout (7 s) came first.
+    "pdns-connect-timed-out.log": (0, 0, 16, None, None, 0, 16),
+    # 10 rounds: 6 of all 10 zones, then 4 of the 2 refreshed ones; 2 retrievals refused.
+    "pdns-refused.log": (0, 2, 68, None, None, 0, 24),
+    "pdns-timed-out.log": (0, 0, 300, None, None, 0, 55),
+    # A primary without 4 of the 10 zones: each round, 4 SOA queries answered REFUSED, which
+    # the round's "had 4 timeouts" counts again (left out there).
+    "pdns-refused-rcode.log": (0, 36, 0, None, None, 0, 48),
+    # TCP connects reset (UDP passes): a refused connect per zone and tick (an excerpt).
+    "pdns-tcp-reset.log": (0, 17, 0, None, None, 0, 17),
+    # ICMP host unreachable: only its SOA queries, as timeouts.
+    "pdns-host-unreachable.log": (0, 0, 80, None, None, 0, 18),
 }
 
 
@@ -82,6 +144,7 @@ def test_counts_per_capture(name: str) -> None:
         counts.address_not_available,
         counts.refused,
         counts.timed_out,
+        counts.unreachable,
         counts.retry,
         counts.other_failure,
         counts.failing_lines,
@@ -89,6 +152,37 @@ def test_counts_per_capture(name: str) -> None:
     assert got == EXPECTED[name]
     assert counts.first_failure_s is None  # no start time given
     assert (counts.first_failure_line is None) == (counts.failing_lines == 0)
+
+
+# One real line of each form, the capture it is taken from, and its category.
+FORMS = [
+    ("bind-refused-rcode.log", "refresh: unexpected rcode (REFUSED) from primary ", "refused"),
+    ("bind-refused-rcode.log", ": failed while receiving responses: NOTAUTH", "refused"),
+    ("bind-servfail-quota.log", ": failed while receiving responses: SERVFAIL", "other_failure"),
+    ("bind-aborted-eof.log", ": failed while receiving responses: end of file", "other_failure"),
+    ("bind-host-unreachable.log", ": failed to connect: host unreachable", "unreachable"),
+    (
+        "bind-host-unreachable.log",
+        ": got_transfer_quota: skipping zone transfer as ",
+        "unreachable",
+    ),
+    ("bind-unreachable-cached.log", ": refresh: skipping zone transfer as primary ", "unreachable"),
+    ("knot-3.4-refused.log", ", failed (connection reset)", "refused"),
+    ("knot-3.4-refused.log", "] refresh, failed (no usable master), next retry at ", "retry"),
+    ("nsd-connect-timed-out.log", ": Connection timed out", "timed_out"),
+    ("nsd-no-route-to-host.log", ": No route to host", "unreachable"),
+    ("nsd-servfail-quota.log", " received error code SERVFAIL from ", "other_failure"),
+    ("nsd-refused-rcode.log", " received error code SERVER NOT AUTHORITATIVE FOR ZONE ", "refused"),
+    ("nsd-aborted-eof.log", "xfrd: failed reading tcp Operation now in progress", "other_failure"),
+    ("nsd-reset-idle.log", "xfrd: failed reading tcp Connection reset by peer", "other_failure"),
+    ("nsd-reset-idle.log", "error: tcp read sz: Connection reset by peer", "follow-up"),
+]
+
+
+@pytest.mark.parametrize(("name", "form", "category"), FORMS)
+def test_each_form_on_its_captured_line(name: str, form: str, category: str) -> None:
+    line = next(line for line in read(name).splitlines() if form in line)
+    assert servers.classify(kind_of(name), line) == category, line
 
 
 @pytest.mark.parametrize(
@@ -100,6 +194,8 @@ def test_counts_per_capture(name: str) -> None:
         ("bind-lossy.log", UTC, datetime(2026, 11, 23, 10, 45, 3, 274000, UTC), "retry limit"),
         # Knot writes whole seconds with the offset: the zone passed in does not matter.
         ("knot-lossy.log", IST, datetime(2026, 11, 23, 10, 45, 13, 0, UTC), "timeout"),
+        # PowerDNS writes local time, whole seconds, and no year (read near the start).
+        ("pdns-refused.log", IST, datetime(2026, 11, 25, 22, 19, 18, 0, IST), "10 timeouts"),
     ],
 )
 def test_first_failure_since_start(
@@ -121,7 +217,7 @@ def test_knot_failure_in_the_second_of_the_start_is_zero_not_negative() -> None:
     assert counts.refused == EXPECTED["knot-refused.log"][1]
 
 
-@pytest.mark.parametrize("name", ["bind-refused.log", "nsd-refused.log"])
+@pytest.mark.parametrize("name", ["bind-refused.log", "nsd-refused.log", "pdns-refused.log"])
 def test_local_stamps_read_in_the_wrong_zone_are_hours_off(name: str) -> None:
     right = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=IST)
     wrong = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=UTC)
@@ -140,6 +236,7 @@ def test_timestamp_functions_read_each_servers_own_form() -> None:
     bind_line = read("bind-refused.log").splitlines()[0]
     knot_line = read("knot-refused.log").splitlines()[0]
     nsd_line = read("nsd-refused.log").splitlines()[0]
+    pdns_line = read("pdns-refused.log").splitlines()[0]
     assert bind_timestamp(bind_line, IST) == pytest.approx(
         datetime(2026, 11, 23, 10, 45, 6, 462000, UTC).timestamp()
     )
@@ -147,11 +244,16 @@ def test_timestamp_functions_read_each_servers_own_form() -> None:
     assert nsd_timestamp(nsd_line, IST) == pytest.approx(
         datetime(2026, 11, 23, 10, 48, 12, 236000, UTC).timestamp()
     )
+    near = STARTED["pdns-refused.log"]
+    assert pdns_timestamp(pdns_line, IST, near) == (
+        datetime(2026, 11, 25, 16, 49, 14, tzinfo=UTC).timestamp()
+    )
     # Each reads only its own form.
     for read_stamp, others in (
-        (bind_timestamp, (knot_line, nsd_line)),
-        (knot_timestamp, (bind_line, nsd_line)),
-        (nsd_timestamp, (bind_line, knot_line)),
+        (bind_timestamp, (knot_line, nsd_line, pdns_line)),
+        (knot_timestamp, (bind_line, nsd_line, pdns_line)),
+        (nsd_timestamp, (bind_line, knot_line, pdns_line)),
+        (pdns_timestamp, (bind_line, knot_line, nsd_line)),
     ):
         assert all(read_stamp(line, UTC) is None for line in others)
 
@@ -169,11 +271,21 @@ def test_lines_of_an_earlier_run_in_the_same_file_are_left_out() -> None:
     assert everything.timed_out == EXPECTED["knot-timed-out.log"][2] + both.timed_out
 
 
+# Captures in which no transfer got through: 100 % loss, every one aborted, or BIND holding
+# the primary as unreachable (cached) for 10 minutes, past the fault and the capture's end.
+NONE_SERVED = {name for name in EXPECTED if name.endswith("-timed-out.log")} | {
+    "bind-aborted-eof.log",
+    "bind-unreachable-cached.log",
+    "bind-host-unreachable.log",
+    "nsd-aborted-eof.log",
+}
+
 # Lines each server writes for a transfer that worked (and the harness's own pulls).
 SUCCESS = {
     "bind": ("Transfer status: success", "transferred serial", "AXFR ended"),
     "knot": (", finished, ", "zone updated"),
-    "nsd": (' committed "received update', " is updated to "),
+    "nsd": (' committed "received update', " is updated to ", "info: axfr for "),
+    "pdns": ("zone committed with serial", "AXFR finished"),
 }
 
 
@@ -184,7 +296,7 @@ def test_successful_transfer_lines_are_not_counted(name: str) -> None:
     ok_lines = [line for line in lines if any(p in line for p in SUCCESS[kind])]
     for line in ok_lines:
         assert servers.classify(kind, line) is None, line
-    if not name.endswith("-timed-out.log"):  # 100% loss there: none got through
+    if name not in NONE_SERVED:
         assert ok_lines, f"{name} has no successful transfer around its failures"
 
 
@@ -223,10 +335,79 @@ def test_to_json_for_the_transfer_record() -> None:
         "address_not_available": 0,
         "refused": 0,
         "timed_out": 2,
-        "retry": 0,
+        "unreachable": 0,
+        "retry": None,
         "other_failure": 0,
+        "unlogged": ["retry"],
         "failing_lines": 2,
         "first_failure_s": pytest.approx(31.153, abs=1e-3),
         "first_failure_line": counts.first_failure_line,
         "resolution_s": 0.001,
     }
+
+
+def test_a_category_a_server_does_not_log_is_none_never_zero() -> None:
+    # 200 s with the primary unreachable: NSD 4.6.1 gave each attempt up on its own timer
+    # and logged nothing. Its timeouts and retries are unknown, not 0.
+    silent = servers.count_failures("nsd", read("nsd-timed-out.log"), None)
+    assert (silent.timed_out, silent.retry) == (None, None)
+    assert silent.to_json()["timed_out"] is None
+    # The kernel's connect timeout, when it came first, is logged: a floor.
+    logged = servers.count_failures("nsd", read("nsd-connect-timed-out.log"), None)
+    assert logged.timed_out == 22 and logged.floor("timed_out")
+    assert not logged.floor("refused") and not silent.floor("timed_out")
+    # BIND never logs a retry, Knot never an unreachable host: None even where nothing failed.
+    assert servers.count_failures("bind", "", None).retry is None
+    assert servers.count_failures("knot", "", None).unreachable is None
+    assert servers.count_failures("knot", "", None).retry == 0
+
+
+def test_counts_read_back_from_a_record() -> None:
+    counts = servers.count_failures("nsd", read("nsd-connect-timed-out.log"), None)
+    back = servers.FailureCounts.from_json(json.loads(json.dumps(counts.to_json())))
+    assert back == counts
+    # A record of a harness that stored 0 for every category and knew no "unreachable" (the
+    # transfer records of format 1 and 2 until now) still loads; {} is "no counts kept".
+    old = {
+        "server": "bind",
+        "address_not_available": 0,
+        "refused": 0,
+        "timed_out": 2,
+        "retry": 0,
+        "other_failure": 3,
+        "failing_lines": 5,
+        "first_failure_s": 31.2,
+        "first_failure_line": "x",
+        "resolution_s": 0.001,
+    }
+    loaded = servers.FailureCounts.from_json(old)
+    assert loaded is not None
+    assert (loaded.timed_out, loaded.unreachable, loaded.retry, loaded.unlogged) == (2, 0, 0, ())
+    assert loaded.attempts == 5 and loaded.first_failure_s == 31.2
+    assert servers.FailureCounts.from_json({}) is None
+    assert servers.FailureCounts.from_json(None) is None
+
+
+def test_a_year_less_stamp_is_read_near_the_start_not_today(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PowerDNS's "Nov 25 22:19:18" has no year: the server's start decides it, so the counts
+    # of a log read a year later (today's date moved on) are the same.
+    text, start = read("pdns-refused.log"), STARTED["pdns-refused.log"]
+    now = servers.count_failures("pdns", text, start, tz=IST)
+    assert now.first_failure_s == pytest.approx(3.464, abs=1e-3)
+    monkeypatch.setattr(pdns.time, "time", lambda: start + 365 * 86400)
+    assert servers.count_failures("pdns", text, start, tz=IST) == now
+
+
+def test_a_round_count_leaves_out_what_was_counted_line_by_line() -> None:
+    # PowerDNS: an SOA query answered REFUSED has a line of its own, and its round's summary
+    # ("had 4 timeouts") counts it again among the timeouts: counted once, as refused.
+    text = read("pdns-refused-rcode.log")
+    rounds = [line for line in text.splitlines() if "had 4 timeouts" in line]
+    refusals = [line for line in text.splitlines() if "(RCode: Query Refused)" in line]
+    assert (len(rounds), len(refusals)) == (8, 36)
+    counts = servers.count_failures("pdns", text, None)
+    assert (counts.refused, counts.timed_out) == (36, 0)
+    # A summary alone counts all it says.
+    assert servers.count_failures("pdns", rounds[0], None).timed_out == 4

@@ -46,7 +46,8 @@ def test_a_dialect_without_them_says_none() -> None:
 
     assert Bare.zone_status_argv(None, "x.") is None  # type: ignore[arg-type]
     assert Bare.notify_argv(None, "x.") is None  # type: ignore[arg-type]
-    assert set(DIALECTS) == {"bind", "knot", "nsd"}
+    # PowerDNS keeps the defaults (its commands for these were not tried here).
+    assert DIALECTS["pdns"].zone_status_argv is Server.zone_status_argv
 
 
 @pytest.mark.parametrize(

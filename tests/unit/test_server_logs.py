@@ -31,6 +31,39 @@ def test_knot_takes_the_serial_from_the_started_line() -> None:
     assert [e.serial for e in entries if e.direction == "out"] == [1, 2]
 
 
+def test_knot_3_4_lines_name_the_protocol_and_the_incoming_serial() -> None:
+    # Knot 3.4.6 (the compose trixie image): "remote A@53 TCP, finished, remote serial 1, ..."
+    # on the secondary, "remote A@port TCP, started, serial 1" on the primary.
+    captures = FIXTURES / "failures"
+    text = (captures / "knot-3.4-refused.log").read_text()
+    finished = [line for line in text.splitlines() if "incoming" in line and ", finished," in line]
+    incoming = Knot.parse_log(text)
+    assert len(incoming) == len(finished) == 11
+    assert {(e.direction, e.xfr, e.serial, e.messages, e.peer) for e in incoming} == {
+        ("in", "axfr", 1, 1, "198.19.31.2@53")
+    }
+    assert [e.bytes for e in incoming[:3]] == [493, 484, 494]
+    assert all(Knot.peer_is(e.peer, "198.19.31.2") for e in incoming)
+    entry = last_incoming(Knot, text, "zovadetuf.hosting.example.", 1)
+    assert entry is not None and entry.bytes == 484 and entry.at_unix is not None
+    outgoing = Knot.parse_log((captures / "knot-3.4-primary.log").read_text())
+    assert len(outgoing) == 11
+    assert {(e.direction, e.xfr, e.serial) for e in outgoing} == {("out", "axfr", 1)}
+    assert outgoing[0].peer == "198.19.31.130@36602" and outgoing[0].bytes == 493
+
+
+def test_a_knot_primarys_aborted_transfers_are_no_transfers() -> None:
+    # One TCP worker, six secondaries behind 2 Mbit/s: 24 outgoing AXFRs started, 1 finished;
+    # the aborted ones leave no other line (Knot logs no refusal either).
+    text = (FIXTURES / "failures" / "knot-primary-quota-slow.log").read_text()
+    lines = text.splitlines()
+    assert sum(", outgoing, " in line and ", started," in line for line in lines) == 24
+    outgoing = Knot.parse_log(text)
+    assert [(e.direction, e.serial, e.bytes, e.peer) for e in outgoing] == [
+        ("out", 1, 3478564, "198.19.241.130@48652")
+    ]
+
+
 def test_nsd_commit_lines() -> None:
     entries = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
     assert [(e.zone, e.serial, e.logged_at) for e in entries] == [
@@ -58,6 +91,22 @@ def test_bind_failed_transfers_are_not_counted_as_transfers() -> None:
     assert all(e.messages and e.serial for e in incoming)
 
 
+def test_bind_transfers_aborted_part_way_are_not_counted_as_transfers() -> None:
+    # A Knot primary aborted three AXFRs part way; BIND ended each with "Transfer status:
+    # end of file" and then "Transfer completed: 8 messages, 3787 records ... (serial 1)".
+    text = (FIXTURES / "failures" / "bind-aborted-eof.log").read_text()
+    completed = [line for line in text.splitlines() if "Transfer completed:" in line]
+    assert len(completed) == 3
+    assert all("Transfer completed: 0 messages" not in line for line in completed)
+    assert "Transfer completed: 8 messages, 3787 records" in completed[0]
+    assert Bind.parse_log(text) == []
+    assert last_incoming(Bind, text, "quota.example.", 1) is None
+    # A transfer that did complete (another capture, a BIND primary) still counts.
+    served = (FIXTURES / "failures" / "bind-servfail-quota.log").read_text()
+    incoming = [e for e in Bind.parse_log(served) if e.direction == "in"]
+    assert [(e.serial, e.messages, e.records) for e in incoming] == [(1, 284, 100001)]
+
+
 def test_each_logged_transfer_carries_its_stamp_as_unix_time() -> None:
     # Local-time stamps (BIND, NSD) are read in this host's zone, as the servers ran here;
     # Knot writes its offset and whole seconds.
@@ -69,3 +118,17 @@ def test_each_logged_transfer_carries_its_stamp_as_unix_time() -> None:
     nsd = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
     assert nsd[1].at_unix is not None and nsd[0].at_unix is not None
     assert round(nsd[1].at_unix - nsd[0].at_unix, 3) == 0.048
+
+
+def test_bind_outgoing_signed_transfers() -> None:
+    # A BIND 9.18.49 primary of a PowerDNS secondary: three TSIG-signed AXFRs name the key
+    # after the client ("198.18.10.130#55471/key xfrbench-xfr"), the fourth is unsigned.
+    entries = Bind.parse_log((FIXTURES / "bind_xfer_out_tsig.log").read_text())
+    assert [(e.direction, e.xfr, e.serial, e.bytes) for e in entries] == [
+        ("out", "axfr", 1, 2900854),
+        ("out", "axfr", 2, 2900854),
+        ("out", "axfr", 3, 2900854),
+        ("out", "axfr", 4, 2880445),
+    ]
+    assert entries[0].peer == "198.18.10.130#55471"
+    assert all(Bind.peer_is(e.peer, "198.18.10.130") for e in entries)

@@ -267,6 +267,12 @@ def test_forward_and_looping_pointers_raise() -> None:
         sum_message(bad_label)
 
 
+def test_a_record_cut_after_its_owner_raises_a_wire_error() -> None:
+    header = struct.pack("!HHHHHH", 1, 0x8400, 0, 1, 0, 0)
+    with pytest.raises(WireError, match="past the end"):
+        sum_message(header + b"\x01a\x00\x00\x01")  # TYPE, and nothing after it
+
+
 def test_bad_name_rdata_length_raises() -> None:
     header = struct.pack("!HHHHHH", 1, 0x8400, 0, 1, 0, 0)
     ns = header + b"\x00" + struct.pack("!HHIH", 2, 1, 0, 3) + b"\x00\x00\x00"

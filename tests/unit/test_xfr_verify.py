@@ -1,5 +1,7 @@
-"""verify_copy and zone_file_sum: the same RRSUM whether digested in the driver, after the
-read or by worker processes during it; failures reported with where they happened."""
+"""verify_copy and zone_file_sum: the same RRSUM with the compiled digest (inline, as
+messages arrive) and with the Python reference, whether that is digested in the driver,
+after the read or by worker processes during it; failures reported with where they
+happened."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import dns.zone
 import pytest
@@ -15,6 +18,7 @@ from harness.core.errors import UserInputError
 from harness.xfr import PullResult
 from harness.xfr.digest_pool import DigestFailed
 from harness.xfr.rrsum import ZoneSum, sum_zone_object
+from harness.xfr.rrsum_native import ENV, native_module
 from harness.xfr.verify import StreamDigester, check_copy, verify_copy
 from harness.xfr.zonefile_sum import axfr_text_file_sum, zone_file_sum, zone_set_sums
 from harness.zonegen import ZoneSpec, generate
@@ -32,6 +36,22 @@ def tld(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dns.zone.Zone, 
     return path, zone, sum_zone_object(zone)
 
 
+@pytest.fixture(params=["rust", "python"])
+def digest(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each implementation in turn (test_rrsum_native checks that the extension is built)."""
+    if request.param == "python":
+        monkeypatch.setenv(ENV, "python")
+    elif native_module() is None:
+        pytest.skip("the xfrbench_rrsum extension is not installed")
+    return str(request.param)
+
+
+@pytest.fixture
+def python_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python reference, whose worker processes and spill some tests are about."""
+    monkeypatch.setenv(ENV, "python")
+
+
 def feed(digester: StreamDigester, messages: list[bytes]) -> ZoneSum:
     for i, msg in enumerate(messages):
         digester.message(msg, i == len(messages) - 1)
@@ -45,7 +65,9 @@ def feed(digester: StreamDigester, messages: list[bytes]) -> ZoneSum:
     ("workers", "concurrent"),
     [(0, True), (2, True), (2, False), (1, True)],
 )
-def test_stream_digester_same_sum_every_way(tld, workers: int, concurrent: bool) -> None:  # type: ignore[no-untyped-def]
+def test_stream_digester_same_sum_every_way(  # type: ignore[no-untyped-def]
+    tld, python_digest, workers: int, concurrent: bool
+) -> None:
     _, zone, expected = tld
     messages = axfr(records_of(zone), 60, origin="tld.")
     small = StreamDigester(workers=workers, concurrent=concurrent)
@@ -58,7 +80,19 @@ def test_stream_digester_same_sum_every_way(tld, workers: int, concurrent: bool)
     assert chunked.spilled_bytes == chunked.stream_bytes == sum(len(m) + 2 for m in messages)
 
 
-def test_stream_digester_reports_a_malformed_message(tld) -> None:  # type: ignore[no-untyped-def]
+def test_compiled_stream_digester_sums_inline(tld, digest: str) -> None:  # type: ignore[no-untyped-def]
+    _, zone, expected = tld
+    messages = axfr(records_of(zone), 60, origin="tld.")
+    digester = StreamDigester(chunk_bytes=3000, inline_bytes=5000)
+    assert digester.implementation == digest
+    assert feed(digester, messages) == expected
+    assert digester.stream_bytes == sum(len(m) + 2 for m in messages)
+    # The compiled digest needs no spill and no worker; the reference spills this stream.
+    assert (digester.spilled_bytes == 0) == (digest == "rust")
+    assert digester.worker_pids == []  # closed (reference) or never started (compiled)
+
+
+def test_stream_digester_reports_a_malformed_message(tld, digest: str) -> None:  # type: ignore[no-untyped-def]
     _, zone, _ = tld
     messages = axfr(records_of(zone), 60, origin="tld.")
     broken = messages[:]
@@ -71,7 +105,7 @@ def test_stream_digester_reports_a_malformed_message(tld) -> None:  # type: igno
         StreamDigester().finish()
 
 
-def test_a_dead_worker_fails_the_digest_not_the_read(tld) -> None:  # type: ignore[no-untyped-def]
+def test_a_dead_worker_fails_the_digest_not_the_read(tld, python_digest) -> None:  # type: ignore[no-untyped-def]
     _, zone, _ = tld
     messages = axfr(records_of(zone), 60, origin="tld.")
     digester = StreamDigester(workers=1, chunk_bytes=3000, inline_bytes=5000)
@@ -90,7 +124,7 @@ def test_a_dead_worker_fails_the_digest_not_the_read(tld) -> None:  # type: igno
     digester.close()
 
 
-def test_verify_copy_against_a_served_zone(tld, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_verify_copy_against_a_served_zone(tld, digest: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     _, zone, expected = tld
     monkeypatch.setattr("harness.xfr.verify.INLINE_BYTES", 20_000)
     monkeypatch.setattr("harness.xfr.verify.CHUNK_BYTES", 10_000)
@@ -110,9 +144,13 @@ def test_verify_copy_against_a_served_zone(tld, monkeypatch) -> None:  # type: i
         assert result.digest == expected.text
         assert result.extra["zone_records"] == expected.records == result.records - 1
         assert result.extra["verify_s"] >= result.duration_s > 0
-        assert result.extra["spilled_bytes"] == result.bytes  # above INLINE_BYTES: spilled
-        assert result.extra["digest_workers"] == workers
-        assert (result.extra["digest_worker_rss_kb"] > 0) == (workers > 0)
+        assert result.extra["digest_implementation"] == digest
+        if digest == "python":
+            assert result.extra["spilled_bytes"] == result.bytes  # over INLINE_BYTES: spilled
+            assert result.extra["digest_workers"] == workers
+            assert (result.extra["digest_worker_rss_kb"] > 0) == (workers > 0)
+        else:  # summed as the messages came: no spill, no worker
+            assert result.extra["spilled_bytes"] == result.extra["digest_workers"] == 0
         assert check_copy(expected, result, serial=1) is None
 
 
@@ -132,7 +170,7 @@ def test_verify_copy_failure_and_check_copy_messages(tld) -> None:  # type: igno
     assert "no RRSUM" in (check_copy(expected, other) or "")
 
 
-def test_zone_file_sum_workers_inline_and_cache(tld, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_zone_file_sum_workers_inline_and_cache(tld, digest, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     path, _, expected = tld
     copy = tmp_path / "tld.zone"
     copy.write_bytes(path.read_bytes())
@@ -152,7 +190,7 @@ def test_zone_file_sum_workers_inline_and_cache(tld, tmp_path: Path, monkeypatch
     assert again.records == expected.records + 1 and again != expected
 
 
-def test_zone_file_sum_names_the_bad_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_zone_file_sum_names_the_bad_line(tmp_path: Path, digest, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     lines = [f"h{i}.example. 300 IN A 192.0.2.{i % 250}\n" for i in range(3000)]
     lines[2345] = "h2345.example. 300 IN A 192.0.2.999\n"
     path = tmp_path / "bad.zone"
@@ -169,8 +207,9 @@ def test_zone_file_sum_names_the_bad_line(tmp_path: Path, monkeypatch) -> None: 
         zone_file_sum(directive, "example.", cache=False)
 
 
-def test_axfr_text_file_sum_reads_kdig_output(tld, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_axfr_text_file_sum_reads_kdig_output(tld, digest, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     _, zone, expected = tld
+    monkeypatch.setattr("harness.xfr.zonefile_sum.TEXT_CHUNK_BYTES", 20_000)  # many ranges
     records = records_of(zone)
     text = [";; AXFR for tld.", ""]
     text += [f"{name}\t{ttl}\tIN\t{rd.rdtype.name}\t{rd.to_text()}" for name, ttl, rd in records]
@@ -187,7 +226,9 @@ def test_axfr_text_file_sum_reads_kdig_output(tld, tmp_path: Path) -> None:  # t
     assert axfr_text_file_sum(out, "tld.") == expected
 
 
-def test_zone_set_sums_equal_each_file_and_are_cached_until_one_changes(tmp_path: Path) -> None:
+def test_zone_set_sums_equal_each_file_and_are_cached_until_one_changes(
+    tmp_path: Path, digest: str
+) -> None:
     spec = ZoneSpec(preset="hosting", records=12, origin="set.example.", zones=40)
     files = [(f.path, f.origin) for f in generate(spec, cache_dir=tmp_path / "zones").files]
     cache = tmp_path / "rrsums.json"
@@ -241,21 +282,22 @@ def test_zone_file_sum_cache_misses_a_same_size_rewrite_with_the_old_mtime(
 
 
 def test_zone_file_sum_keeps_no_cache_for_a_file_changed_while_it_was_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: str
 ) -> None:
     import harness.xfr.zonefile_sum as module
 
     path = _cached_size_zone(tmp_path, monkeypatch)
-    summing = module._sum_file_inline
+    name = "_sum_file_native" if digest == "rust" else "_sum_file_inline"
+    summing = getattr(module, name)
 
-    def rewritten_meanwhile(fd: int, size: int, origin: str) -> ZoneSum:
-        value = summing(fd, size, origin)
+    def rewritten_meanwhile(*args: Any) -> ZoneSum:
+        value = summing(*args)
         path.write_text(path.read_text().replace("192.0.2.1\n", "192.0.2.9\n"))  # same size
         return value
 
-    monkeypatch.setattr(module, "_sum_file_inline", rewritten_meanwhile)
+    monkeypatch.setattr(module, name, rewritten_meanwhile)
     stale = zone_file_sum(path, "example.", workers=0)
-    monkeypatch.setattr(module, "_sum_file_inline", summing)
+    monkeypatch.setattr(module, name, summing)
     fresh = zone_file_sum(path, "example.", cache=False)
     assert fresh != stale
     assert zone_file_sum(path, "example.", workers=0) == fresh

@@ -1,0 +1,181 @@
+"""Fleets on real servers whose figures must not flatter: a site cut off by 100 % loss (the
+fleet did not converge: "2 of 3 served", no last time), and a BIND primary refusing
+transfers for want of a slot (transfers-out = 1: the refusals counted are the "quota
+reached" lines of its own log, counted here independently, repeat by repeat).
+
+Both change the testbed after the first copies and the warm-up, which must reach every
+secondary (a case stops otherwise), and before the measured repeats."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.measure.protocol import prepare_updates
+from harness.plan.case import CasePlan, GroupPlan, plan_case
+from harness.results.folder import read_run
+from harness.results.model import TransferRecord
+from harness.results.store import RunStore
+from harness.run.runner import NETNS, resolve_binaries
+from harness.run.session import GroupSession, RunContext
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.netns,
+    pytest.mark.servers,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
+]
+
+LOST = """
+repeats = 1
+timeout = "20s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 500
+origin = "lost.example."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+count = 2
+link = { delay = "2ms" }
+[[secondaries]]
+name = "far"
+link = { delay = "20ms" }
+"""
+
+
+# Knot secondaries retry a refused transfer only at their SOA retry timer (300 s), past the
+# timeout: a refused one stays refused for its repeat, and answers the next NOTIFY.
+QUOTA = """
+repeats = 2
+timeout = "20s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 50000
+origin = "quota.example."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "knot"
+[link]
+delay = "5ms"
+[[secondaries]]
+name = "edge"
+count = 3
+"""
+REFUSAL = "request denied: quota reached"
+
+
+@contextlib.contextmanager
+def warmed_up(tmp_path: Path, scenario: str) -> Iterator[tuple[GroupSession, CasePlan]]:
+    """The scenario's one case on a testbed of its own, after its first copies and warm-up
+    update; the test changes what it wants and runs the measured repeats (session.run)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(scenario)
+    loaded = spec.load(path)
+    plan = plan_case(loaded.cases[0])
+    binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
+    with RunStore.create(tmp_path / "results", "fleet", None, {}) as store:
+        run = RunContext(store.run_id, store.append, {plan.name: binaries}, NETNS)
+        with GroupSession(GroupPlan((plan,)), store.folder / "cases" / "000", run) as session:
+            assert session.live is not None and session.bed is not None
+            session.serial = prepare_updates(session.live)
+            yield session, plan
+
+
+def results(tmp_path: Path) -> tuple[list[TransferRecord], dict]:
+    """The records and summary.json's fleet section of the one case."""
+    folder = tmp_path / "results" / "fleet"
+    _, records = read_run(folder)
+    (case,) = json.loads((folder / "summary.json").read_text())["fleet"].values()
+    return records, case
+
+
+def test_a_site_behind_total_loss_leaves_the_fleet_2_of_3_served(tmp_path: Path) -> None:
+    with warmed_up(tmp_path, LOST) as (session, plan):
+        # From here on the far site is behind 100 % loss: the router drops every packet to
+        # or from it (the rules go with the router's namespace).
+        lost_host = next(h.name for h in plan.secondaries if h.site == "far")
+        near = sorted(h.name for h in plan.secondaries if h.site == "near")
+        assert session.bed is not None
+        far = session.bed.hosts[lost_host].address
+        for way in ("-s", "-d"):
+            session.bed.router.run(["iptables", "-I", "FORWARD", "1", way, far, "-j", "DROP"])
+        session.run(0, 1, 1, 0)
+    records, case = results(tmp_path)
+    assert sorted((r.host, r.counts) for r in records) == sorted(
+        [(lost_host, False), *((host, True) for host in near)]
+    )
+    lost = next(r for r in records if r.host == lost_host)
+    assert lost.failure == "timeout" and f"{lost_host} never served" in (lost.error or "")
+    # The primary's NOTIFY to it left (the wire saw it): the repeat's origin may be it.
+    assert "notify_sent" in lost.phases
+    origin = min(r.phases["notify_sent"] for r in records)
+    (repeat,) = case["repeats"]
+    assert repeat["served_of"] == "2 of 3 served" and not repeat["converged"]
+    assert repeat["last_s"] is None and repeat["p95_s"] is None and repeat["last_site"] is None
+    assert [m["host"] for m in repeat["missing"]] == [lost_host]
+    assert "timed out" in repeat["missing"][0]["failure"]
+    served = sorted(r.duration_s + r.phases["notify_sent"] - origin for r in records if r.counts)
+    assert repeat["first_s"] == pytest.approx(served[0], abs=1e-5)
+    assert repeat["p50_s"] == pytest.approx(served[1], abs=1e-5)  # rank 2 of 3
+    assert case["median_last_s"] is None and case["converged"] == "0 of 1 repeats converged"
+
+
+def stamp(line: str) -> float:
+    """A BIND line's time (print-time iso8601: local time, milliseconds)."""
+    return datetime.datetime.fromisoformat(line.split(" ", 1)[0]).timestamp()
+
+
+def test_refusals_counted_are_the_quota_reached_lines_of_the_primarys_log(
+    tmp_path: Path,
+) -> None:
+    with warmed_up(tmp_path, QUOTA) as (session, _):
+        # From here on one transfer at a time (BIND's own reconfiguration), sent at
+        # 8 Mbit/s: a transfer (1.4 MB) outlasts BIND's half-second NOTIFY ticks, and the
+        # next secondaries' requests meet a full quota.
+        primary = session.live.primary if session.live else None
+        assert primary is not None
+        primary.server.setup.options["transfers-out"] = 1
+        primary.server.render()
+        primary.host.run_tool(primary.server.reconfig_argv())
+        (device,) = primary.host.interfaces
+        primary.host.run(["tc", "qdisc", "replace", "dev", device, "root", "tbf",
+                          "rate", "8mbit", "burst", "32kb", "latency", "2s"])  # fmt: skip
+        for repeat in (1, 2):
+            session.run(0, repeat, repeat, 0)
+        log_path = primary.server.log_path
+    records, case = results(tmp_path)
+    assert len(records) == 2 * 3
+    starts = sorted({r.started_at for r in records})
+    log = log_path.read_text().splitlines()
+    quota = [stamp(line) for line in log if line.endswith(REFUSAL)]
+    counted = {r["repeat"]: r["refusals"] for r in case["repeats"]}
+    for repeat, start in enumerate(starts, 1):
+        end = starts[repeat] if repeat < len(starts) else float("inf")
+        lines = sum(1 for at in quota if start <= at < end)
+        assert counted[repeat] == lines, (repeat, counted, quota, starts)
+        for record in records:
+            if record.repeat == repeat:
+                assert record.server_logged["primary_refusals"]["server"] == "bind"
+    assert case["refusals"] == sum(1 for at in quota if at >= starts[0])
+    assert case["refusals"] > 0  # the quota was met: the count is of something
+    # Each refused secondary is missing from its repeat, in its own words.
+    for repeat in case["repeats"]:
+        assert repeat["served"] + len(repeat["missing"]) == 3
