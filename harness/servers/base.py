@@ -186,6 +186,9 @@ class LoggedTransfer:
     logged_at: str  # the line's own timestamp, as written
     peer: str | None
     at_unix: float | None = None  # that stamp as unix time (to its resolution; Knot: 1 s)
+    # Whether the transfer was TSIG-signed, as the line (or its companion) says; None where
+    # the server's log does not say (Knot 3.2 either way, NSD 4.6 as a primary).
+    signed: bool | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

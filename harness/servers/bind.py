@@ -47,10 +47,16 @@ _STATUS = re.compile(
     r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
     r"Transfer status: (?P<status>.+)$"
 )
+# "transferred serial N" ends in ": TSIG '<key>'" for a signed transfer; "Transfer completed"
+# (logged right after it) does not say.
+_TRANSFERRED = re.compile(
+    r"xfer-in: \w+: zone (?P<zone>[^/]+)/IN: transferred serial (?P<serial>\d+)(?P<tsig>: TSIG )?"
+)
 # "client @0x... 198.18.10.130#55471 (tld):", or with TSIG "... 198.18.10.130#55471/key
 # xfrbench-xfr (tld):"
 _OUT = re.compile(
-    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key \S+)? \([^)]*\): transfer of "
+    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key (?P<key>\S+))? "
+    r"\([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
     r"records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
@@ -192,10 +198,15 @@ class Bind(PublishesByUpdate):
         transfer."""
         out: list[LoggedTransfer] = []
         failed: dict[tuple[str, str], bool] = {}  # (zone, peer) -> its last status failed
+        signed_in: dict[tuple[str, int], bool] = {}  # (zone, serial) -> signed, incoming
         for line in text.splitlines():
             status = _STATUS.match(line)
             if status:
                 failed[(status["zone"], status["peer"])] = status["status"] != "success"
+                continue
+            said = _TRANSFERRED.search(line)
+            if said:
+                signed_in[(said["zone"], int(said["serial"]))] = said["tsig"] is not None
                 continue
             match = _IN.match(line)
             direction, xfr = "in", None
@@ -209,6 +220,8 @@ class Bind(PublishesByUpdate):
                 if not match:
                     continue
                 xfr = match["xfr"].lower()
+            key = (match["zone"], int(match["serial"]))
+            signed = signed_in.pop(key, None) if direction == "in" else bool(match["key"])
             out.append(
                 LoggedTransfer(
                     "bind",
@@ -223,6 +236,7 @@ class Bind(PublishesByUpdate):
                     match["at"],
                     match["peer"],
                     bind_timestamp(line),
+                    signed,
                 )
             )
         return out

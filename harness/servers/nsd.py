@@ -47,6 +47,7 @@ from harness.servers.failures import FailureCategory, FailureWording, local_epoc
 _COMMIT = re.compile(
     r"^\[(?P<at>[^\]]+)\] nsd\[\d+\]: \w+: xfrd: zone (?P<zone>\S+) committed \"received update "
     r"to serial (?P<serial>\d+) at \S+ from (?P<peer>\S+?)\"?(?:\s|$)"
+    r"(?P<tsig>TSIG verified with key )?"
 )
 
 
@@ -180,6 +181,7 @@ class Nsd(Server):
                         match["at"],
                         match["peer"],
                         nsd_timestamp(line),
+                        match["tsig"] is not None,
                     )
                 )
         return out
