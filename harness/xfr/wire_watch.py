@@ -41,6 +41,7 @@ class WireEvent:
     peer: str  # the secondary's address
     serial: int | None = None  # a NOTIFY's announced serial (0: none given)
     port: int | None = None  # a connect's source port: a SYN sent again is one connection
+    to_port: int | None = None  # a connect's port on the primary: 53 (TCP) or 853 (XoT)
 
 
 # Classic BPF opcodes (linux/filter.h).
@@ -96,10 +97,11 @@ def _bpf() -> bytes:
 
 def parse_packet(
     ip_packet: bytes, outgoing: bool, peers: Collection[str]
-) -> tuple[str, str, int | None, int | None] | None:
-    """(kind, peer, serial, port) if this IPv4 packet is a NOTIFY to a peer (UDP, or TCP as
-    Knot sends it), an SOA query from a peer, or a peer's SYN to port 53/853 (port: its
-    source port, which a retransmitted SYN keeps); else None."""
+) -> tuple[str, str, int | None, int | None, int | None] | None:
+    """(kind, peer, serial, port, to_port) if this IPv4 packet is a NOTIFY to a peer (UDP,
+    or TCP as Knot sends it), an SOA query from a peer, or a peer's SYN to port 53/853
+    (port: its source port, which a retransmitted SYN keeps; to_port: 53 or 853, the
+    transport it connects for); else None."""
     if len(ip_packet) < 20 or ip_packet[0] >> 4 != 4:
         return None
     source = socket.inet_ntoa(ip_packet[12:16])
@@ -114,13 +116,13 @@ def parse_packet(
         flags = transport[13]
         if flags & TCP_SYN and not flags & TCP_ACK:
             if port in (53, 853) and source in peers and not outgoing:
-                return "connect", source, None, source_port
+                return "connect", source, None, source_port, port
             return None
         if not (outgoing and port == 53 and destination in peers):
             return None
         payload = transport[(transport[12] >> 4) * 4 + 2 :]  # after the 2-byte length
         serial = _notify_serial(payload)
-        return None if serial is None else ("notify", destination, serial, None)
+        return None if serial is None else ("notify", destination, serial, None, None)
     if proto != socket.IPPROTO_UDP or len(transport) < 8:
         return None
     if struct.unpack_from("!H", transport, 2)[0] != 53:
@@ -128,9 +130,9 @@ def parse_packet(
     payload = transport[8:]
     if outgoing and destination in peers:
         serial = _notify_serial(payload)
-        return None if serial is None else ("notify", destination, serial, None)
+        return None if serial is None else ("notify", destination, serial, None, None)
     if not outgoing and source in peers and _is_soa_query(payload):
-        return "soa_query", source, None, None
+        return "soa_query", source, None, None, None
     return None
 
 
@@ -238,6 +240,12 @@ class WireWatch:
                 for e in self._events
                 if e.peer == peer and e.at >= since and (until is None or e.at <= until)
             ]
+
+    def connect_ports(self, peer: str, since: float, until: float) -> list[int]:
+        """The primary's ports `peer` connected to between two times (one per SYN seen):
+        53 for TCP, 853 for XoT."""
+        events = self.events(peer, since, until)
+        return [e.to_port for e in events if e.kind == "connect" and e.to_port is not None]
 
     def wait_notify(
         self, serial: int, timeout: float, peer: str, since: float = 0.0

@@ -72,11 +72,13 @@ def test_notify_soa_query_and_connect_are_seen_bulk_data_is_not(tmp_path: Path) 
             reader.join(10)
             assert watch.wait_notify(42, 2.0, secondary.address) is not None
             time.sleep(0.2)
-            kinds = [e.kind for e in watch.events(secondary.address, start)]
+            events = watch.events(secondary.address, start)
+            kinds = [e.kind for e in events]
             packets = watch.packets
             for sock in (out, udp, conn, accepted, listener, sink):
                 sock.close()
     # One of each: the A query and the bulk transfer's packets never reach Python.
     assert sorted(kinds) == ["connect", "notify", "soa_query"], kinds
+    assert [e.to_port for e in events if e.kind == "connect"] == [53]  # the transport it is for
     # 2 MB crossed the wire in ~1,400 segments; the kernel passed on only the few that match.
     assert packets < 20, packets
