@@ -154,6 +154,7 @@ class LiveCase:
             update_key=self.update_key,
         )
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
+        setup.tls_known = self.tls  # set only when some case of the group uses XoT
         return setup
 
     def _server(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> RunningServer:

@@ -68,6 +68,9 @@ class ServerSetup:
     tsig_known: TsigKey | None = None
     tsig_only: bool = True
     tls: TlsFiles | None = None
+    # A secondary's TLS settings while it transfers over TCP, in a group with XoT cases: a
+    # server that applies them only at start (NSD) can then be switched to XoT later.
+    tls_known: TlsFiles | None = None
     ixfr: bool = True  # primary: serve IXFR from differences; secondary: ask for IXFR
     notify: bool = True  # primary: send NOTIFY to its secondaries on every new serial
     options: dict[str, int | str | bool] = field(default_factory=dict)
@@ -322,6 +325,7 @@ class Server(ABC):
             "key": s.tsig_known or s.tsig,
             "tsig_only": s.tsig_only,
             "tls": s.tls,
+            "tls_known": s.tls_known or s.tls,
             "ixfr": s.ixfr,
             "notify": s.notify,
             "options": {k: _render_value(v) for k, v in s.options.items()},
