@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness import zonegen
 from harness.measure import processes as srv
@@ -56,6 +56,7 @@ from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum, zone_set_su
 from harness.zonegen import read_diff
 from harness.zonegen.model import ChangeSet
 
+Switched = Literal["reconfig", "restart"]  # how a running secondary was switched
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
 
@@ -163,26 +164,32 @@ class LiveCase:
         server = srv.make(host_plan, self.binaries[name], setup)
         return RunningServer(host_plan, self.testbed.hosts[name], server)
 
-    def select(self, case: CasePlan) -> bool:
+    def select(self, case: CasePlan) -> dict[str, Switched]:
         """Make `case` the selected one; a running secondary whose settings differ (TLS,
-        TSIG, IXFR) gets a new config and its server's own reconfiguration, no restart.
-        Returns whether anything was switched."""
+        TSIG, IXFR) gets a new config and its server's own reconfiguration where its dialect
+        declares that this makes the switch (Server.switches_by_reconfig), else a restart.
+        Returns how each running secondary was switched (none: nothing to switch)."""
         if case is self.plan:
-            return False
-        before = {name: r.server.setup for name, r in self.secondaries.items()}
+            return {}
         self.plan = case
-        switched = False
+        switched: dict[str, Switched] = {}
         for name, running in self.secondaries.items():
-            old = before[name]
+            old = running.server.setup
             setup = self._setup(name, old.zones, old.workdir)
             if (setup.tsig, setup.tls, setup.ixfr) == (old.tsig, old.tls, old.ixfr):
                 continue
             setup.control_socket = old.control_socket
             running.server.setup = setup
             running.server.render()
-            if running.proc is not None:
+            if running.proc is None:
+                continue  # not started: it starts with this config
+            started = running.started_with or old
+            if type(running.server).switches_by_reconfig(started, old, setup):
                 running.host.run_tool(running.server.reconfig_argv(), timeout=self.plan.timeout)
-            switched = True
+                switched[name] = "reconfig"
+            else:
+                srv.restart(self.testbed, running)
+                switched[name] = "restart"
         self._watch()
         return switched
 

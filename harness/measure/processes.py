@@ -44,6 +44,7 @@ class RunningServer:
     server: Server
     proc: subprocess.Popen[Any] | None = None
     started_at: float | None = None  # unix time it was spawned (its log's "since")
+    started_with: ServerSetup | None = None  # the setup it was last started with
 
     @property
     def name(self) -> str:
@@ -125,6 +126,7 @@ def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> N
         server.render()
     workdir = server.setup.workdir
     running.started_at = time.time()
+    running.started_with = server.setup
     with (workdir / "stdout.log").open("ab") as out, (workdir / "stderr.log").open("ab") as err:
         running.proc = testbed.spawn(
             running.host,
@@ -136,6 +138,16 @@ def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> N
             tool=True,
         )
     wait_entered(running.proc, running.host.netns)
+
+
+def restart(testbed: Testbed, running: RunningServer) -> None:
+    """Stop the server, remove the state its dialect says would keep it from transferring
+    at once (Server.restart_forgets) and start it with its config as rendered now."""
+    stop(testbed, running)
+    server = running.server
+    for name in type(server).restart_forgets:
+        (server.setup.workdir / name).unlink(missing_ok=True)
+    spawn(testbed, running, render=False)
 
 
 def stop(testbed: Testbed, running: RunningServer) -> None:

@@ -23,7 +23,7 @@ from harness import zonegen
 from harness.compose.backend import Backend
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.faults import fault_repeat
-from harness.measure.live import TLS_HOSTNAME, LiveCase
+from harness.measure.live import TLS_HOSTNAME, LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
@@ -189,11 +189,12 @@ class GroupSession:
         try:
             with self.run_ctx.spent.phase("switch"):
                 switched = self.live.select(plan)
-            extra["schedule"]["switched"] = switched
+            extra["schedule"]["switched"] = bool(switched)
+            emit = self._emitter(switched)
             status = self.run_ctx.status
             if plan.cold_start:
                 status(f"{plan.name}: repeat {repeat}: cold start")
-                cold_start_repeat(self.live, ctx, repeat, self.run_ctx.emit, extra)
+                cold_start_repeat(self.live, ctx, repeat, emit, extra)
             else:
                 if self.serial is None:
                     status(f"{plan.name}: first copies and the warm-up update")
@@ -202,13 +203,11 @@ class GroupSession:
                 if plan.fault is not None:
                     status(f"{plan.name}: repeat {repeat}: {plan.fault.kind} and healing")
                     faults = LiveFaults(self.live)
-                    fault_repeat(
-                        self.live, faults, ctx, repeat, self.serial, self.run_ctx.emit, extra
-                    )
+                    fault_repeat(self.live, faults, ctx, repeat, self.serial, emit, extra)
                 else:
                     status(f"{plan.name}: repeat {repeat}: transfer and verification")
-                    update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
-            client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
+                    update_repeat(self.live, ctx, repeat, self.serial, emit, extra)
+            client_pulls(self.live, ctx, repeat, emit)
         except PublishFailed as exc:
             self.broken, self.broken_kind = str(exc), "publish"
             if not exc.recorded:
@@ -217,6 +216,17 @@ class GroupSession:
             self.broken = str(exc)
             self.broken_kind = "server" if isinstance(exc, CaseFailed) else "timeout"
             self._fail(ctx, repeat, self.broken, extra)
+
+    def _emitter(self, switched: dict[str, Switched]) -> Callable[[TransferRecord], None]:
+        """Each record says how its own secondary was switched before this slot."""
+
+        def emit(record: TransferRecord) -> None:
+            if record.host in switched:
+                schedule = record.extra.get("schedule", {}) | {"switched_by": switched[record.host]}
+                record.extra = record.extra | {"schedule": schedule}
+            self.run_ctx.emit(record)
+
+        return emit
 
     def _fail(self, ctx: RecordContext, repeat: int, error: str, extra: dict[str, Any]) -> None:
         zone = ctx.plan.zone_spec.origin

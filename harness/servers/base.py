@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import dns.rrset
 import jinja2
 
-from harness.core.terms import Role, ServerKind
+from harness.core.terms import TRANSPORTS, Role, ServerKind, Transport
 from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
 from harness.xfr import TsigKey
@@ -83,6 +83,13 @@ class ServerSetup:
     # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
     # runner gives a short one under /run/xfrbench.
     control_socket: Path | None = None
+
+    @property
+    def transport(self) -> Transport:
+        """The transport a secondary set up this way transfers over."""
+        if self.tls:
+            return "xot-tsig" if self.tsig else "xot"
+        return "tcp-tsig" if self.tsig else "tcp"
 
     @property
     def socket_path(self) -> Path:
@@ -197,6 +204,13 @@ class LoggedTransfer:
         return asdict(self)
 
 
+Switch = tuple[Transport, Transport]  # a running secondary's transport: from, to
+EVERY_SWITCH: frozenset[Switch] = frozenset(
+    (a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b
+)
+TCP_TSIG_SWITCHES: frozenset[Switch] = frozenset({("tcp", "tcp-tsig"), ("tcp-tsig", "tcp")})
+
+
 def parse_semver(text: str) -> tuple[int, int, int]:
     match = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
     if not match:
@@ -245,6 +259,15 @@ class Server(ABC):
     # image's package lists say the same for this machine and the images.
     packages: ClassVar[tuple[str, ...]]
     services: ClassVar[tuple[str, ...]]
+    # The transport switches its reconfiguration (reconfig_argv) really makes on a running
+    # secondary, as real runs showed; the harness restarts it for any other. A dialect
+    # declares none until runs show them.
+    reconfig_switches: ClassVar[frozenset[Switch]] = frozenset()
+    # Whether that reconfiguration also switches it between asking AXFR and IXFR.
+    reconfig_switches_xfr: ClassVar[bool] = False
+    # What in its workdir would keep a restarted secondary from transferring at once (saved
+    # timers or serials it would trust over the primary's): removed before it starts again.
+    restart_forgets: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -268,6 +291,17 @@ class Server(ABC):
     @classmethod
     @abstractmethod
     def capabilities(cls, version: str) -> Capabilities: ...
+
+    @classmethod
+    def switches_by_reconfig(
+        cls, started: ServerSetup, before: ServerSetup, after: ServerSetup
+    ) -> bool:
+        """Whether reconfig_argv switches a running secondary from `before` to `after`
+        (`started`: what it was started with); False: the harness restarts it."""
+        move = (before.transport, after.transport)
+        if move[0] != move[1] and move not in cls.reconfig_switches:
+            return False
+        return before.ixfr == after.ixfr or cls.reconfig_switches_xfr
 
     @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
+    EVERY_SWITCH,
     Capabilities,
     Footprint,
     LoggedTransfer,
@@ -171,6 +172,11 @@ class Bind(PublishesByUpdate):
     }
     failures = FAILURES
     refusals = REFUSALS
+    # `rndc reconfig` makes every transport switch (research-switch/REPORT.md: all 12 from
+    # each start, 76 switches, each seen on the wire and in the primary's log) and switches
+    # between asking AXFR and IXFR (the primary's xfer-out kinds, run 20261125T170854Z-228a6d).
+    reconfig_switches = EVERY_SWITCH
+    reconfig_switches_xfr = True
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
     packages = ("bind9", "bind9-utils", "bind9-dnsutils")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
+    TCP_TSIG_SWITCHES,
     Capabilities,
     Footprint,
     LoggedTransfer,
@@ -136,6 +137,12 @@ class Knot(Server):
     # No line of a Knot primary refusing a transfer for want of a slot is captured yet
     # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.
     refusals = None
+    # `knotc reload` makes tcp <-> tcp-tsig (research-switch/REPORT.md: 17 switches). Knot 3.2
+    # has no XoT and no XoT switch of a later Knot was ever run here: those restart it. Its
+    # template renders AXFR and IXFR cases alike (both ask IXFR: the primary logged IXFR for
+    # all 8 "axfr" and "ixfr" transfers of run 20261125T170854Z-228a6d), nothing to switch.
+    reconfig_switches = TCP_TSIG_SWITCHES
+    reconfig_switches_xfr = True
     # Secondary RSS: 169 MiB at 500 k records (tld), 186 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
     packages = ("knot", "knot-dnsutils")

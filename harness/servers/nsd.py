@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
+    EVERY_SWITCH,
     Capabilities,
     Footprint,
     LoggedTransfer,
     Server,
+    ServerSetup,
     Support,
     parse_semver,
     zone_name,
@@ -132,6 +134,17 @@ class Nsd(Server):
     # No line of a NSD primary refusing a transfer for want of a slot is captured yet
     # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.
     refusals = None
+    # `nsd-control reconfig` makes every transport switch of an NSD started with the TLS
+    # settings (the template renders them whenever the group has XoT: tls_known): 32 of 32
+    # in the harness's run 20261125T171331Z-423c4c (visits started on tcp-tsig, tcp and
+    # xot-tsig), 24 of 24 in research-switch/REPORT.md. It never applies new tls-auth
+    # clauses or a CA bundle, so without them every switch into XoT failed there (0 of 27).
+    # AXFR <-> IXFR: the primary's xfer-out kinds, run 20261125T170854Z-228a6d.
+    reconfig_switches = EVERY_SWITCH
+    reconfig_switches_xfr = True
+    # With zonefiles-write 0 a restarted NSD has no zone, and with its xfrd.state it trusts
+    # the saved serial and serves nothing until the next NOTIFY (research, "remedies").
+    restart_forgets = ("xfrd.state",)
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)
@@ -160,6 +173,14 @@ class Nsd(Server):
             tsig=Support(True),
             caveats=caveats,
         )
+
+    @classmethod
+    def switches_by_reconfig(
+        cls, started: ServerSetup, before: ServerSetup, after: ServerSetup
+    ) -> bool:
+        if after.tls is not None and (started.tls or started.tls_known) is None:
+            return False  # reconfig would point it at a tls-auth it never loaded
+        return super().switches_by_reconfig(started, before, after)
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
