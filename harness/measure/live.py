@@ -449,6 +449,10 @@ class LiveCase:
                 notified[host.name] = sent
         return notified
 
+    def connect_ports(self, host: str, since: float, until: float) -> list[int]:
+        assert self.wire is not None
+        return self.wire.connect_ports(self.testbed.hosts[host].address, since, until)
+
     def control(self, host: str, action: Control, zone: str) -> None:
         running = self.secondaries[host]
         argv = (

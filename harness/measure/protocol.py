@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 from harness.core.terms import Method
 from harness.link.bounds import with_advertised_window
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
+from harness.measure.transport_seen import TransportSeen
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
@@ -200,6 +201,10 @@ class Bench(Protocol):
 
     def control(self, host: str, action: Control, zone: str) -> None: ...
 
+    def connect_ports(self, host: str, since: float, until: float) -> list[int]:
+        """The primary's ports `host` connected to between two times (its SYNs on the
+        primary's wire): 53 for TCP, 853 for XoT."""
+
     def verify(self, host: str, zone: str, serial: int) -> Verification: ...
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
@@ -330,6 +335,11 @@ def update_repeat(
             check = bench.verify(host, zone, serial)
         with spent.phase("observe") as observe_logs:
             logged = bench.logged(host, zone, serial, started_at)
+            ports = bench.connect_ports(host, t0[host], done[host])
+        used = TransportSeen.of(ports, logged.primary, logged.secondary)
+        # A secondary that kept its old transport after a switch transfers fine: the harness's
+        # error, never a result of the transport the case names.
+        wrong = used.contradiction(plan.transport)
         wall = {
             "settle_s": settle.seconds,
             "publish_s": publish.seconds,
@@ -349,10 +359,10 @@ def update_repeat(
             serial=serial,
             duration_s=duration,
             started_at=started_at,
-            ok=check.ok,
-            error=check.problem,
+            ok=check.ok and wrong is None,
+            error=f"not over {plan.transport}: {wrong}" if wrong else check.problem,
             verified=check.ok,
-            failure=None if check.ok else check.failure,
+            failure="harness" if wrong else None if check.ok else check.failure,
             records=records,
             bytes=size,
             messages=messages,
@@ -362,6 +372,7 @@ def update_repeat(
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
+                "transport_seen": used.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }
             | facts
