@@ -261,16 +261,26 @@ def prepare_updates(bench: Bench) -> int:
     _require_all(hosts, first, START_TIMEOUT + plan.timeout, zone, bench.base_serial)
     warmup = bench.base_serial + 1
     with bench.spent.phase("warmup"):
-        bench.publish(warmup)
-        if plan.trigger == "retransfer":
-            for host in hosts:
-                bench.control(host, "refresh", zone)
-        served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
-        wrong = bench.check_primary(warmup)
-    if wrong is not None:
-        raise PublishFailed(f"publish error at the warm-up serial {warmup}: {wrong}")
+        _, served = unrecorded_update(bench, warmup, "the warm-up serial")
     _require_all(hosts, served, plan.timeout, zone, warmup)
     return warmup
+
+
+def unrecorded_update(bench: Bench, serial: int, what: str) -> tuple[Publication, dict[str, float]]:
+    """Publish `serial`, trigger it as the selected case does (its NOTIFY, or a refresh)
+    and wait for every secondary, measuring nothing; returns the publication and when each
+    secondary served it. PublishFailed when the primary serves something else."""
+    plan = bench.plan
+    zone, hosts = bench.first_zone, _names(plan)
+    published = bench.publish(serial)
+    if plan.trigger == "retransfer":
+        for host in hosts:
+            bench.control(host, "refresh", zone)
+    served = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+    wrong = bench.check_primary(serial)
+    if wrong is not None:
+        raise PublishFailed(f"publish error at {what} {serial}: {wrong}")
+    return published, served
 
 
 def update_repeat(

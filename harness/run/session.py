@@ -21,6 +21,7 @@ from typing import Any
 
 from harness import zonegen
 from harness.compose.backend import Backend
+from harness.core.errors import ToolFailed
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.faults import fault_repeat
 from harness.measure.live import TLS_HOSTNAME, LiveCase, Switched
@@ -34,6 +35,7 @@ from harness.measure.protocol import (
     update_repeat,
 )
 from harness.measure.records import RecordContext, failure, transfer_record
+from harness.measure.switch_proof import prove_switch
 from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
 from harness.plan.case import CasePlan, GroupPlan
@@ -61,6 +63,11 @@ class RunContext:
     status: Callable[[str], None] = lambda text: None
     spent: WallClock = field(default_factory=WallClock)  # where the run's wall time goes
     remote: Any = None  # run --inventory: the hosts' RemoteFleet (harness/remote/fleet.py)
+
+
+class SwitchFailed(Exception):
+    """A running secondary could not be switched to the selected case: the harness's error;
+    the case's remaining slots of the visit are not measured."""
 
 
 def slug(name: str) -> str:
@@ -95,6 +102,7 @@ class GroupSession:
         self.broken: str | None = None  # why the visit cannot run its slots any more
         self.broken_kind: Failure = "server"
         self.serial: int | None = None  # the last serial published (update triggers)
+        self.unswitched: dict[str, str] = {}  # case -> why switching to it failed this visit
         self._stack: Any = None
 
     def __enter__(self) -> GroupSession:
@@ -185,12 +193,15 @@ class GroupSession:
         if self.broken is not None:
             self._fail(ctx, repeat, self.broken, extra)
             return
+        if plan.name in self.unswitched:
+            why = f"not measured: {self.unswitched[plan.name]} (earlier in this visit)"
+            self._fail(ctx, repeat, why, extra, "harness")
+            return
         assert self.live is not None
         try:
-            with self.run_ctx.spent.phase("switch"):
-                switched = self.live.select(plan)
+            switched, per_host = self._switch(plan)
             extra["schedule"]["switched"] = bool(switched)
-            emit = self._emitter(switched)
+            emit = self._emitter(per_host)
             status = self.run_ctx.status
             if plan.cold_start:
                 status(f"{plan.name}: repeat {repeat}: cold start")
@@ -199,6 +210,11 @@ class GroupSession:
                 if self.serial is None:
                     status(f"{plan.name}: first copies and the warm-up update")
                     self.serial = prepare_updates(self.live)
+                elif switched:
+                    status(f"{plan.name}: proving the switch to {plan.transport}")
+                    if not self._prove(plan, switched, per_host):
+                        self._fail(ctx, repeat, self.unswitched[plan.name], extra, "harness", emit)
+                        return
                 self.serial += 1
                 if plan.fault is not None:
                     status(f"{plan.name}: repeat {repeat}: {plan.fault.kind} and healing")
@@ -208,6 +224,9 @@ class GroupSession:
                     status(f"{plan.name}: repeat {repeat}: transfer and verification")
                     update_repeat(self.live, ctx, repeat, self.serial, emit, extra)
             client_pulls(self.live, ctx, repeat, emit)
+        except SwitchFailed as exc:
+            self.unswitched[plan.name] = str(exc)
+            self._fail(ctx, repeat, str(exc), extra, "harness")
         except PublishFailed as exc:
             self.broken, self.broken_kind = str(exc), "publish"
             if not exc.recorded:
@@ -217,22 +236,62 @@ class GroupSession:
             self.broken_kind = "server" if isinstance(exc, CaseFailed) else "timeout"
             self._fail(ctx, repeat, self.broken, extra)
 
-    def _emitter(self, switched: dict[str, Switched]) -> Callable[[TransferRecord], None]:
-        """Each record says how its own secondary was switched before this slot."""
+    def _switch(self, plan: CasePlan) -> tuple[dict[str, Switched], dict[str, dict[str, Any]]]:
+        """Select `plan` on the running servers: how each secondary was switched, and what
+        each one's records keep of it (extra.schedule)."""
+        assert self.live is not None
+        with self.run_ctx.spent.phase("switch") as switching:
+            try:
+                switched = self.live.select(plan)
+            except ToolFailed as exc:  # its reconfiguration command failed
+                raise SwitchFailed(f"the switch to {plan.transport} failed: {exc}") from None
+        per_host = {
+            host: {"switched_by": how, "switch_s": round(switching.seconds, 3)}
+            for host, how in switched.items()
+        }
+        return switched, per_host
+
+    def _prove(
+        self, plan: CasePlan, switched: dict[str, Switched], per_host: dict[str, dict[str, Any]]
+    ) -> bool:
+        """The switch's unrecorded update over the new transport (measure/switch_proof.py);
+        False, with the reason in self.unswitched, when it was not proven."""
+        assert self.live is not None and self.serial is not None
+        restarted = [host for host, how in switched.items() if how == "restart"]
+        with self.run_ctx.spent.phase("switch"):
+            proof = prove_switch(self.live, self.serial + 1, self.serial, restarted)
+        self.serial = proof.serial
+        for host in per_host:
+            per_host[host]["proof"] = proof.for_host(host)
+        if not proof.ok:
+            self.unswitched[plan.name] = proof.reason(plan.transport)
+        return proof.ok
+
+    def _emitter(self, per_host: dict[str, dict[str, Any]]) -> Callable[[TransferRecord], None]:
+        """Each record says how its own secondary was switched before this slot (how, what
+        it cost, the proof), in extra.schedule."""
 
         def emit(record: TransferRecord) -> None:
-            if record.host in switched:
-                schedule = record.extra.get("schedule", {}) | {"switched_by": switched[record.host]}
+            if record.host in per_host:
+                schedule = record.extra.get("schedule", {}) | per_host[record.host]
                 record.extra = record.extra | {"schedule": schedule}
             self.run_ctx.emit(record)
 
         return emit
 
-    def _fail(self, ctx: RecordContext, repeat: int, error: str, extra: dict[str, Any]) -> None:
-        zone = ctx.plan.zone_spec.origin
+    def _fail(
+        self,
+        ctx: RecordContext,
+        repeat: int,
+        error: str,
+        extra: dict[str, Any],
+        kind: Failure | None = None,
+        emit: Callable[[TransferRecord], None] | None = None,
+    ) -> None:
+        zone, kind = ctx.plan.zone_spec.origin, kind or self.broken_kind
         for host in ctx.plan.secondaries:
-            record = fail_record(ctx, host.name, repeat, zone, error, self.broken_kind, extra)
-            self.run_ctx.emit(record)
+            record = fail_record(ctx, host.name, repeat, zone, error, kind, extra)
+            (emit or self.run_ctx.emit)(record)
 
     # --- what the visit leaves ---------------------------------------------------------------
 
