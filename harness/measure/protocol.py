@@ -77,6 +77,7 @@ class Verification:
     ok: bool
     problem: str | None
     records: int | None  # the copy's record count; None when it could not be read
+    reread: str | None = None  # the first read's problem, when the copy was read twice
 
     @property
     def failure(self) -> Failure:
@@ -382,6 +383,7 @@ def update_repeat(
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
+                **({"verify_reread": check.reread} if check.reread else {}),
                 "transport_seen": used.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }
