@@ -142,8 +142,9 @@ class Nsd(Server):
     # AXFR <-> IXFR: the primary's xfer-out kinds, run 20261125T170854Z-228a6d.
     reconfig_switches = EVERY_SWITCH
     reconfig_switches_xfr = True
-    # With zonefiles-write 0 a restarted NSD has no zone, and with its xfrd.state it trusts
-    # the saved serial and serves nothing until the next NOTIFY (research, "remedies").
+    # With zonefiles-write 0 a restarted NSD has no zone; after failed attempts, with its
+    # xfrd.state kept it served nothing until the next NOTIFY, 60 s (research "remedies"
+    # #11); without it, it transferred at once. (After good transfers it did either way.)
     restart_forgets = ("xfrd.state",)
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
