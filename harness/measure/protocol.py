@@ -346,7 +346,9 @@ def update_repeat(
             check = bench.verify(host, zone, serial)
         with spent.phase("observe") as observe_logs:
             logged = bench.logged(host, zone, serial, started_at)
-            ports = bench.connect_ports(host, t0[host], done[host])
+            # From the publication on: a secondary may start before the NOTIFY leaves (NSD
+            # checked the SOA on its own, once, and was done 2 ms after the NOTIFY).
+            ports = bench.connect_ports(host, triggered.issued, done[host])
         used = TransportSeen.of(ports, logged.primary, logged.secondary)
         # A secondary that kept its old transport after a switch transfers fine: the harness's
         # error, never a result of the transport the case names.

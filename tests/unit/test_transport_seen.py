@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.measure.protocol import Publication
 from harness.measure.transport_seen import TransportSeen
 from tests.unit.test_flows import FakeBench, _plan, _run
 
@@ -77,3 +78,29 @@ def test_a_transfer_over_another_transport_is_the_harness_error_not_a_result(
     assert record.verified  # the copy itself was right
     assert record.error is not None and record.error.startswith("not over tcp: ")
     assert words in record.error
+
+
+def test_the_connects_are_looked_for_from_the_publication_on(tmp_path: Path) -> None:
+    # A real NSD started an IXFR before the primary's NOTIFY to it left: its connect came
+    # before the repeat's t0, and the window from t0 saw none.
+    plan = _plan(tmp_path, "repeats = 1\n")
+    bench = FakeBench(plan)
+    windows: list[tuple[float, float]] = []
+    published: list[float] = []
+    publish, ports = bench.publish, bench.connect_ports
+
+    def publish_at(serial: int) -> Publication:
+        publication = publish(serial)
+        published.append(publication.issued)
+        return publication
+
+    def ports_in(host: str, since: float, until: float) -> list[int]:
+        windows.append((since, until))
+        return ports(host, since, until)
+
+    bench.publish = publish_at  # type: ignore[method-assign]
+    bench.connect_ports = ports_in  # type: ignore[method-assign]
+    (record,) = _run(bench)
+    (window,) = windows
+    assert window[0] == published[-1] < window[1]
+    assert window[0] < window[1] - record.duration_s  # before the NOTIFY's t0
