@@ -450,9 +450,9 @@ class LiveCase:
                 notified[host.name] = sent
         return notified
 
-    def connect_ports(self, host: str, since: float, until: float) -> list[int]:
+    def connect_ports(self, host: str, since: float) -> list[int]:
         assert self.wire is not None
-        return self.wire.connect_ports(self.testbed.hosts[host].address, since, until)
+        return self.wire.connect_ports(self.testbed.hosts[host].address, since)
 
     def control(self, host: str, action: Control, zone: str) -> None:
         running = self.secondaries[host]

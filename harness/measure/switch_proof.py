@@ -70,7 +70,7 @@ def prove_switch(bench: Bench, serial: int, serving: int, restarted: list[str]) 
             problems.setdefault(host, f"it did not serve serial {serial} within {plan.timeout:g} s")
             continue
         logged = bench.logged(host, zone, serial, since)
-        ports = bench.connect_ports(host, published.issued, served[host])
+        ports = bench.connect_ports(host, published.issued)  # to now: see update_repeat
         seen[host] = TransportSeen.of(ports, logged.primary, logged.secondary)
         problem = seen[host].unproven(plan.transport)
         if problem is not None:

@@ -241,7 +241,7 @@ class WireWatch:
                 if e.peer == peer and e.at >= since and (until is None or e.at <= until)
             ]
 
-    def connect_ports(self, peer: str, since: float, until: float) -> list[int]:
+    def connect_ports(self, peer: str, since: float, until: float | None = None) -> list[int]:
         """The primary's ports `peer` connected to between two times (one per SYN seen):
         53 for TCP, 853 for XoT."""
         events = self.events(peer, since, until)

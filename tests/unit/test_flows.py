@@ -160,7 +160,7 @@ class FakeBench:
             primary["signed"] = self.signed[host]
         return Logged({"bytes": 4000, "messages": 2}, primary, {"timed_out": 1})
 
-    def connect_ports(self, host: str, since: float, until: float) -> list[int]:
+    def connect_ports(self, host: str, since: float) -> list[int]:
         self.calls.append(("connect_ports", host))
         return self.ports.get(host, [port_of(self.plan.transport)])
 

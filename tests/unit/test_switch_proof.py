@@ -107,7 +107,7 @@ class FakeLive(FakeBench):
         self.plan = case
         return {"secondary": self.how}
 
-    def connect_ports(self, host: str, since: float, until: float) -> list[int]:
+    def connect_ports(self, host: str, since: float) -> list[int]:
         return [self.port]
 
 
