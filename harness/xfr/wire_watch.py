@@ -31,12 +31,14 @@ PACKET_OUTGOING = 4
 OPCODE_NOTIFY = 4
 SOA = 6
 SO_ATTACH_FILTER = 26
+SO_TIMESTAMPNS = 35  # asm-generic/socket.h (SO_TIMESTAMPNS_OLD): also the cmsg's type
+TIMESPEC = struct.Struct("@ll")  # struct timespec: seconds, nanoseconds (CLOCK_REALTIME)
 TCP_SYN, TCP_ACK = 0x02, 0x10
 
 
 @dataclass(frozen=True)
 class WireEvent:
-    at: float  # time.monotonic() when the packet was read
+    at: float  # when the kernel took the packet, on time.monotonic()'s clock
     kind: str  # "notify" (primary -> secondary), "soa_query" or "connect" (secondary -> it)
     peer: str  # the secondary's address
     serial: int | None = None  # a NOTIFY's announced serial (0: none given)
@@ -136,6 +138,19 @@ def parse_packet(
     return None
 
 
+def packet_time(ancillary: list[tuple[int, int, bytes]], now: float, now_monotonic: float) -> float:
+    """When the kernel took a packet, on the monotonic clock: its SO_TIMESTAMPNS stamp
+    (wall clock) moved by how long ago that was. The thread reads packets when it gets to
+    them, up to milliseconds late under load: a NOTIFY stamped on reading came after a 1 ms
+    transfer it started was served (a negative duration). Without a stamp: now."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            seconds, nanoseconds = TIMESPEC.unpack_from(data)
+            ago = now - (seconds + nanoseconds / 1e9)
+            return now_monotonic - max(0.0, ago)
+    return now_monotonic
+
+
 def _notify_serial(payload: bytes) -> int | None:
     if len(payload) < 12:
         return None
@@ -208,6 +223,7 @@ class WireWatch:
         program = _bpf()
         fprog = struct.pack("HL", len(program) // 8, _address_of(program))
         sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.settimeout(0.1)
         self._sock = sock
         self._thread = threading.Thread(target=self._read, name="wire-watch", daemon=True)
@@ -218,12 +234,12 @@ class WireWatch:
         assert self._sock is not None
         while not self._stop.is_set():
             try:
-                packet, address = self._sock.recvfrom(65535)
+                packet, ancillary, _, address = self._sock.recvmsg(65535, TIMESPEC.size + 64)
             except TimeoutError:
                 continue
             except OSError:
                 return
-            seen_at = time.monotonic()
+            seen_at = packet_time(ancillary, time.time(), time.monotonic())
             self.packets += 1
             if address[1] != ETH_P_IP:
                 continue

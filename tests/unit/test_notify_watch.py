@@ -13,7 +13,15 @@ import dns.rrset
 import pytest
 
 from harness.measure.watch import wire_facts
-from harness.xfr.wire_watch import WireEvent, WireWatch, first_notify, parse_packet
+from harness.xfr.wire_watch import (
+    SO_TIMESTAMPNS,
+    TIMESPEC,
+    WireEvent,
+    WireWatch,
+    first_notify,
+    packet_time,
+    parse_packet,
+)
 
 
 def _notify(serial: int | None, *, response: bool = False) -> bytes:
@@ -137,3 +145,12 @@ def test_the_ports_a_peer_connected_to_are_the_primarys_not_its_own() -> None:
     ]
     assert watch.connect_ports("198.18.7.66", 0.5, 2.5) == [853, 53]
     assert watch.connect_ports("198.18.7.66", 2.5, 9.0) == [853]
+
+
+def test_a_packet_is_dated_by_the_kernels_stamp() -> None:
+    stamp = TIMESPEC.pack(1_795_632_008, 250_000_000)  # taken 0.25 s before "now"
+    ancillary = [(socket.SOL_SOCKET, SO_TIMESTAMPNS, stamp)]
+    assert packet_time(ancillary, 1_795_632_008.5, 100.0) == pytest.approx(99.75)
+    assert packet_time([], 1_795_632_008.5, 100.0) == 100.0  # no stamp: when read
+    # A stamp "after now" (the wall clock stepped back) is no later than now.
+    assert packet_time(ancillary, 1_795_632_008.0, 100.0) == 100.0
