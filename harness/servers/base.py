@@ -30,7 +30,9 @@ from harness.core.terms import Role, ServerKind
 from harness.servers.failures import FailureWording
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles, write_private
+from harness.xfr.update import send_update, serial_update
 from harness.zonegen.cache import link_or_copy
+from harness.zonegen.digest import read_diff
 from harness.zonegen.model import ChangeSet
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
@@ -343,6 +345,30 @@ class Server(ABC):
     @abstractmethod
     def refresh_argv(self, zone: str) -> list[str]:
         """Check the primary's SOA now and transfer incrementally when it changed."""
+
+
+class PublishesByUpdate(Server):
+    """A primary that takes a new version as one signed dynamic update (RFC 2136): the new
+    SOA, and the change set when there is one. It costs milliseconds at any zone size, where
+    reading the whole file again costs seconds to minutes. The harness sets such a primary
+    up with the per-run update key (`ServerSetup.update_key`); its dialect renders that key
+    as the only one allowed to update."""
+
+    @classmethod
+    def publishes_zone_files(cls, ixfr: bool) -> bool:
+        return False
+
+    def publish(self, version: NewVersion, reach: Reach) -> str:
+        key = self.setup.update_key
+        assert key is not None, f"a {self.kind} primary is set up with an update key"
+        deleted, added = (
+            read_diff(version.change.diff_path, version.zone) if version.change else ([], [])
+        )
+        update = serial_update(
+            version.zone, version.soa, version.serial, key, deleted=deleted, added=added
+        )
+        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout)
+        return "dynamic update"
 
 
 def last_incoming(server: type[Server], text: str, zone: str, serial: int) -> LoggedTransfer | None:

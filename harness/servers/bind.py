@@ -24,16 +24,12 @@ from harness.servers.base import (
     Capabilities,
     Footprint,
     LoggedTransfer,
-    NewVersion,
-    Reach,
-    Server,
+    PublishesByUpdate,
     Support,
     parse_semver,
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
-from harness.xfr.update import send_update, serial_update
-from harness.zonegen.digest import read_diff
 
 _IN = re.compile(
     r"^(?P<at>\S+) xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
@@ -94,7 +90,10 @@ FAILURES = FailureWording(
 )
 
 
-class Bind(Server):
+class Bind(PublishesByUpdate):
+    """A primary publishes by signed update: `rndc reload` reads the whole file (about a
+    minute at 14 M records)."""
+
     kind = "bind"
     daemon = "named"
     config_name = "named.conf"
@@ -116,28 +115,6 @@ class Bind(Server):
     failures = FAILURES
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
-
-    @classmethod
-    def publishes_zone_files(cls, ixfr: bool) -> bool:
-        return False
-
-    def publish(self, version: NewVersion, reach: Reach) -> str:
-        # A signed UPDATE replaces the SOA (and applies a change set) in milliseconds where
-        # `rndc reload` reads the whole file (about a minute at 14 M records).
-        assert self.setup.update_key is not None, "a BIND primary is set up with an update key"
-        deleted, added = (
-            read_diff(version.change.diff_path, version.zone) if version.change else ([], [])
-        )
-        update = serial_update(
-            version.zone,
-            version.soa,
-            version.serial,
-            self.setup.update_key,
-            deleted=deleted,
-            added=added,
-        )
-        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout)
-        return "dynamic update"
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
