@@ -256,8 +256,8 @@ class Server(ABC):
         how, in a few words for the record ("reload", "dynamic update", ...). Returns once
         the server accepted it; the harness then waits until it serves the new serial and
         checks what it serves. The default: the new zone file, then the server's reload."""
-        if version.change is None:
-            raise ValueError(f"{self.kind} publishes whole zone files: a change set is needed")
+        if version.change is None or version.change.zone_path is None:
+            raise ValueError(f"{self.kind} publishes whole zone files: a whole zone is needed")
         entry = next(z for z in self.setup.zones if z.origin == zone_name(version.zone))
         link_or_copy(version.change.zone_path, entry.file)
         reach.run_tool(self.reload_argv(version.zone))
