@@ -21,6 +21,7 @@ from harness.core.terms import Transport, XfrKind
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
 from harness.spec.scenario import Scenario, flatten_matrix
+from harness.spec.stream import stream_problem
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,13 @@ def _only_kinds(key: str, value: Any) -> bool:
     return False
 
 
+def _check_stream(scenario: Scenario, path: Path, where: str) -> None:
+    problem = stream_problem(scenario)
+    if problem is not None:
+        key, text = problem
+        raise ScenarioError(f"{path}: {key}: {text}{where}")
+
+
 def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]:
     """Validate the scenario and expand its matrix into cases, each validated on its own."""
     base = _validate(raw, path)
@@ -224,6 +232,7 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
             chosen[key] = value if label is None else label
         where = f" (in the matrix case {_case_label(chosen)})" if chosen else ""
         scenario = _validate(variant, path, where)
+        _check_stream(scenario, path, where)
         for transport in base.transports:
             for xfr in base.xfr:
                 name = "/".join(
@@ -265,6 +274,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "passes": 2,
     "schedule_seed": 1,
     "settle": 1.0,
+    "stream": None,
 }
 
 

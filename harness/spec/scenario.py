@@ -23,6 +23,7 @@ from harness.spec.fields import Duration, Percent, Strict
 from harness.spec.fleet import MAX_SECONDARIES, SiteSpec, fill_site_defaults
 from harness.spec.hosts import HostsSpec, ServersSpec
 from harness.spec.link import LinkSpec
+from harness.spec.stream import StreamSpec
 
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
 ZonePreset = Literal["tiny", "tld", "hosting"]
@@ -132,6 +133,8 @@ class Scenario(Strict):
     secondaries: list[SiteSpec] | None = Field(default=None, min_length=1)
     # The primary's access link, crossed by every transfer (forward: leaving the primary).
     uplink: LinkSpec = LinkSpec()
+    # A change stream (trigger = "stream"): its schedule, its changes, its target.
+    stream: StreamSpec | None = None
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     _fill_sites = model_validator(mode="before")(fill_site_defaults)
@@ -217,6 +220,20 @@ class Scenario(Strict):
             raise ValueError(
                 "a cold start has no zone to update, so it is always a full transfer; "
                 'set xfr = ["axfr"]'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stream_table(self) -> Scenario:
+        if self.trigger == "stream" and self.stream is None:
+            raise ValueError(
+                'trigger = "stream" needs a [stream] table, e.g. interval = "5s" and '
+                'duration = "5m"'
+            )
+        if self.trigger != "stream" and self.stream is not None:
+            raise ValueError(
+                f'[stream] applies to trigger = "stream" only (this scenario\'s trigger is '
+                f"{self.trigger!r}); set the trigger or remove the table"
             )
         return self
 
