@@ -218,6 +218,9 @@ class Server(ABC):
     version_patterns: ClassVar[tuple[str, ...]]  # the first that matches gives X.Y.Z
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
+    # Those of `options` that belong to each zone (or the zones' template), not the server:
+    # the IXFR history a primary keeps (journals) is a zone's.
+    zone_options: ClassVar[frozenset[str]] = frozenset()
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
     footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
 
@@ -302,7 +305,12 @@ class Server(ABC):
             "tls": s.tls,
             "ixfr": s.ixfr,
             "notify": s.notify,
-            "options": {k: _render_value(v) for k, v in s.options.items()},
+            "options": {
+                k: _render_value(v) for k, v in s.options.items() if k not in self.zone_options
+            },
+            "zone_options": {
+                k: _render_value(v) for k, v in s.options.items() if k in self.zone_options
+            },
             "port": s.port,
             "tls_port": s.tls_port,
             "control_port": s.control_port,

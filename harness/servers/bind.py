@@ -111,6 +111,10 @@ class Bind(PublishesByUpdate):
         "transfer-format": str,
         "min-refresh-time": int,
         "min-retry-time": int,
+        # The primary's IXFR history: the journal's size ("64k", "unlimited"), and whether
+        # a reloaded zone file's differences go into it (rendered "yes" for IXFR cases).
+        "max-journal-size": str,
+        "ixfr-from-differences": bool,
     }
     failures = FAILURES
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.

@@ -102,7 +102,12 @@ class Knot(Server):
         "tcp-io-timeout": int,
         "tcp-remote-io-timeout": int,
         "tcp-max-clients": int,
+        # The primary's IXFR history, per zone: the journal's space ("1M") and how many
+        # changesets it keeps (at least 2).
+        "journal-max-usage": str,
+        "journal-max-depth": int,
     }
+    zone_options = frozenset({"journal-max-usage", "journal-max-depth"})
     failures = FAILURES
     # Secondary RSS: 169 MiB at 500 k records (tld), 186 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)

@@ -82,7 +82,12 @@ class Nsd(Server):
         "server-count": int,
         "xfrd-reload-timeout": int,
         "tcp-timeout": int,
+        # The primary's IXFR history, per zone: how many versions it keeps (default 5) and
+        # their bytes at most (default 1048576, 0: unlimited).
+        "ixfr-number": int,
+        "ixfr-size": int,
     }
+    zone_options = frozenset({"ixfr-number", "ixfr-size"})
     failures = FAILURES
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.

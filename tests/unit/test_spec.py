@@ -43,7 +43,7 @@ BAD_SCENARIOS = {
     "option of another server": (
         '[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
         "servers.primary.options",
-        "allowed: max-transfer",
+        "max-transfer-idle-in, max-transfer-time-in",
     ),
     "option of wrong type": (
         '[servers.secondary]\nkind="knot"\noptions={tcp-workers="many"}',
