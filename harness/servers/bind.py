@@ -36,6 +36,10 @@ _IN = re.compile(
     r"Transfer completed: (?P<msgs>\d+) messages, (?P<recs>\d+) records, (?P<bytes>\d+) bytes, "
     r"(?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
+# Every transfer ends with "Transfer completed", a failed one too: its status line says.
+_STATUS = re.compile(
+    r"transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): Transfer status: (?P<status>.+)$"
+)
 _OUT = re.compile(
     r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
@@ -131,11 +135,20 @@ class Bind(PublishesByUpdate):
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         out: list[LoggedTransfer] = []
+        status: dict[tuple[str, str], str] = {}  # (zone, primary) -> its last transfer status
         for line in text.splitlines():
+            if "Transfer status: " in line and (found := _STATUS.search(line)):
+                status[(found["zone"], found["peer"])] = found["status"]
+                continue
             match = _IN.match(line)
             direction, xfr = "in", None
-            if match and match["msgs"] == "0":
-                continue  # a failed transfer ends with an empty "Transfer completed" too
+            # A failed transfer ends with "Transfer completed" too (empty, or with what
+            # arrived before it failed): its status line came first.
+            if match and (
+                match["msgs"] == "0"
+                or status.get((match["zone"], match["peer"]), "success") != "success"
+            ):
+                continue
             if not match:
                 match = _OUT.match(line)
                 direction = "out"
