@@ -56,5 +56,7 @@ def test_journal_options_render_where_the_server_reads_them(
     elif kind == "knot":  # template options, after the template's id
         template = text.split("template:")[1].split("zone:")[0]
         assert "journal-max-depth: 2" in template and "journal-max-usage: 1M" in template
+        # A primary takes new versions by update, signed with the harness's key only.
+        assert "action: update" in text and "harness_update" in template
     else:  # each zone's
         assert "ixfr-number: 2" in text.split("zone:")[1]
