@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import dns.rrset
 import jinja2
@@ -175,9 +175,48 @@ class LoggedTransfer:
     logged_at: str  # the line's own timestamp, as written
     peer: str | None
     at_unix: float | None = None  # that stamp as unix time (to its resolution; Knot: 1 s)
+    from_serial: int | None = None  # where an IXFR started, when the log says
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+
+# Why an IXFR became an AXFR, in kinds a reader can count; each dialect maps its own words.
+FallbackKind = Literal[
+    "journal trimmed",  # the primary's history no longer reaches the secondary's serial
+    "delta too large",  # the IXFR would be larger than the primary lets it (max-ixfr-ratio)
+    "history inconsistent",  # the history does not apply to the secondary's copy
+    "IXFR refused",  # the primary answered the IXFR request with an error
+    "falling back to AXFR",  # a full zone in answer to an IXFR, no reason given
+]
+FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A server's own line saying that an IXFR became an AXFR: on the primary's side
+    ("out", it sent a full zone) or the secondary's ("in", it took one)."""
+
+    server: ServerKind
+    side: str  # out | in
+    zone: str
+    peer: str | None  # the other end, as the line writes it
+    kind: FallbackKind
+    text: str  # the line's message, as the server wrote it
+    at_unix: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FallbackWording:
+    """One line shape: its pattern (groups `zone`, `peer` where it names them, and
+    `message`, the words kept), which side writes it, and its kind."""
+
+    pattern: re.Pattern[str]
+    side: str
+    kind: FallbackKind
 
 
 def parse_semver(text: str) -> tuple[int, int, int]:
@@ -223,6 +262,9 @@ class Server(ABC):
     zone_options: ClassVar[frozenset[str]] = frozenset()
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
     footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
+    # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
+    # none at the harness's log level.
+    fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -270,6 +312,30 @@ class Server(ABC):
     @abstractmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         """Every transfer the log text records, in order (pure)."""
+
+    @classmethod
+    def parse_fallbacks(cls, text: str) -> list[Fallback]:
+        """Every line of the log text saying an IXFR became an AXFR, in order (pure)."""
+        out = []
+        for line in text.splitlines():
+            for wording in cls.fallback_wording:
+                match = wording.pattern.search(line)
+                if match is None:
+                    continue
+                groups = match.groupdict()
+                out.append(
+                    Fallback(
+                        cls.kind,
+                        wording.side,
+                        zone_name(groups["zone"]),
+                        groups.get("peer"),
+                        wording.kind,
+                        groups["message"],
+                        cls.failures.timestamp(line),
+                    )
+                )
+                break
+        return out
 
     @classmethod
     @abstractmethod

@@ -14,12 +14,14 @@ event: that one counts as a retry. Its stamps have whole seconds only.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
     Capabilities,
+    FallbackWording,
     Footprint,
     LoggedTransfer,
     PublishesByUpdate,
@@ -38,6 +40,31 @@ _STARTED = re.compile(
     r"\[(?P<zone>[^\]]+)\] (?P<xfr>AXFR|IXFR), (?P<dir>\w+), remote (?P<peer>\S+?),"
 )
 _SERIAL = re.compile(r"serial (?:\d+ -> )?(?P<serial>\d+)")
+# An incoming transfer's serials are on the refresh line that follows its "finished" line.
+_UPDATED = re.compile(
+    r"\[(?P<zone>[^\]]+)\] refresh, remote (?P<peer>\S+?), zone updated, [\d.]+ seconds, "
+    r"serial (?P<from>\d+|none) -> (?P<serial>\d+)"
+)
+# Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/knot-*.log): the primary
+# whose journal no longer reaches the secondary's serial, and the secondary sent a full zone.
+FALLBACKS = (
+    FallbackWording(
+        re.compile(
+            r"\[(?P<zone>[^\]]+)\] IXFR, outgoing, remote (?P<peer>\S+?), "
+            r"(?P<message>incomplete history, serial \d+, fallback to AXFR)$"
+        ),
+        "out",
+        "journal trimmed",
+    ),
+    FallbackWording(
+        re.compile(
+            r"\[(?P<zone>[^\]]+)\] IXFR, incoming, remote (?P<peer>\S+?), "
+            r"(?P<message>receiving AXFR-style IXFR)$"
+        ),
+        "in",
+        "falling back to AXFR",
+    ),
+)
 
 
 # --- failures, in this server's own wording (harness/servers/failures.py) ---
@@ -112,6 +139,7 @@ class Knot(PublishesByUpdate):
     }
     zone_options = frozenset({"journal-max-usage", "journal-max-depth"})
     failures = FAILURES
+    fallback_wording = FALLBACKS
     # Secondary RSS: 169 MiB at 500 k records (tld), 186 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
 
@@ -127,6 +155,18 @@ class Knot(PublishesByUpdate):
         out: list[LoggedTransfer] = []
         started_serial: dict[tuple[str, str, str], int] = {}
         for line in text.splitlines():
+            if ", zone updated, " in line and (updated := _UPDATED.search(line)):
+                # The incoming transfer just finished from that remote brought this serial.
+                for index in range(len(out) - 1, -1, -1):
+                    entry = out[index]
+                    if entry.direction == "in" and entry.peer == updated["peer"]:
+                        if entry.serial is None and entry.zone == zone_name(updated["zone"]):
+                            first = None if updated["from"] == "none" else int(updated["from"])
+                            out[index] = replace(
+                                entry, serial=int(updated["serial"]), from_serial=first
+                            )
+                        break
+                continue
             if ", started" in line:
                 head = _STARTED.search(line)
                 serial = _SERIAL.search(line)
