@@ -340,20 +340,43 @@ class LiveCase:
     # --- Bench: new serials and triggers -----------------------------------------------------
 
     def publish(self, serial: int) -> Publication:
+        """Put version `serial` of the first zone on the primary (put_version) and wait
+        until it serves it."""
+        assert self.primary is not None
+        issued, method = self.put_version(serial)
+        served = self._poll(self.primary, self.first_zone, serial, issued + self.plan.timeout)
+        if served is None:
+            raise XfrTimeout(
+                f"timeout after {self.plan.timeout:g} s: the primary never served "
+                f"{self.first_zone} serial {serial} ({method})"
+            )
+        return Publication(issued, served, method)
+
+    def change_set(self, serial: int) -> ChangeSet | None:
+        """The change set that leads to `serial`, when the group publishes change sets (an
+        IXFR case, or a primary that takes whole zone files); the whole zone only for such
+        a primary (the others take the diff by update)."""
+        assert self.primary is not None
+        dialect = type(self.primary.server)
+        whole = dialect.publishes_zone_files(self.group.ixfr)
+        # A group with an IXFR case applies the change-set chain on every serial, so that a
+        # change set always starts from the zone it was made for.
+        if not (self.group.ixfr or whole):
+            return None
+        return zonegen.change_set(
+            self.plan.zone_spec, serial_to=serial, changes=self.plan.changes, whole_zone=whole
+        )
+
+    def put_version(self, serial: int) -> tuple[float, str]:
         """Put version `serial` of the first zone on the primary, the way its dialect
         chooses (Server.publish): an AXFR workload changes only the serial, an IXFR one
-        applies the next change set. The harness's belief of what the primary serves
-        follows; check_primary() holds the primary to it after the transfers."""
+        applies the next change set. Returns when the primary took it (bench clock) and
+        how. The harness's belief of what the primary serves follows; check_primary()
+        holds the primary to it after the transfers."""
         primary = self.primary
         assert primary is not None and self.wire is not None
         server, host = primary.server, primary.host
-        # A group with an IXFR case applies the change-set chain on every serial, so that a
-        # change set always starts from the zone it was made for.
-        change = None
-        if self.group.ixfr or type(server).publishes_zone_files(self.group.ixfr):
-            change = zonegen.change_set(
-                self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
-            )
+        change = self.change_set(serial)
         self.change = change
         reference = self._reference(self.first_zone)
         soa = query_soa(host.address, self.first_zone, netns=host.netns, timeout=self.plan.timeout)
@@ -377,13 +400,7 @@ class LiveCase:
             self.references[self.first_zone] = apply_diff_file(
                 reference, change.diff_path, self.first_zone
             )
-        served = self._poll(primary, self.first_zone, serial, issued + self.plan.timeout)
-        if served is None:
-            raise XfrTimeout(
-                f"timeout after {self.plan.timeout:g} s: the primary never served "
-                f"{self.first_zone} serial {serial} ({method})"
-            )
-        return Publication(issued, served, method)
+        return issued, method
 
     def check_primary(self, serial: int) -> str | None:
         """None when the primary serves what the harness believes it published at `serial`

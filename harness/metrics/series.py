@@ -261,6 +261,8 @@ class MetricState:
         as summary.json's fleet section computes them at the end."""
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             return []
+        if record.trigger == "stream":  # a stream's figures are per serial: results/stream.py
+            return []
         case = record.case
         repeat, records = self._fleet.get(case, (0, []))
         if record.repeat < repeat:

@@ -72,6 +72,8 @@ def fleet_repeats(records: Iterable[TransferRecord]) -> list[FleetRepeat]:
     for record in records:
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             continue
+        if record.trigger == "stream":  # one record per serial: results/stream.py's figures
+            continue
         groups.setdefault((record.case, record.repeat), []).append(record)
     out = []
     for (case, repeat), items in groups.items():

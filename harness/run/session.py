@@ -23,6 +23,7 @@ from harness import zonegen
 from harness.compose.backend import Backend
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.live import TLS_HOSTNAME, LiveCase
+from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
@@ -32,6 +33,7 @@ from harness.measure.protocol import (
     update_repeat,
 )
 from harness.measure.records import RecordContext, failure, transfer_record
+from harness.measure.stream import stream_repeat
 from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
 from harness.plan.case import CasePlan, GroupPlan
@@ -126,7 +128,8 @@ class GroupSession:
                 if group.tls:
                     tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
                 self._bounds()
-            self.live = LiveCase(
+            live = LiveStreamCase if group.first.stream is not None else LiveCase
+            self.live = live(
                 group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent
             )
             self._stack.callback(self._close_live)
@@ -195,8 +198,14 @@ class GroupSession:
                     status(f"{plan.name}: first copies and the warm-up update")
                     self.serial = prepare_updates(self.live)
                 self.serial += 1
-                status(f"{plan.name}: repeat {repeat}: transfer and verification")
-                update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
+                if isinstance(self.live, LiveStreamCase):
+                    status(f"{plan.name}: repeat {repeat}: a stream from serial {self.serial}")
+                    self.serial = stream_repeat(
+                        self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra
+                    )
+                else:
+                    status(f"{plan.name}: repeat {repeat}: transfer and verification")
+                    update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
             client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
         except PublishFailed as exc:
             self.broken, self.broken_kind = str(exc), "publish"
