@@ -22,7 +22,8 @@ from typing import Any
 from harness import zonegen
 from harness.compose.backend import Backend
 from harness.link.path import compute_bound, configured_rtt, through
-from harness.measure.live import TLS_HOSTNAME, LiveCase
+from harness.measure.client_pull import TLS_HOSTNAME
+from harness.measure.live import LiveCase
 from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
