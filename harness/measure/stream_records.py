@@ -214,6 +214,8 @@ def stream_records(
                 "serial_method": put.method,
                 "origin": "primary" if by_primary else "a secondary",
             }
+            if plan.stream is not None and plan.stream.sla is not None:
+                base_extra["sla_s"] = plan.stream.sla
             if primary_error is not None:
                 base_extra["primary_error_s"] = round(max(0.0, primary_error), 6)
             logged: dict[str, Any] = {}
@@ -240,6 +242,7 @@ def stream_records(
             low = max(first.before if first.before is not None else put.issued, put.issued)
             copy_records, kind, problem = _outcome(seen, host, last, checks.get(host))
             base_extra["served_at"] = round(seen.wall_at(first.at), 6)
+            base_extra["served_s"] = round(first.at - seen.start, 6)
             if first.serial != serial:  # it never served s alone: it went straight past it
                 base_extra["served_serial"] = first.serial
             observed = Observed(

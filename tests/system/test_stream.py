@@ -6,6 +6,7 @@ AXFR by its primary's short journal, with the reason in the primary's own words.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -117,6 +118,15 @@ def test_a_bind_primary_streams_30_serials_to_bind_knot_and_nsd(tmp_path: Path) 
     assert all(r.extra["stream"]["serial_method"] == "dynamic update" for r in records)
     # Nothing was ever served ahead of what the primary had been given.
     assert not any("had not been given" in (r.error or "") for r in records)
+    # summary.json's stream section, from these records.
+    (figures,) = json.loads((run_dir / "summary.json").read_text())["stream"].values()
+    assert figures["serials"] == 30 and figures["sla_s"] == 5.0
+    rows = {row["site"]: row for row in figures["latency"]}
+    assert set(rows) == {"", "berlin", "prague", "amsterdam"}
+    assert rows[""]["n"] == 90 and rows[""]["max_s"] == max(r.duration_s for r in records)
+    facts = {f["host"]: f for f in figures["secondaries"]}
+    assert all(f["transfers"] >= 1 and f["axfr"] == 0 for f in facts.values())
+    assert facts["amsterdam"]["transfers"] < 30  # NSD condensed
 
 
 def test_a_lagging_secondary_is_pushed_to_axfr_by_a_short_journal(tmp_path: Path) -> None:
