@@ -24,6 +24,7 @@ from harness.link.describe import describe_direction, describe_link
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.phases import CasePhases, case_phases
+from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
@@ -158,6 +159,7 @@ class ReportData:
     links: list[PathCheck] = field(default_factory=list)
     bounds: list[BoundRow] = field(default_factory=list)
     fleet: FleetData | None = None
+    stream: StreamData | None = None  # change streams (report/streamview.py)
 
     @property
     def uniform_link(self) -> str | None:
@@ -444,6 +446,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
         fleet=fleet_data(summary, records, samples),
+        stream=stream_data(summary, records),
     )
 
 

@@ -239,7 +239,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             ),
             figures_by_section={
                 section: [f for f in rendered_figures if f.section == section]
-                for section in ("answers", "fleet", "details")
+                for section in ("answers", "fleet", "stream", "details")
             },
             run=data.run,
             warnings=data.warnings,

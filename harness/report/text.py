@@ -11,6 +11,7 @@ from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+from harness.report.stream_text import print_stream
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 
@@ -273,6 +274,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     print_answers(data, console, short)
     print_fleet(data, console, short)
+    print_stream(data, console, short)
 
     table = folding_table(
         "cases (seconds; ok = verified transfers that count)",
