@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.compare.stream import LOAD_FIGURE, SlaComparison, load_samples, sla_comparisons
 from harness.core.errors import UserInputError
 from harness.core.stats import (
     DRIFT_VERDICTS,
@@ -316,6 +317,23 @@ def fleet_comparisons(
     return out
 
 
+def stream_load_comparisons(
+    records_a: list[TransferRecord], records_b: list[TransferRecord], **options: float
+) -> list[CaseComparison]:
+    """Per stream case and site (and fleet): each serial's load time there (compare/stream.py)."""
+    samples_a, samples_b = load_samples(records_a), load_samples(records_b)
+    threshold, out = options["threshold"], []
+    for (case, site), values_a in samples_a.items():
+        if (case, site) not in samples_b:
+            continue
+        a, b = (_values_side([v for v in values if v is not None], len(values), threshold)
+                for values in (values_a, samples_b[(case, site)]))  # fmt: skip
+        figure = LOAD_FIGURE if site else f"{LOAD_FIGURE}, fleet"
+        out.append(compare_sides(case, SERVER_TO_SERVER, a, b, site=site or None, figure=figure,
+                                 threshold=threshold, alpha=options["alpha"]))  # fmt: skip
+    return out
+
+
 # --- two runs -----------------------------------------------------------------------------
 
 
@@ -379,6 +397,7 @@ class Comparison:
     only_in_a: list[str]
     only_in_b: list[str]
     warnings: list[str]
+    stream_sla: list[SlaComparison] = field(default_factory=list)  # compare/stream.py
 
     @property
     def regressions(self) -> list[CaseComparison]:
@@ -396,7 +415,7 @@ class Comparison:
 
     @property
     def exit_status(self) -> int:
-        return 1 if self.regressions else 0
+        return 1 if self.regressions or any(s.regression for s in self.stream_sla) else 0
 
     def to_json(self) -> dict[str, Any]:
         cases = []
@@ -420,7 +439,9 @@ class Comparison:
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
             "warnings": self.warnings,
-            "regressions": [c.label for c in self.regressions],
+            "stream_sla": [item.to_json() for item in self.stream_sla],
+            "regressions": [c.label for c in self.regressions]
+            + [s.label for s in self.stream_sla if s.regression],
             "drifting": [c.label for c in self.drifting],
             "identical": self.identical,
             "exit_status": self.exit_status,
@@ -524,6 +545,7 @@ def compare_runs(
         for case, method, site in common
     ]
     cases += fleet_comparisons(records_a, records_b, threshold=threshold, alpha=alpha)
+    cases += stream_load_comparisons(records_a, records_b, threshold=threshold, alpha=alpha)
     return Comparison(
         run_a=str(path_a),
         run_b=str(path_b),
@@ -538,6 +560,7 @@ def compare_runs(
         only_in_a=[_label(k) for k in groups_a if k not in groups_b],
         only_in_b=[_label(k) for k in groups_b if k not in groups_a],
         warnings=warnings,
+        stream_sla=sla_comparisons(records_a, records_b, threshold=threshold, alpha=alpha),
     )
 
 

@@ -22,6 +22,7 @@ from harness.compare.gate import (
     CaseComparison,
     Comparison,
 )
+from harness.compare.stream import SlaComparison
 from harness.core import fmt
 
 
@@ -36,6 +37,17 @@ def _change(item: CaseComparison) -> str:
     if item.change_ci:
         text += f" [{item.change_ci[0]:+.1%}, {item.change_ci[1]:+.1%}]"
     return text
+
+
+def sla_text(item: SlaComparison) -> str:
+    """One line per stream case's SLA share, A against B."""
+    if item.share_a is None or item.share_b is None or item.change is None:
+        return f"{item.label}: no serial in one of the runs"
+    return (
+        f"{item.label}: {item.met_a} of {item.serials_a} ({item.share_a:.1%}) in A, "
+        f"{item.met_b} of {item.serials_b} ({item.share_b:.1%}) in B, "
+        f"{item.change * 100:+.1f} points, Fisher p {item.p_value:.3g}: {item.verdict}"
+    )
 
 
 def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
@@ -150,6 +162,8 @@ def print_comparison(result: Comparison, console: Console) -> None:
         console.print(table)
         for line in grouped_warnings(result):
             console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    for item in result.stream_sla:
+        console.print(escape(sla_text(item)), soft_wrap=True)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if result.differences:
@@ -168,10 +182,12 @@ def print_comparison(result: Comparison, console: Console) -> None:
             soft_wrap=True,
         )
     regressions = result.regressions
-    if regressions:
-        names = ", ".join(item.label for item in regressions)
+    names = ", ".join([item.label for item in regressions] +
+                      [item.label for item in result.stream_sla if item.regression])  # fmt: skip
+    if names:
+        count = len(regressions) + sum(1 for item in result.stream_sla if item.regression)
         console.print(
-            f"[bold red]{len(regressions)} regression(s)[/]: {escape(names)} (exit 1)",
+            f"[bold red]{count} regression(s)[/]: {escape(names)} (exit 1)",
             soft_wrap=True,
         )
     else:
