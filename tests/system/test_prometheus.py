@@ -237,7 +237,8 @@ def never_read(run: ScrapedRun) -> set[str]:
         for metric, key in nullable.items()
         if not any(s.get(key) is not None for s in samples if s["role"] != "link")
     }
-    if not any("host" in r.extra for r in run.records):
+    # Format 2 holds a fleet's site in the record, no longer in extra.
+    if not any(r.site is not None for r in run.records):
         out |= set(FLEET_ONLY)
     checks = [d for r in run.records for d in r.extra.get("link", {}).values() if "loss_check" in d]
     if not checks:
