@@ -59,7 +59,7 @@ def print_stream(data: ReportData, console: Console, short: dict[str, str]) -> N
         if item.late_publishes:
             console.print(
                 f"{label}: {item.late_publishes} of {item.serials} serials published late "
-                f"(at most {fmt.seconds(item.max_late_s)} s after their slot)",
+                f"(more than 50 ms after their slot; at most {fmt.seconds(item.max_late_s)} s)",
                 soft_wrap=True,
             )
         for facts, fallback in item.fallbacks():

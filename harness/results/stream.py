@@ -27,6 +27,10 @@ from typing import Any
 from harness.results.model import TransferRecord
 
 LOAD_SHARE = 0.95  # RSSAC002: the share of instances that must serve a serial
+# A publish counts as late when it started this much after its slot: the flow wakes a few
+# ms after a slot on a busy host (up to 16 ms seen here); a primary still taking the last
+# serial (an NSD reload of a big zone) makes it late by far more. Records keep the exact value.
+LATE_TOLERANCE_S = 0.05
 FLEET = ""  # the site name of fleet-wide figures
 
 
@@ -297,15 +301,16 @@ def stream_summary(records: list[TransferRecord]) -> dict[str, Any]:
     for case in dict.fromkeys(r.case for r in chosen):
         fleet = next(r for r in rows if r.case == case and r.site == FLEET)
         mine = [x for x in loads if x.case == case and x.site == FLEET]
-        late = [x.late_s for x in mine if x.late_s > 0]
+        late = [x.late_s for x in mine if x.late_s > LATE_TOLERANCE_S]
         out[case] = {
             "load_share": LOAD_SHARE,
             "percentiles": "nearest rank",
             "sla_s": sla.get(case),
             "sla": sla_sentence(fleet),
             "serials": len(mine),
-            "late_publishes": len(late),
-            "max_late_s": max(late, default=0.0),
+            "late_publishes": len(late),  # started over LATE_TOLERANCE_S after their slot
+            "late_tolerance_s": LATE_TOLERANCE_S,
+            "max_late_s": max((x.late_s for x in mine), default=0.0),
             "latency": [r.to_dict() for r in rows if r.case == case],
             "loads": [x.to_dict() for x in loads if x.case == case],
             "secondaries": [f.to_dict() for f in facts if f.case == case],

@@ -104,3 +104,13 @@ def test_no_stream_no_section() -> None:
     assert stream_summary([]) == {}
     with pytest.raises(ValueError):
         nearest_rank([], 50)
+
+
+def test_only_a_publish_over_50_ms_after_its_slot_is_late(tmp_path: Path) -> None:
+    # Each publish takes 0.3 s at 0.2 s intervals: from the second on, each starts later.
+    records = _records(tmp_path, transfer_s=dict.fromkeys(HOSTS, 0.05), put_s=0.3)
+    (figures,) = stream_summary(records).values()
+    lates = sorted({r.serial: r.phases["publish_late"] for r in records}.values())
+    assert lates[0] == 0.0 and lates[1] == pytest.approx(0.1)
+    assert figures["late_publishes"] == 19 and figures["late_tolerance_s"] == 0.05
+    assert figures["max_late_s"] == pytest.approx(0.1 * 19)
