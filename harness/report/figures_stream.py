@@ -79,8 +79,8 @@ def stream_lag_figure(data: ReportData) -> Figure | None:
         caption=(
             "Per stream case and secondary, over the stream (seconds since its start): the "
             "serials put on the primary that it did not serve yet (top), and how long ago the "
-            "oldest of them was put there (bottom); at every publish and every first answer "
-            "with a serial, from the records." + shared_note(shared)
+            "oldest of them was put there (bottom), just before and after every publish and "
+            "every first answer with a serial, from the records." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=points,
@@ -138,9 +138,10 @@ def draw_stream_lag(series: dict[str, Any], fid: str) -> Any:
         behind, seconds = axes[2 * index][0], axes[2 * index + 1][0]
         for number, line in enumerate(case["lines"]):
             xs = [p[0] for p in line["points"]]
-            behind.step(xs, [p[1] for p in line["points"]], where="post", linewidth=1,
-                        label=line["host"], gid=f"{fid}-serials-{index}-{number}")  # fmt: skip
-            seconds.step(xs, [p[2] for p in line["points"]], where="post", linewidth=1,
+            # Each instant is there twice, the lag just before and after it: lines, not steps.
+            behind.plot(xs, [p[1] for p in line["points"]], linewidth=1, label=line["host"],
+                        gid=f"{fid}-serials-{index}-{number}")  # fmt: skip
+            seconds.plot(xs, [p[2] for p in line["points"]], linewidth=1,
                          gid=f"{fid}-seconds-{index}-{number}")  # fmt: skip
         behind.set_title(case["label"], fontsize=8)
         behind.set_ylabel("serials behind", fontsize=8)

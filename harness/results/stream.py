@@ -201,27 +201,39 @@ class SecondaryFacts:
 def lag_series(items: list[TransferRecord]) -> list[tuple[float, int, float]]:
     """One secondary's lag over one repeat's stream: (seconds since the stream started,
     serials published that it does not serve yet, how long the oldest of them has been
-    published), at every publish and every first answer with a serial."""
+    published). At every publish and every first answer with a serial, the lag just before
+    and just after it: between two of these the serials behind stay put and the seconds
+    behind grow with the clock, so the points joined by straight lines are the lag at every
+    instant, and its largest value is among them."""
     published: dict[int, float] = {}
     served: dict[int, float | None] = {}
     for record in items:
         stream = record.extra.get("stream") or {}
         if record.serial is None or stream.get("issued_s") is None:
             continue
-        issued = float(stream["issued_s"])
-        published[record.serial] = issued
+        published[record.serial] = float(stream["issued_s"])
         served[record.serial] = None
         if record.duration_s is not None and stream.get("served_s") is not None:
             served[record.serial] = float(stream["served_s"])
-    times = sorted({*published.values(), *(t for t in served.values() if t is not None)})
-    out = []
-    for t in times:
+
+    def lag(t: float, after: bool) -> tuple[float, int, float]:
         missing = [
-            published[s]
-            for s in published
-            if published[s] <= t and (served[s] is None or served[s] > t)  # type: ignore[operator]
+            issued
+            for serial, issued in published.items()
+            if (issued <= t if after else issued < t)
+            and not (
+                served[serial] is not None
+                and (served[serial] <= t if after else served[serial] < t)
+            )  # type: ignore[operator]
         ]
-        out.append((round(t, 6), len(missing), round(t - min(missing), 6) if missing else 0.0))
+        return round(t, 6), len(missing), round(t - min(missing), 6) if missing else 0.0
+
+    times = sorted({*published.values(), *(t for t in served.values() if t is not None)})
+    out: list[tuple[float, int, float]] = []
+    for t in times:
+        for point in (lag(t, after=False), lag(t, after=True)):
+            if not out or out[-1] != point:
+                out.append(point)
     return out
 
 
