@@ -41,6 +41,9 @@ class _Following:
             self.checked = now
         return self.follower.take(min(timeout, ALIVE_EVERY_S))
 
+    def queries(self) -> dict[str, int]:
+        return self.follower.queries()
+
 
 class LiveStreamCase(LiveCase):
     """A LiveCase that can also run a change stream (measure/stream.py)."""
@@ -48,7 +51,6 @@ class LiveStreamCase(LiveCase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lag_written: dict[str, tuple[int, float]] = {}  # host -> (serials, when)
-        self.stream_queries: dict[str, int] = {}  # SOA queries the last stream sent each
 
     def prepare_stream(self, serials: list[int]) -> None:
         """Every change set of the stream, generated (or found in the cache) now."""
@@ -69,7 +71,6 @@ class LiveStreamCase(LiveCase):
         interval = poll_interval(len(targets))
         with SerialFollower(targets, self.first_zone, interval=interval) as follower:
             yield _Following(self, follower)
-        self.stream_queries = follower.queries()
 
     def stream_transfers(self, host: str, since: float) -> list[StreamTransfer]:
         """`host`'s incoming transfers since `since` (unix), from its log and its primary's

@@ -64,6 +64,9 @@ class Follow(Protocol):
     def take(self, timeout: float) -> list[SerialChange]:
         """The serial changes seen since the last call, waiting up to `timeout` seconds."""
 
+    def queries(self) -> dict[str, int]:
+        """SOA queries sent to each server so far (what following it cost)."""
+
 
 class StreamBench(Bench, Protocol):
     """What a stream needs beyond the other flows."""
@@ -134,6 +137,7 @@ def run_stream(bench: StreamBench, plan: CasePlan, first: int, offsets: list[flo
         while not _caught_up(seen, hosts) and bench.clock() < deadline:
             _absorb_until(bench, follow, seen, plan.name, hosts, min(deadline, bench.clock() + 1))
         seen.waited_until = bench.clock()
+        seen.queries = follow.queries()
     bench.stream_lag(plan.name, seen.lag(hosts, bench.clock()))
     return seen
 

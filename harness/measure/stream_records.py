@@ -94,6 +94,7 @@ class StreamSeen:
     publish_error: str | None = None  # why the stream stopped publishing
     primary_wrong: bool = False  # the primary serves something else than was published
     waited_until: float = 0.0  # when the flow stopped waiting for the fleet
+    queries: dict[str, int] = field(default_factory=dict)  # SOA queries sent to each server
 
     def wall_at(self, at: float) -> float:
         return self.start_wall + (at - self.start)
@@ -224,6 +225,9 @@ def stream_records(
                 logged["transfer"] = transfer
             if serial == last and logs.failures.get(host):
                 logged["secondary_failures"] = logs.failures[host]
+            if serial == last and seen.queries:  # what following it cost, once per host
+                base_extra["soa_queries"] = seen.queries.get(host, 0)
+                base_extra["primary_soa_queries"] = seen.queries.get(PRIMARY, 0)
             if first is None or origin is None:
                 never = "the primary never served it" if origin is None else ""
                 text = (

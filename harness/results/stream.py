@@ -193,6 +193,7 @@ class SecondaryFacts:
     failures: dict[str, Any] = field(default_factory=dict)  # failed attempts, its words
     max_behind_serials: int = 0
     max_behind_s: float = 0.0
+    soa_queries: int | None = None  # the harness's SOA queries to it during the stream
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -246,7 +247,9 @@ def secondary_facts(records: Iterable[TransferRecord]) -> list[SecondaryFacts]:
     for (case, repeat, host), items in groups.items():
         made: dict[int, dict[str, Any]] = {}
         failures: dict[str, Any] = {}
+        queries = None
         for record in items:
+            queries = (record.extra.get("stream") or {}).get("soa_queries", queries)
             transfer = record.server_logged.get("transfer") or {}
             if "serial" in transfer:
                 made[int(transfer["serial"])] = transfer
@@ -275,6 +278,7 @@ def secondary_facts(records: Iterable[TransferRecord]) -> list[SecondaryFacts]:
                 failures=failures,
                 max_behind_serials=max((n for _, n, _ in lag), default=0),
                 max_behind_s=max((s for _, _, s in lag), default=0.0),
+                soa_queries=queries,
             )
         )
     return out

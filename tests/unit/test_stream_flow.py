@@ -133,6 +133,9 @@ class FakeStreamBench(FakeBench):
         self.calls.append(("verify", host, serial))
         return super().verify(host, zone, serial)
 
+    def queries(self) -> dict[str, int]:
+        return {PRIMARY: 7} | dict.fromkeys(self.transfer_s, 3)
+
     def stream_transfers(self, host: str, since: float) -> list[StreamTransfer]:
         return list(self.made[host])
 
@@ -190,6 +193,9 @@ def test_every_serial_on_schedule_with_latencies_from_the_primary(tmp_path: Path
     finals = [r for r in records if r.serial == 40]
     assert all(r.server_logged["secondary_failures"] == {"timed_out": 1} for r in finals)
     assert not any("secondary_failures" in r.server_logged for r in records if r.serial != 40)
+    # ...and what following it cost: the harness's SOA queries to it and to the primary.
+    assert all(r.extra["stream"]["soa_queries"] == 3 for r in finals)
+    assert all(r.extra["stream"]["primary_soa_queries"] == 7 for r in finals)
     # far-1 went straight past serials its transfers condensed: the poller saw it too.
     jumped = [r for r in far.values() if "served_serial" in r.extra["stream"]]
     assert jumped and all(r.extra["stream"]["served_serial"] > r.serial for r in jumped)

@@ -70,7 +70,7 @@ def test_summary_of_a_stream_with_a_slow_site(tmp_path: Path) -> None:
     assert far["max_behind_serials"] >= 2 and far["max_behind_s"] >= 0.5
     near = next(f for f in figures["secondaries"] if f["host"] == "near-1")
     assert near["transfers"] == 20 and near["max_behind_serials"] == 1
-    assert near["failures"] == {"timed_out": 1}
+    assert near["failures"] == {"timed_out": 1} and near["soa_queries"] == 3
 
 
 def test_fallbacks_are_listed_with_their_reason(tmp_path: Path) -> None:
