@@ -33,16 +33,22 @@ def _fallback_for(
     return min(inside, key=lambda f: FALLBACK_KINDS.index(f.kind))
 
 
+# The primary may log a transfer's end after the secondary logged taking it (BIND writes
+# "IXFR ended" once it has cleaned up; an NSD secondary committed 2 ms before it here).
+END_SKEW_S = 1.0
+
+
 def _sent_for(
     sent: list[LoggedTransfer], entry: LoggedTransfer, slack: float
 ) -> LoggedTransfer | None:
     """The primary's last logged transfer of the same serial to this secondary, ended no
-    later than the secondary's (to the stamps' resolution)."""
+    later than END_SKEW_S after the secondary's (plus the stamps' resolution)."""
+    limit = slack + END_SKEW_S
     matches = [
         e
         for e in sent
         if e.serial == entry.serial
-        and (e.at_unix is None or entry.at_unix is None or e.at_unix <= entry.at_unix + slack)
+        and (e.at_unix is None or entry.at_unix is None or e.at_unix <= entry.at_unix + limit)
     ]
     return matches[-1] if matches else None
 

@@ -4,10 +4,13 @@ from real runs, tests/fixtures/fallbacks/)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from harness.measure.stream_logs import stream_transfers
-from harness.servers import Bind, Knot
+from harness.servers import Bind, Knot, Nsd
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fallbacks"
 
@@ -53,3 +56,33 @@ def test_a_knot_secondarys_axfr_carries_its_primarys_reason() -> None:
         ("axfr", "journal trimmed", "knot (primary)")
     ] * 2
     assert late[0].fallback == "incomplete history, serial 2, fallback to AXFR"
+
+
+def later(log: str, ms: int) -> str:
+    """BIND lines with every stamp `ms` milliseconds later (a primary busier than here)."""
+    out = []
+    for line in log.splitlines():
+        stamp = datetime.strptime(line[:23], "%Y-%m-%dT%H:%M:%S.%f") + timedelta(milliseconds=ms)
+        out.append(stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + line[23:])
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("skew_ms", [0, 10, 500])
+def test_a_primary_that_logs_the_end_after_the_secondary_commits_still_says_the_kind(
+    skew_ms: int,
+) -> None:
+    # Captured: BIND logged "IXFR ended ... (serial 5)" at .362, 2 ms after NSD's xfrd
+    # committed serial 5 at .360 (BIND writes it once it has cleaned up). On a busier host
+    # the gap is larger: the transfer is still the one the primary sent.
+    made = stream_transfers(
+        Nsd,
+        text("nsd-secondary-commits-before-bind-ends.log"),
+        Bind,
+        later(text("bind-primary-ends-after-nsd-commits.log"), skew_ms),
+        "example.",
+        "198.18.96.194",
+        since=0.0,
+    )
+    assert made and all(t.xfr is not None for t in made), [t for t in made if t.xfr is None]
+    five = next(t for t in made if t.serial == 5)
+    assert (five.xfr, five.from_serial, five.source) == ("ixfr", 2, "primary")
