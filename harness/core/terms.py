@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
 XfrKind = Literal["axfr", "ixfr"]
-Trigger = Literal["notify", "retransfer", "cold-start"]
+Trigger = Literal["notify", "retransfer", "cold-start", "stream"]
 Role = Literal["primary", "secondary"]  # a server's part in the relation
 Method = Literal["server-to-server", "client-pull-own", "client-pull-kdig"]
 ServerKind = Literal["bind", "knot", "nsd", "pdns"]

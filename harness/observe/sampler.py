@@ -239,6 +239,14 @@ class Sampler:
         with self._lock:
             self._write(lines)
 
+    def note(self, case: str, lines: list[dict[str, Any]]) -> None:
+        """Write lines a flow observed itself (a stream's lag per secondary, role
+        "stream") with the samples' head, in the same file and to the same callback."""
+        with self._lock:
+            repeat = self._watch.repeat if self._watch is not None else None
+            head = {"t": round(time.time(), 6), "event": "note", "case": case, "repeat": repeat}
+            self._write([{**head, **line} for line in lines])
+
     # --- sampling ---------------------------------------------------------------------
 
     def _loop(self) -> None:

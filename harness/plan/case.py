@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
+from harness.plan.stream import StreamPlan
 from harness.servers.base import Capabilities, Support
 from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
 from harness.testbed.topology import Endpoint
@@ -55,6 +56,7 @@ class CasePlan:
     tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # least seconds from one transfer's end to the next trigger
     fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
+    stream: StreamPlan | None = None  # trigger "stream": its schedule and target
 
     @property
     def name(self) -> str:
@@ -79,8 +81,8 @@ class CasePlan:
 
     @property
     def notify(self) -> bool:
-        """The primary NOTIFYs its secondaries (only when that is the trigger)."""
-        return self.trigger == "notify"
+        """The primary NOTIFYs its secondaries (when that is the trigger, or in a stream)."""
+        return self.trigger in ("notify", "stream")
 
     @property
     def ixfr(self) -> bool:
@@ -97,8 +99,12 @@ class CasePlan:
 
     def transfers(self) -> int:
         """Transfer records the case writes when all goes well: one per secondary and
-        repeat, plus the client pulls (from the first secondary's host)."""
-        return self.repeats * (len(self.secondaries) + len(self.client_pulls))
+        repeat (in a stream: per secondary and serial, as the first repeat's schedule
+        has them), plus the client pulls (from the first secondary's host)."""
+        per_repeat = len(self.secondaries)
+        if self.stream is not None:
+            per_repeat *= len(self.stream.offsets(self.name, 1))
+        return self.repeats * (per_repeat + len(self.client_pulls))
 
     def endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(host.endpoint() for host in self.hosts)
@@ -122,6 +128,18 @@ def plan_case(case: Case) -> CasePlan:
     secondary of every site (a scenario without sites has one, named "secondary")."""
     scenario = case.scenario
     changes = scenario.zones.ixfr_changes
+    stream = None
+    if scenario.stream is not None:
+        given = scenario.stream
+        changes = given.changes or changes
+        stream = StreamPlan(
+            given.interval,
+            given.updates,
+            given.duration,
+            given.arrival,
+            given.sla,
+            scenario.schedule_seed,
+        )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)
     primary = HostPlan(
@@ -146,6 +164,7 @@ def plan_case(case: Case) -> CasePlan:
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
         fault=case.fault,
+        stream=stream,
     )
 
 

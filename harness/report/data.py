@@ -31,6 +31,7 @@ from harness.report.logged_failures import (
     unlogged_note,
 )
 from harness.report.phases import CasePhases, case_phases
+from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
@@ -198,6 +199,7 @@ class ReportData:
     failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
     faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
+    stream: StreamData | None = None  # change streams (report/streamview.py)
 
     @property
     def unlogged_failures_note(self) -> str | None:
@@ -538,6 +540,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
             if not r.counts and not r.unsupported
         ],
         faults=fault_data(records),
+        stream=stream_data(summary, records),
     )
 
 

@@ -36,6 +36,12 @@ from harness.report.figures_resources import (
     memory_figure,
     time_wait_figure,
 )
+from harness.report.figures_stream import (
+    draw_stream_lag,
+    draw_stream_load,
+    stream_lag_figure,
+    stream_load_figure,
+)
 from harness.report.figures_time import (
     draw_duration,
     draw_phases,
@@ -52,6 +58,8 @@ def build_figures(data: ReportData) -> list[Figure]:
         convergence_figure(data),
         fleet_cost_figure(data),
         faults_figure(data),
+        stream_load_figure(data),
+        stream_lag_figure(data),
         duration_figure(data),
         throughput_figure(data),
         cpu_figure(data),
@@ -66,6 +74,8 @@ _DRAW: dict[str, Callable[[dict[str, Any], str], Any]] = {
     "fig-convergence": draw_convergence,
     "fig-fleet-cost": draw_fleet_cost,
     "fig-faults": draw_faults,
+    "fig-stream-load": draw_stream_load,
+    "fig-stream-lag": draw_stream_lag,
     "fig-duration": draw_duration,
     "fig-throughput": draw_throughput,
     "fig-cpu": draw_cpu,

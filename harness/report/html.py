@@ -253,7 +253,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             ),
             figures_by_section={
                 section: [f for f in rendered_figures if f.section == section]
-                for section in ("answers", "fleet", "faults", "details")
+                for section in ("answers", "fleet", "faults", "stream", "details")
             },
             run=data.run,
             warnings=data.warnings,

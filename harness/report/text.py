@@ -12,6 +12,7 @@ from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
+from harness.report.stream_text import print_stream
 from harness.report.text_faults import print_faults
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
@@ -358,6 +359,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_answers(data, console, short)
     print_fleet(data, console, short)
     print_faults(data, console)
+    print_stream(data, console, short)
 
     logged = data.failures_logged
     table = folding_table(

@@ -23,9 +23,11 @@ from harness import zonegen
 from harness.compose.backend import Backend
 from harness.core.errors import ToolFailed
 from harness.link.path import compute_bound, configured_rtt, through
+from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.faults import fault_repeat
-from harness.measure.live import TLS_HOSTNAME, LiveCase, Switched
+from harness.measure.live import LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
+from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
@@ -35,6 +37,7 @@ from harness.measure.protocol import (
     update_repeat,
 )
 from harness.measure.records import RecordContext, failure, transfer_record
+from harness.measure.stream import stream_repeat
 from harness.measure.switch_proof import prove_switch
 from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
@@ -138,7 +141,8 @@ class GroupSession:
                 if group.tls:
                     tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
                 self._bounds()
-            self.live = LiveCase(
+            live = LiveStreamCase if group.first.stream is not None else LiveCase
+            self.live = live(
                 group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent
             )
             self._stack.callback(self._close_live)
@@ -216,7 +220,10 @@ class GroupSession:
                         self._fail(ctx, repeat, self.unswitched[plan.name], extra, "harness", emit)
                         return
                 self.serial += 1
-                if plan.fault is not None:
+                if isinstance(self.live, LiveStreamCase):
+                    status(f"{plan.name}: repeat {repeat}: a stream from serial {self.serial}")
+                    self.serial = stream_repeat(self.live, ctx, repeat, self.serial, emit, extra)
+                elif plan.fault is not None:
                     status(f"{plan.name}: repeat {repeat}: {plan.fault.kind} and healing")
                     faults = LiveFaults(self.live)
                     fault_repeat(self.live, faults, ctx, repeat, self.serial, emit, extra)

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import dns.rrset
 import jinja2
@@ -199,6 +199,7 @@ class LoggedTransfer:
     # Whether the transfer was TSIG-signed, as the line (or its companion) says; None where
     # the server's log does not say (Knot 3.2 either way, NSD 4.6 as a primary).
     signed: bool | None = None
+    from_serial: int | None = None  # where an IXFR started, when the log says
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -209,6 +210,44 @@ EVERY_SWITCH: frozenset[Switch] = frozenset(
     (a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b
 )
 TCP_TSIG_SWITCHES: frozenset[Switch] = frozenset({("tcp", "tcp-tsig"), ("tcp-tsig", "tcp")})
+
+
+# Why an IXFR became an AXFR, in kinds a reader can count; each dialect maps its own words.
+FallbackKind = Literal[
+    "journal trimmed",  # the primary's history no longer reaches the secondary's serial
+    "delta too large",  # the IXFR would be larger than the primary lets it (max-ixfr-ratio)
+    "history inconsistent",  # the history does not apply to the secondary's copy
+    "IXFR refused",  # the primary answered the IXFR request with an error
+    "falling back to AXFR",  # a full zone in answer to an IXFR, no reason given
+]
+FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A server's own line saying that an IXFR became an AXFR: on the primary's side
+    ("out", it sent a full zone) or the secondary's ("in", it took one)."""
+
+    server: ServerKind
+    side: str  # out | in
+    zone: str
+    peer: str | None  # the other end, as the line writes it
+    kind: FallbackKind
+    text: str  # the line's message, as the server wrote it
+    at_unix: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FallbackWording:
+    """One line shape: its pattern (groups `zone`, `peer` where it names them, and
+    `message`, the words kept), which side writes it, and its kind."""
+
+    pattern: re.Pattern[str]
+    side: str
+    kind: FallbackKind
 
 
 def parse_semver(text: str) -> tuple[int, int, int]:
@@ -249,6 +288,9 @@ class Server(ABC):
     version_patterns: ClassVar[tuple[str, ...]]  # the first that matches gives X.Y.Z
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
+    # Those of `options` that belong to each zone (or the zones' template), not the server:
+    # the IXFR history a primary keeps (journals) is a zone's.
+    zone_options: ClassVar[frozenset[str]] = frozenset()
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
     # As a primary, the line it writes for each transfer it refuses for want of a slot
     # (servers/refusals.py); None while no such line is known: "not logged", never 0.
@@ -268,6 +310,9 @@ class Server(ABC):
     # What in its workdir would keep a restarted secondary from transferring at once (saved
     # timers or serials it would trust over the primary's): removed before it starts again.
     restart_forgets: ClassVar[tuple[str, ...]] = ()
+    # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
+    # none at the harness's log level.
+    fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -315,8 +360,8 @@ class Server(ABC):
         how, in a few words for the record ("reload", "dynamic update", ...). Returns once
         the server accepted it; the harness then waits until it serves the new serial and
         checks what it serves. The default: the new zone file, then the server's reload."""
-        if version.change is None:
-            raise ValueError(f"{self.kind} publishes whole zone files: a change set is needed")
+        if version.change is None or version.change.zone_path is None:
+            raise ValueError(f"{self.kind} publishes whole zone files: a whole zone is needed")
         entry = next(z for z in self.setup.zones if z.origin == zone_name(version.zone))
         link_or_copy(version.change.zone_path, entry.file)
         reach.run_tool(self.reload_argv(version.zone))
@@ -326,6 +371,30 @@ class Server(ABC):
     @abstractmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         """Every transfer the log text records, in order (pure)."""
+
+    @classmethod
+    def parse_fallbacks(cls, text: str) -> list[Fallback]:
+        """Every line of the log text saying an IXFR became an AXFR, in order (pure)."""
+        out = []
+        for line in text.splitlines():
+            for wording in cls.fallback_wording:
+                match = wording.pattern.search(line)
+                if match is None:
+                    continue
+                groups = match.groupdict()
+                out.append(
+                    Fallback(
+                        cls.kind,
+                        wording.side,
+                        zone_name(groups["zone"]),
+                        groups.get("peer"),
+                        wording.kind,
+                        groups["message"],
+                        cls.failures.timestamp(line),
+                    )
+                )
+                break
+        return out
 
     @classmethod
     @abstractmethod
@@ -362,7 +431,12 @@ class Server(ABC):
             "tls_known": s.tls_known or s.tls,
             "ixfr": s.ixfr,
             "notify": s.notify,
-            "options": {k: _render_value(v) for k, v in s.options.items()},
+            "options": {
+                k: _render_value(v) for k, v in s.options.items() if k not in self.zone_options
+            },
+            "zone_options": {
+                k: _render_value(v) for k, v in s.options.items() if k in self.zone_options
+            },
             "port": s.port,
             "tls_port": s.tls_port,
             "control_port": s.control_port,

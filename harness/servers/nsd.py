@@ -129,7 +129,12 @@ class Nsd(Server):
         "server-count": int,
         "xfrd-reload-timeout": int,
         "tcp-timeout": int,
+        # The primary's IXFR history, per zone: how many versions it keeps (default 5) and
+        # their bytes at most (default 1048576, 0: unlimited).
+        "ixfr-number": int,
+        "ixfr-size": int,
     }
+    zone_options = frozenset({"ixfr-number", "ixfr-size"})
     failures = FAILURES
     # No line of a NSD primary refusing a transfer for want of a slot is captured yet
     # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.

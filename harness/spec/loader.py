@@ -22,6 +22,7 @@ from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
 from harness.spec.scenario import Scenario, flatten_matrix
+from harness.spec.stream import stream_problem
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,13 @@ def _only_kinds(key: str, value: Any) -> bool:
     return False
 
 
+def _check_stream(scenario: Scenario, path: Path, where: str) -> None:
+    problem = stream_problem(scenario)
+    if problem is not None:
+        key, text = problem
+        raise ScenarioError(f"{path}: {key}: {text}{where}")
+
+
 def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]:
     """Validate the scenario and expand its matrix into cases, each validated on its own."""
     base = _validate(raw, path)
@@ -233,6 +241,7 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
         where = f" (in the matrix case {_case_label(chosen)})" if chosen else ""
         scenario = _validate(variant, path, where)
         faults: list[FaultSpec | None] = list(scenario.faults) or [None]
+        _check_stream(scenario, path, where)
         for transport in base.transports:
             for xfr in base.xfr:
                 for fault in faults:
@@ -278,6 +287,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "passes": 2,
     "schedule_seed": 1,
     "settle": 1.0,
+    "stream": None,
 }
 
 

@@ -24,6 +24,7 @@ from harness.spec.fields import Duration, Percent, Strict
 from harness.spec.fleet import MAX_SECONDARIES, SiteSpec, fill_site_defaults
 from harness.spec.hosts import HostsSpec, ServersSpec
 from harness.spec.link import LinkSpec
+from harness.spec.stream import StreamSpec
 
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
 ZonePreset = Literal["tiny", "tld", "hosting"]
@@ -135,6 +136,8 @@ class Scenario(Strict):
     uplink: LinkSpec = LinkSpec()
     # Each fault is a case of its own beside the transports and kinds (spec/faults.py).
     faults: list[FaultSpec] = Field(default_factory=list)
+    # A change stream (trigger = "stream"): its schedule, its changes, its target.
+    stream: StreamSpec | None = None
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     _fill_sites = model_validator(mode="before")(fill_site_defaults)
@@ -231,6 +234,20 @@ class Scenario(Strict):
             raise ValueError(
                 "a cold start has no zone to update, so it is always a full transfer; "
                 'set xfr = ["axfr"]'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stream_table(self) -> Scenario:
+        if self.trigger == "stream" and self.stream is None:
+            raise ValueError(
+                'trigger = "stream" needs a [stream] table, e.g. interval = "5s" and '
+                'duration = "5m"'
+            )
+        if self.trigger != "stream" and self.stream is not None:
+            raise ValueError(
+                f'[stream] applies to trigger = "stream" only (this scenario\'s trigger is '
+                f"{self.trigger!r}); set the trigger or remove the table"
             )
         return self
 
