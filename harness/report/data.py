@@ -16,9 +16,11 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from harness.core.fmt import short_labels
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
 from harness.report.faultview import FaultData, fault_data
@@ -174,6 +176,15 @@ class FailedAttempt:
     number: int | None  # of its reason in FailureSummary.groups (1-based)
 
 
+@dataclass(frozen=True)
+class Labels:
+    shared: str  # what every name has, as a pattern ("bind-bind/*"), for a caption
+    short: dict[str, str]  # name -> what tells it apart
+
+    def __call__(self, name: str) -> str:
+        return self.short.get(name, name)
+
+
 @dataclass
 class ReportData:
     run: RunInfo
@@ -200,6 +211,23 @@ class ReportData:
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
     faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
     stream: StreamData | None = None  # change streams (report/streamview.py)
+
+    @cached_property
+    def labels(self) -> Labels:
+        """Every case name of the report shortened once (core/fmt.py short_labels), so that a
+        case reads the same in every table and figure."""
+        names = [row.label for row in self.cases] + [x.label for x in self.phases]
+        names += [x.label for x in self.bounds] + [x.case for x in self.links if x.cases == 1]
+        names += [x.case for x in self.resources] + [case for case, _, _ in self.case_spans]
+        names += [x.case for x in self.fleet.cases] if self.fleet else []
+        names += [x.case for x in self.faults.cases] if self.faults else []
+        names += [x.case for x in self.stream.cases] if self.stream else []
+        return Labels(*short_labels(list(dict.fromkeys(names))))
+
+    @cached_property
+    def transport_labels(self) -> Labels:
+        """The transport table's pair keys, shortened once."""
+        return Labels(*short_labels([g.key for g in self.transports]))
 
     @property
     def unlogged_failures_note(self) -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core import fmt
-from harness.core.fmt import short_labels
 from harness.report.data import ReportData
 from harness.report.faultview import series as case_series
 from harness.report.figures_common import Figure, seconds_formatter, shared_note
@@ -23,7 +22,7 @@ def faults_figure(data: ReportData) -> Figure | None:
     if data.faults is None or not data.faults.cases:
         return None
     cases = data.faults.cases
-    shared, short = short_labels(list(dict.fromkeys(c.case for c in cases)))
+    shared, short = data.labels.shared, data.labels.short
     panels = [
         case_series(case) | {"label": f"{short[case.case]} #{case.repeat}"}
         for case in cases[:MAX_PANELS]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.fmt import short_labels
 from harness.report.data import ReportData
 from harness.report.figures_common import Figure, seconds_formatter, shared_note
 
@@ -19,7 +18,7 @@ SLA_COLOUR = "#55a868"
 def stream_load_figure(data: ReportData) -> Figure | None:
     if data.stream is None:
         return None
-    shared, short = short_labels([item.case for item in data.stream.cases])
+    shared, short = data.labels.shared, data.labels.short
     panels = []
     for item in data.stream.cases:
         for site in item.sites:
@@ -60,7 +59,7 @@ def stream_load_figure(data: ReportData) -> Figure | None:
 def stream_lag_figure(data: ReportData) -> Figure | None:
     if data.stream is None:
         return None
-    shared, short = short_labels([item.case for item in data.stream.cases])
+    shared, short = data.labels.shared, data.labels.short
     cases = []
     for item in data.stream.cases:
         repeats = {repeat for repeat, _ in item.lag}

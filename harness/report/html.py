@@ -216,11 +216,8 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
     shown = [
         t for t in TRANSPORTS if any(c.transport == t for g in data.transports for c in g.costs)
     ]
-    transport_shared, transport_short = fmt.short_labels([g.key for g in data.transports])
-    names = [row.label for row in data.cases]
-    names += [x.label for x in data.phases] + [x.label for x in data.bounds]
-    names += [x.case for x in data.links if x.cases == 1]
-    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    transport_shared, transport_short = data.transport_labels.shared, data.transport_labels.short
+    shared, short = data.labels.shared, data.labels.short
     short_rows = [row for row in data.bounds if not row.steady and row.bound_bps]
     return (
         environment()

@@ -75,7 +75,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             for t in TRANSPORT_NAMES
             if any(c.transport == t for g in data.transports for c in g.costs)
         ]
-        _, keys = fmt.short_labels([g.key for g in data.transports])
+        keys = data.transport_labels.short
         table = folding_table(
             f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
             f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
@@ -337,9 +337,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
     commit = (run.git_commit or "-")[:12] + (" (dirty)" if run.git_dirty else "")
-    names = [row.label for row in data.cases] + [x.label for x in data.phases]
-    names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
-    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    shared, short = data.labels.shared, data.labels.short
     width = max((len(label) for label in short.values()), default=0)
     print_failures(data, console, report)
     lines = [
