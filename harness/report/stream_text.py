@@ -49,7 +49,8 @@ def print_stream(data: ReportData, console: Console, short: dict[str, str]) -> N
                 str(facts.transfers),
                 str(facts.ixfr),
                 str(facts.axfr),
-                f"{facts.max_behind_serials} serials, {fmt.duration(facts.max_behind_s)}",
+                f"{facts.max_behind_serials} serial{'s' if facts.max_behind_serials != 1 else ''}, "
+                f"{fmt.duration(facts.max_behind_s)}",
             )
     print_table(console, secondaries)
     for item in stream.cases:

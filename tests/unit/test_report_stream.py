@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -66,6 +67,9 @@ def test_report_html_has_the_stream_tables_and_figures(tmp_path: Path) -> None:
     assert '<h2 id="stream">Change stream</h2>' in text and 'href="#stream"' in text
     assert "95 % of the fleet served" in text and "RSSAC002" in text
     assert REASON in text and "journal trimmed" not in text  # the fake gave no kind
+    # Durations carry their unit once ("1.00 s", never "1.00 s s"); one serial is singular.
+    assert not re.search(r"\d (?:µs|ms|s) s\b", text)
+    assert not re.search(r"\b1 serials\b", text)
     page = Page(text)
     load = page.figures["fig-stream-load"]
     panels = load["series"]["panels"]
@@ -89,4 +93,6 @@ def test_terminal_summary_says_the_sla_and_each_fallback(tmp_path: Path) -> None
     printed = out.getvalue()
     assert "Change stream: publication latency" in printed
     assert "95 % of the fleet served" in printed
+    assert not re.search(r"\b1 serials\b", printed)
+    assert re.search(r"\b1 serial, ", printed)  # the near secondaries were one behind
     assert f'near-1 took serial 16 by AXFR: - (?: "{REASON}")' in printed
