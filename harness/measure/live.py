@@ -18,6 +18,7 @@ from harness.measure import processes as srv
 from harness.measure.client_pull import client_pull
 from harness.measure.copies import read_back
 from harness.measure.logged import transfer_logged
+from harness.measure.primary_ixfr import provides_ixfr, switch_primary
 from harness.measure.processes import RunningServer
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -153,6 +154,7 @@ class LiveCase:
             update_key=self.update_key,
         )
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
+        setup.provide_ixfr = provides_ixfr(case, self.binaries)  # a primary's (primary_ixfr.py)
         setup.tls_known = self.tls  # set only when some case of the group uses XoT
         return setup
 
@@ -170,6 +172,8 @@ class LiveCase:
         if case is self.plan:
             return {}
         self.plan = case
+        if self.primary is not None:  # first: it answers the secondaries' next transfer
+            switch_primary(self.primary, provides_ixfr(case, self.binaries), case.timeout)
         switched: dict[str, Switched] = {}
         for name, running in self.secondaries.items():
             old = running.server.setup
