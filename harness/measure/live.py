@@ -17,6 +17,8 @@ from harness import zonegen
 from harness.measure import processes as srv
 from harness.measure.client_pull import client_pull
 from harness.measure.copies import read_back
+from harness.measure.logged import transfer_logged
+from harness.measure.primary_ixfr import provides_ixfr, switch_primary
 from harness.measure.processes import RunningServer
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -33,8 +35,8 @@ from harness.measure.watch import TransferObserver
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.plan.case import CasePlan, GroupPlan
-from harness.servers import count_failures, count_refusals
-from harness.servers.base import NewVersion, Reach, last_incoming, last_outgoing
+from harness.servers import count_failures
+from harness.servers.base import NewVersion, Reach
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
@@ -152,6 +154,7 @@ class LiveCase:
             update_key=self.update_key,
         )
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
+        setup.provide_ixfr = provides_ixfr(case, self.binaries)  # a primary's (primary_ixfr.py)
         setup.tls_known = self.tls  # set only when some case of the group uses XoT
         return setup
 
@@ -169,6 +172,8 @@ class LiveCase:
         if case is self.plan:
             return {}
         self.plan = case
+        if self.primary is not None:  # first: it answers the secondaries' next transfer
+            switch_primary(self.primary, provides_ixfr(case, self.binaries), case.timeout)
         switched: dict[str, Switched] = {}
         for name, running in self.secondaries.items():
             old = running.server.setup
@@ -518,22 +523,17 @@ class LiveCase:
         return out
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        """The secondary's logged incoming transfer and failures since `since`, the
-        primary's logged outgoing transfer, and its refusals (to anyone) since `since`."""
+        """What the servers logged of the transfer to `host` (measure/logged.py)."""
         assert self.primary is not None
-        running = self.secondaries[host]
-        dialect = type(running.server)
-        text = srv.read_text(running.server.log_path)
-        incoming = last_incoming(dialect, text, zone, serial)
-        primary = type(self.primary.server)
-        primary_text = srv.read_text(self.primary.server.log_path)
-        outgoing = last_outgoing(primary, primary_text, zone, serial, running.host.address)
-        failures = count_failures(dialect.kind, text, since)
-        return Logged(
-            incoming.to_json() if incoming else {},
-            outgoing.to_json() if outgoing else {},
-            failures.to_json(),  # nulls where it does not log a category, even if none failed
-            count_refusals(primary.kind, primary_text, since, self.wall()).to_json(),
+        running, primary = self.secondaries[host], self.primary
+        return transfer_logged(
+            type(running.server),
+            srv.read_text(running.server.log_path),
+            type(primary.server),
+            srv.read_text(primary.server.log_path),
+            (zone, serial, running.host.address),
+            since,
+            self.wall(),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:

@@ -28,13 +28,14 @@ outlier of start-up rather than of transfer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from harness.core.terms import Method
 from harness.link.bounds import with_advertised_window
+from harness.measure.evidence import evidence_of
+from harness.measure.logged import ColdStartLog, Logged
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
-from harness.measure.transport_seen import TransportSeen
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
@@ -83,49 +84,6 @@ class Verification:
     def failure(self) -> Failure:
         """A copy the harness could not read is its own failure, not the transfer's."""
         return "harness" if self.records is None else "verification"
-
-
-@dataclass(frozen=True)
-class Logged:
-    """A transfer as the servers logged it (sizes where they say them)."""
-
-    secondary: dict[str, Any] = field(default_factory=dict)
-    primary: dict[str, Any] = field(default_factory=dict)
-    failures: dict[str, Any] = field(default_factory=dict)  # the secondary's, this repeat
-    # The primary's refusals for want of a slot so far in this repeat, to any secondary
-    # (servers/refusals.py RefusalCount.to_json(); refusals None: not logged).
-    refusals: dict[str, Any] = field(default_factory=dict)
-
-    def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
-        """Bytes, messages and records, from whichever server logged them; None where neither
-        did (Knot logs no record count, NSD 4.6 no sizes at all). An AXFR carries the whole
-        zone, so its record count is the copy's when no log says it."""
-
-        def pick(key: str) -> int | None:
-            for source in (self.secondary, self.primary):
-                if source.get(key) is not None:
-                    return int(source[key])
-            return None
-
-        records = pick("records")
-        if records is None and full_zone:
-            records = copy_records
-        return pick("bytes"), pick("messages"), records
-
-
-@dataclass(frozen=True)
-class ColdStartLog:
-    transfers: int  # incoming transfers the secondary logged
-    # Their sizes summed; None when its log does not say them (NSD 4.6, PowerDNS).
-    bytes: int | None
-    messages: int | None
-    # Failed attempts by category in its own wording, and the first one's time since it
-    # started (harness.servers.failures.FailureCounts.to_json()).
-    failures: dict[str, Any]
-    # When its log says the last incoming transfer ended, seconds since it was started,
-    # and the resolution of its stamps (Knot: 1 s): the servers' own view of the duration.
-    last_transfer_s: float | None = None
-    stamp_resolution_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -351,10 +309,10 @@ def update_repeat(
             # now, not until it served: the watch stamps a packet when it reads it, which can
             # be after a 1 ms transfer was served.
             ports = bench.connect_ports(host, triggered.issued)
-        used = TransportSeen.of(ports, logged.primary, logged.secondary)
-        # A secondary that kept its old transport after a switch transfers fine: the harness's
-        # error, never a result of the transport the case names.
-        wrong = used.contradiction(plan.transport)
+        # A secondary that kept its old transport after a switch transfers fine, and one that
+        # asks IXFR in an AXFR case too: the harness's error, never a result of the case.
+        evidence = evidence_of(ports, logged, plan.transport, plan.xfr)
+        wrong = evidence.wrong
         wall = {
             "settle_s": settle.seconds,
             "publish_s": publish.seconds,
@@ -375,7 +333,7 @@ def update_repeat(
             duration_s=duration,
             started_at=started_at,
             ok=check.ok and wrong is None,
-            error=f"not over {plan.transport}: {wrong}" if wrong else check.problem,
+            error=wrong or check.problem,
             verified=check.ok,
             failure="harness" if wrong else None if check.ok else check.failure,
             records=records,
@@ -388,7 +346,7 @@ def update_repeat(
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
                 **({"verify_reread": check.reread} if check.reread else {}),
-                "transport_seen": used.to_json(),
+                **evidence.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }
             | facts

@@ -190,6 +190,25 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
             support = getattr(theirs, as_secondary)
             if not support.ok:
                 return f"secondary {secondary}: {support.reason}"
+    return axfr_problem(plan, servers)
+
+
+def axfr_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]) -> str | None:
+    """Why an AXFR case sharing its primary with IXFR cases (which keeps it providing IXFR)
+    cannot get AXFRs: a secondary that asks IXFR anyway, and a primary that cannot stop
+    providing it (measure/primary_ixfr.py). None when it can."""
+    primary, caps = servers[plan.primary.name]
+    if plan.ixfr or "ixfr" not in plan.case.scenario.xfr or not caps.ixfr_primary.ok:
+        return None
+    if caps.withholds_ixfr_primary.ok:
+        return None
+    for host in plan.secondaries:
+        secondary, theirs = servers[host.name]
+        if not theirs.axfr_only_secondary.ok:
+            return (
+                f"secondary {secondary}: {theirs.axfr_only_secondary.reason}, and primary "
+                f"{primary}: {caps.withholds_ixfr_primary.reason} (AXFR beside IXFR cases)"
+            )
     return None
 
 

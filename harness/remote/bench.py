@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import zonegen
+from harness.measure.logged import transfer_fallbacks
 from harness.measure.processes import CaseFailed
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -425,6 +426,9 @@ class RemoteCase:
             outgoing.to_json() if outgoing else {},
             failures.to_json() if failures.failing_lines else {},
             count_refusals(primary_dialect.kind, primary_text, since, self.wall()).to_json(),
+            transfer_fallbacks(
+                primary_dialect, primary_text, dialect, text, zone, self.address(host), since
+            ),
         )
 
     def pull(self, method: str, host: str) -> Pulled:

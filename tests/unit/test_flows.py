@@ -63,6 +63,10 @@ class FakeBench:
         # selected case's port, and a log that does not say whether it was signed.
         self.ports = script.get("ports", {})
         self.signed = script.get("signed", {})
+        # The kind the primary's log says it sent each host (missing: its log does not say),
+        # and the fallback lines logged (base.Fallback.to_json()).
+        self.sent = script.get("sent", {})
+        self.fallbacks = script.get("fallbacks", [])
         self._trigger_at = self.now
         self.spent = WallClock(clock=self.clock)
 
@@ -158,7 +162,10 @@ class FakeBench:
         primary: dict[str, Any] = {"records": 43}
         if host in self.signed:
             primary["signed"] = self.signed[host]
-        return Logged({"bytes": 4000, "messages": 2}, primary, {"timed_out": 1})
+        if host in self.sent:
+            primary["xfr"] = self.sent[host]
+        secondary = {"bytes": 4000, "messages": 2}
+        return Logged(secondary, primary, {"timed_out": 1}, {}, list(self.fallbacks))
 
     def connect_ports(self, host: str, since: float) -> list[int]:
         self.calls.append(("connect_ports", host))
