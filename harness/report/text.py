@@ -301,6 +301,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}; "
         f"{run.transfers} transfers",
     ]
+    if run.cpu_placement or run.cpu_split:
+        placement = run.cpu_placement or "placement not recorded"
+        lines.append(f"CPU: {run.cpu_split or '-'}; {placement}")
     if shared:
         lines.append(f"every case is {shared}; the tables show what * stands for")
     for line in lines:
