@@ -26,6 +26,7 @@ from harness.measure.protocol import (
     Pulled,
     Verification,
 )
+from harness.measure.served_log import wait_logged_zones
 from harness.measure.wall import WallClock
 from harness.measure.watch import TransferObserver
 from harness.observe.procfs import parse_port_range
@@ -293,19 +294,24 @@ class LiveCase:
         errors: dict[str, str] = {}
         failure: list[BaseException] = []
         since = self.clock()
+        rate = self.plan.cold_start_poll
 
         def watch(name: str) -> None:
             running = self.secondaries[name]
             try:
-                seen = wait_for_zones(
-                    running.host.address,
-                    zones,
-                    serial,
-                    netns=running.host.netns,
-                    timeout=max(0.0, deadline - since),
-                    since=since,
-                    between_rounds=lambda done, total: running.alive(),
-                )
+                if rate == "off":  # no query at all: the secondary's own log is the clock
+                    seen = wait_logged_zones(running, zones, since, deadline, self.clock)
+                else:
+                    seen = wait_for_zones(
+                        running.host.address,
+                        zones,
+                        serial,
+                        netns=running.host.netns,
+                        timeout=max(0.0, deadline - since),
+                        since=since,
+                        max_rate=float(rate),
+                        between_rounds=lambda done, total: running.alive(),
+                    )
             except ZonesTimeout as exc:
                 errors[name] = str(exc)
                 self.zones_seen[name] = exc.result
@@ -336,6 +342,7 @@ class LiveCase:
         if seen is None:
             return {}
         return {
+            "max_rate": self.plan.cold_start_poll,  # "off": the secondary's log was the clock
             "rounds": seen.rounds,
             "queries": seen.queries,
             "resends": seen.resends,

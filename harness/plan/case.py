@@ -18,6 +18,7 @@ from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
 from harness.servers.base import Capabilities
 from harness.spec import Case, HostSpec, LinkSpec, ServerSpec
+from harness.spec.scenario import DEFAULT_COLD_START_POLL
 from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -53,6 +54,8 @@ class CasePlan:
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # least seconds from one transfer's end to the next trigger
+    # A cold start's SOA queries per second to each secondary at most, or "off" (its log)
+    cold_start_poll: int | str = DEFAULT_COLD_START_POLL
 
     @property
     def name(self) -> str:
@@ -143,6 +146,7 @@ def plan_case(case: Case) -> CasePlan:
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
+        cold_start_poll=scenario.cold_start_poll,
     )
 
 
