@@ -213,19 +213,19 @@ class LiveCase:
 
     def stop_secondaries(self) -> None:
         self._watch(without_secondaries=True)
-        for running in self.secondaries.values():
-            srv.stop(self.testbed, running)
+        srv.stop_all(self.testbed, list(self.secondaries.values()))
         self.secondaries.clear()
 
     def close(self) -> None:
-        self.stop_secondaries()
+        """Stop every server at once (each takes seconds to free a large zone)."""
         if self.wire is not None:
             self.wire.__exit__(None, None, None)
             self.wire = None
-        if self.primary is not None:
-            self._watch(without_secondaries=True, without_primary=True)
-            srv.stop(self.testbed, self.primary)
-            self.primary = None
+        self._watch(without_secondaries=True, without_primary=True)
+        primary = [self.primary] if self.primary is not None else []
+        srv.stop_all(self.testbed, [*self.secondaries.values(), *primary])
+        self.secondaries.clear()
+        self.primary = None
 
     def __enter__(self) -> LiveCase:
         return self

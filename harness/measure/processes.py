@@ -137,12 +137,23 @@ def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> N
     wait_entered(running.proc, running.host.netns)
 
 
-def stop(testbed: Testbed, running: RunningServer) -> None:
+def stop(testbed: Testbed, running: RunningServer, *, signalled: bool = False) -> None:
     if running.proc is not None:
-        testbed.stop(running.proc)
+        testbed.stop(running.proc, signalled=signalled)
         running.proc = None
     with contextlib.suppress(FileNotFoundError):
         running.server.setup.socket_path.unlink()
+
+
+def stop_all(testbed: Testbed, servers: list[RunningServer]) -> None:
+    """Stop several servers together: all are told to stop first, then each is waited for
+    (a server holding 14 M records takes seconds to exit; one after the other, they add up)."""
+    for running in servers:
+        if running.proc is not None and running.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                running.proc.terminate()
+    for running in servers:
+        stop(testbed, running, signalled=True)
 
 
 def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:

@@ -96,7 +96,7 @@ def _cold_start_poll(value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, int) or not 10 <= value <= 1_000_000:
         raise ValueError(
-            f'{value!r} is not a polling rate: give SOA queries per second (10 to 1000000), '
+            f"{value!r} is not a polling rate: give SOA queries per second (10 to 1000000), "
             'or "off" to read when zones were served from the secondaries\' logs'
         )
     return value

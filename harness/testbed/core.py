@@ -465,11 +465,15 @@ class Testbed:
         entry = self._cgroups.get(proc.pid)
         return entry[0] if entry else None
 
-    def stop(self, proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
-        """SIGTERM, wait up to `timeout`, then SIGKILL; returns the exit status."""
+    def stop(
+        self, proc: subprocess.Popen[Any], timeout: float = 10.0, *, signalled: bool = False
+    ) -> int:
+        """SIGTERM (unless `signalled`: sent already), wait up to `timeout`, then SIGKILL;
+        returns the exit status."""
         if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
+            if not signalled:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
