@@ -462,7 +462,7 @@ class LiveCase:
         if not copy.ok:
             return Verification(False, f"could not read the secondary's copy: {copy.error}", None)
         problem = check_copy(self._reference(zone), copy, serial)
-        return Verification(problem is None, problem, copy.records)
+        return Verification(problem is None, problem, copy.records, copy.duration_s)
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         """Many small zones (a cold start): the secondary's copies read over a few

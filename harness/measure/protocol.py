@@ -76,6 +76,9 @@ class Verification:
     ok: bool
     problem: str | None
     records: int | None  # the copy's record count; None when it could not be read
+    # Seconds the server took to send its copy (connect to last message): the part of the
+    # verification that is a transfer out of the secondary, not the harness's digest.
+    read_s: float | None = None
 
     @property
     def failure(self) -> Failure:
@@ -335,6 +338,7 @@ def update_repeat(
             "transfer_s": transfer.seconds,
             "verify_s": verify.seconds,
             "check_primary_s": checked.seconds,
+            **({"verify_read_s": check.read_s} if check.read_s is not None else {}),
             "observe_s": watch.seconds + watched.seconds + observe.seconds + observe_logs.seconds,
         }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
