@@ -9,10 +9,13 @@ XFRBENCH := $(VENV)/bin/xfrbench
 PYTHON := $(VENV)/bin/python
 # Debian packages the harness drives; installed only when missing.
 APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dnssecutils \
+	pdns-server pdns-backend-sqlite3 pdns-tools sqlite3 \
 	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl \
-	docker.io docker-compose debootstrap
+	docker.io docker-compose debootstrap openssh-server
 # System services the packages above start; the harness runs its own servers, never these.
-SERVICES := named bind9 knot nsd prometheus docker containerd
+# Not ssh: a machine's own sshd is left alone; openssh-server (the lab's sshd binary), when
+# setup installs it, is never started and is kept from starting (sshd_not_to_be_run).
+SERVICES := named bind9 knot nsd pdns prometheus docker containerd
 
 .PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean \
 	compose-images compose-stop-dockerd
@@ -37,6 +40,11 @@ apt-packages:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends $$missing; status=$$?; \
 		if [ -n "$$own_policy" ]; then rm -f $$policy; fi; \
+		if [ $$status = 0 ] && echo " $$missing " | grep -q " openssh-server "; then \
+			touch /etc/ssh/sshd_not_to_be_run; update-rc.d ssh disable >/dev/null 2>&1; \
+			if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then \
+				systemctl disable ssh >/dev/null 2>&1; fi; \
+		fi; \
 		exit $$status; \
 	fi
 

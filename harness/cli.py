@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from harness.core import ui
 from harness.core.errors import UserInputError, XfrbenchError
 
 if TYPE_CHECKING:
     from harness.compose.backend import Backend
+    from harness.spec.scenario import Scenario
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -25,24 +25,36 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return doctor.run(as_json=args.json)
 
 
-def _print_cases(loaded: object, console: Console) -> None:
+def _print_cases(loaded: object, console: Console, alpha: float) -> None:
+    """The expanded cases with their transfers, the estimated wall time, and whether the
+    repeats can ever show a difference at `alpha`."""
     from harness.link.describe import describe_direction
+    from harness.plan.case import group_cases, plan_case
+    from harness.plan.estimate import estimate
     from harness.spec import LoadedScenario
 
     assert isinstance(loaded, LoadedScenario)
     scenario = loaded.scenario
-    console.print(
-        f"scenario [bold]{scenario.name}[/] ({loaded.path}), spec hash {loaded.spec_hash[:16]}, "
-        f"{len(loaded.cases)} cases x {scenario.repeats} repeats"
+    plans = [plan_case(case) for case in loaded.cases]
+    total = sum(plan.transfers() for plan in plans)
+    repeats = (
+        scenario.repeats if scenario.repeats != "auto" else f"auto (up to {scenario.max_repeats})"
     )
-    table = Table()
-    for column in ("case", "zone", "trigger", "secondaries", "forward link", "reverse link"):
-        table.add_column(column)
+    console.print(
+        escape(
+            f"scenario {scenario.name} ({loaded.path}), spec hash {loaded.spec_hash[:16]}, "
+            f"{len(loaded.cases)} cases x {repeats} repeats: {total:,} transfers"
+        ),
+        soft_wrap=True,
+    )
+    columns = ["case", "zone", "trigger", "secondaries", "forward link", "reverse link"]
+    width = max((len(case.name) for case in loaded.cases), default=0)
+    table = ui.folding_table("cases", [*columns, "transfers"], left=6, names=width)
 
     def describe(direction: object) -> str:
         return describe_direction(direction.model_dump(mode="json"))  # type: ignore[attr-defined]
 
-    for case in loaded.cases:
+    for case, plan in zip(loaded.cases, plans, strict=True):
         zones = case.scenario.zones
         zone = f"{zones.preset} {zones.record_count:,} rec"
         if zones.preset == "hosting":
@@ -58,14 +70,44 @@ def _print_cases(loaded: object, console: Console) -> None:
             forward.append(describe(uplink.forward))
             reverse.append(describe(uplink.reverse))
         table.add_row(
-            case.name,
+            escape(case.name),
             zone,
             case.scenario.trigger,
-            "\n".join(sites),
-            "\n".join(forward),
-            "\n".join(reverse),
+            escape("\n".join(sites)),
+            escape("\n".join(forward)),
+            escape("\n".join(reverse)),
+            f"{plan.transfers():,}",
         )
-    console.print(table)
+    ui.print_table(console, table)
+    guess = estimate(group_cases(plans), scenario.passes, scenario.order)
+    console.print(escape(guess.describe()), soft_wrap=True)
+    warning = repeats_warning(scenario, alpha)
+    if warning:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
+def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
+    """When the scenario's repeats can never give p < alpha: then neither compare nor the
+    report's transport table can call any difference significant."""
+    from harness.compare.case import MIN_N
+    from harness.core.stats import min_two_sided_p, repeats_for_alpha
+
+    repeats = scenario.repeats  # type: ignore[attr-defined]
+    least = (
+        (scenario.repeats_auto.min if scenario.repeats_auto else 5)
+        if repeats == "auto"
+        else repeats
+    )  # type: ignore[attr-defined]
+    needed = repeats_for_alpha(alpha)
+    if least >= needed:
+        return None
+    floor = min_two_sided_p(least, least)
+    return (
+        f"{least} repeats per case can never give p < {alpha:g}: the smallest two-sided "
+        f"Mann-Whitney p for {least} against {least} transfers is {floor:.3g}, so neither "
+        f"compare nor the report's transport table can call a difference significant; set "
+        f"repeats = {max(MIN_N, needed)} (at least {needed})"
+    )
 
 
 def _check_run_options(args: argparse.Namespace) -> None:
@@ -85,6 +127,12 @@ def _check_run_options(args: argparse.Namespace) -> None:
             fix="pick 1024-65535, e.g. 9100 (0 picks a free one)",
         )
     _check_address(args.prometheus_address)
+    if args.inventory is not None and (args.backend != "netns" or args.compose_project):
+        raise UserInputError(
+            "--inventory runs the servers on the inventory's hosts; it takes no other backend",
+            key="--inventory",
+            fix="drop --backend/--compose-project, or --inventory",
+        )
     if args.compose_project:
         if args.backend == "netns":
             raise UserInputError(
@@ -108,6 +156,14 @@ def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> lis
     from harness.spec import LoadedScenario
 
     assert isinstance(loaded, LoadedScenario)
+    if args.inventory is not None:
+        from harness.inventory import load_inventory, match_sites
+        from harness.run.remote import check_scenario as check_on_inventory
+
+        check_on_inventory(loaded)
+        inventory = load_inventory(args.inventory)
+        sites = match_sites(inventory, loaded)
+        return [f"{site}: {', '.join(h.name for h in hosts)}" for site, hosts in sites.items()]
     check_scenario(loaded, Backend(args.backend))
     plans = [plan_case(case) for case in loaded.cases]
     check_memory(plans, host_memory_bytes(), loaded.path)
@@ -127,11 +183,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     loaded = spec.load(args.scenario)
     _check_run_options(args)
     binaries = _check_scenario_for_backend(loaded, args)
-    console = ui.console()
+    # With --json, stdout is the JSON's: what a person reads goes to stderr.
+    console = ui.console(stderr=args.json)
     if args.dry_run:
-        _print_cases(loaded, console)
+        _print_cases(loaded, console, args.alpha)
         if binaries:
-            console.print(f"servers: {escape(', '.join(binaries))}")
+            if args.inventory is not None:
+                console.print(f"sites: {escape('; '.join(binaries))}")
+            else:
+                console.print(f"servers: {escape(', '.join(binaries))}")
         return 0
     if os.geteuid() != 0:
         raise UserInputError(
@@ -139,6 +199,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             fix=f"run it with sudo, or check it without root: xfrbench run --dry-run "
             f"{args.scenario}",
         )
+    warning = repeats_warning(loaded.scenario, args.alpha)
+    if warning:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     from harness.run.runner import run_scenario
 
     run_dir = run_scenario(
@@ -150,6 +213,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         prometheus_address=_check_address(args.prometheus_address),
         sample_interval=args.sample_interval,
         backend=_backend(args),
+        inventory=args.inventory,
+        console=console,
     )
     if args.report:
         from harness.report.data import REPORT_HTML, load_report_data
@@ -157,7 +222,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         written = write_report(load_report_data(run_dir), run_dir / REPORT_HTML)
         console.print(f"report: {written}", soft_wrap=True)
-    return 0
+    if args.json:
+        from harness.report.cli import print_json
+        from harness.report.data import load_report_data
+
+        print_json(load_report_data(run_dir))
+    return run_exit_status(run_dir, args.allow_failures, console)
+
+
+def run_exit_status(run_dir: Path, allow_failures: bool, console: Console) -> int:
+    """1 when a transfer that was meant to count failed or was not verified (unsupported
+    cells are declared, not failures), unless failures are allowed; 0 otherwise."""
+    from harness.results.failures import summarize_failures
+    from harness.results.folder import read_records
+
+    failures = summarize_failures(read_records(run_dir))
+    if not failures.failed:
+        return 0
+    counts = f"{failures.failed} of {failures.counted} transfers failed or were not verified"
+    if allow_failures:
+        console.print(f"{counts}; exit 0 (--allow-failures)", soft_wrap=True)
+        return 0
+    console.print(
+        f"[bold red]exit 1[/]: {counts} (--allow-failures exits 0 for exploration)",
+        soft_wrap=True,
+    )
+    return 1
 
 
 def _check_address(text: str) -> str:
@@ -178,7 +268,7 @@ def _backend(args: argparse.Namespace) -> Backend:
     (--compose-project; by default the driver container's own project)."""
     from harness.compose.backend import Backend
 
-    if args.backend == "netns":
+    if args.backend == "netns" or args.inventory is not None:
         return Backend("netns")
     from harness.compose import daemon, deploy
 
@@ -192,8 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xfrbench",
         description="Benchmark DNS zone transfers between real servers over an emulated link.",
-        epilog="Exit status: 0 done; 1 compare found a significant regression, or a tool "
-        "or server failed; 2 a usage error (a scenario, a flag, a file; also `run` without root); "
+        epilog="Exit status: 0 done; 1 run had a transfer that failed or was not verified "
+        "(unsupported cells are declared, not failures; run --allow-failures exits 0), "
+        "compare found a regression, or a tool or server failed; 2 a usage error (a "
+        "scenario, a flag, a file; also `run` without root); "
         "3 the host lacks something (a server binary, a kernel feature, an image); "
         "130 interrupted.",
     )
@@ -205,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from harness.commands import clean
     from harness.compare import cli as compare_cli
+    from harness.lab import cli as lab_cli
     from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
     from harness.zonegen import cli as zones_cli
@@ -212,14 +305,25 @@ def build_parser() -> argparse.ArgumentParser:
     zones_cli.register(sub)
     link_cli.register(sub)
     clean.register(sub)
+    lab_cli.register(sub)
 
-    run = sub.add_parser("run", help="run a scenario")
+    run = sub.add_parser(
+        "run",
+        help="run a scenario; exit 1 when a transfer failed or was not verified",
+        description="Runs every case of the scenario and writes results/<run-id>/. Exit "
+        "status: 0 when every transfer meant to count was verified (cells the servers' "
+        "versions cannot do are recorded as unsupported: declared, not failures); 1 when "
+        "any failed or was not verified (--allow-failures: 0), or a tool or server "
+        "failed; 2 bad input or no root; 3 the host lacks something; 130 interrupted.",
+    )
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")
     run.add_argument(
         "--dry-run",
         action="store_true",
         help="make every check run makes that needs no root (the scenario, these flags, "
-        "the server binaries, the backend's suites) and print the expanded cases",
+        "the server binaries, the backend's suites) and print the expanded cases, their "
+        "transfers, an estimate of the wall time and whether the repeats can show a "
+        "difference at --alpha",
     )
     run.add_argument("--out", type=Path, help="write the run folder here instead of results/")
     run.add_argument(
@@ -258,6 +362,14 @@ def build_parser() -> argparse.ArgumentParser:
         "driver container's own project when run inside it",
     )
     run.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="run the servers on the hosts of this Ansible inventory (YAML or INI: group "
+        "primary, group secondaries with a `site` each), deployed with ansible-playbook; "
+        "`xfrbench lab up N` makes one on this machine",
+    )
+    run.add_argument(
         "--sample-interval",
         type=float,
         default=1.0,
@@ -267,6 +379,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--report", action="store_true", help="write RUN_DIR/report.html when the run ends"
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="when the run ends, print the first screen's figures as JSON on stdout (as "
+        "report --json does); progress and the summary go to stderr",
+    )
+    run.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="the significance level you will compare at (default 0.05): run and --dry-run "
+        "warn when the scenario's repeats can never reach it",
+    )
+    run.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 even when transfers failed or were not verified (exploring a setup "
+        "that is expected to fail); the summary still puts them first",
     )
     run.set_defaults(func=_cmd_run)
     report_cli.register(sub)

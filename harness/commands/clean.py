@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any
 
-import harness.compose.provider  # noqa: F401 - registers the compose undo kinds
+import harness.compose.provider  # registers the compose undo kinds
+import harness.lab  # noqa: F401 - registers the lab's undo kinds (a lab whose sshd died)
 from harness.core.errors import EnvironmentProblem
+from harness.remote.fleet import clean_inventory  # also registers the remote run's undo kind
 from harness.testbed import clean_leftovers, find_strays
 
 
@@ -26,6 +29,13 @@ def register(subparsers: Any) -> None:
         "is matched by name pattern; live runs are left alone.",
     )
     clean.add_argument("--json", action="store_true", help="machine-readable output")
+    clean.add_argument(
+        "--inventory",
+        type=Path,
+        metavar="FILE",
+        help="only what killed runs left on this inventory's hosts (teardown.yml: their "
+        "recorded servers and run folders)",
+    )
     clean.set_defaults(func=handle_clean)
 
 
@@ -34,8 +44,12 @@ def handle_clean(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("`xfrbench clean` needs root (namespaces, iptables, sysctl)")
 
     problems: list[str] = []
-    removed = clean_leftovers(problems=problems)
-    strays = find_strays()
+    if args.inventory is not None:
+        removed, problems = clean_inventory(args.inventory)
+        strays: list[str] = []
+    else:
+        removed = clean_leftovers(problems=problems)
+        strays = find_strays()
     if args.json:
         print(
             json.dumps(

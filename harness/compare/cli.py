@@ -16,11 +16,15 @@ def register(subparsers: Any) -> None:
 
     compare = subparsers.add_parser(
         "compare",
-        help="compare two runs case by case; exit 1 on a significant regression",
-        description="Matches the cases of RUN_A (baseline) and RUN_B, prints medians with "
-        "bootstrap confidence intervals and the change. A change is significant when "
-        "|change| > --threshold and the two-sided Mann-Whitney p < --alpha. Exit status: "
-        "1 when B has a significant regression, 0 otherwise, 2 on bad input.",
+        help="compare two runs case by case (an upgrade gate); exit 1 on any regression",
+        description="Matches the cases of RUN_A (baseline) and RUN_B and compares, per case, "
+        "transfer durations, each server role's CPU per transfer, peak memory and TIME_WAIT "
+        "peak, failures (Boschloo's exact test; a case failing in B and never in A is a "
+        "regression) and a fleet's propagation, benchstat's way: medians with the spread of "
+        "their bootstrap interval, the change or ~ when not significant, a geomean row. A "
+        "change is significant when |change| > --threshold and the two-sided Mann-Whitney "
+        "p < --alpha. Runs whose scenarios differ only in servers.*.suite or binary compare "
+        "as they are. Exit status: 1 when B has any regression, 0 otherwise, 2 on bad input.",
     )
     compare.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run folder")
     compare.add_argument("run_b", type=Path, metavar="RUN_B", help="run folder to check")

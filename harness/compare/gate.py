@@ -1,25 +1,33 @@
-"""`xfrbench compare RUN_A RUN_B`: is run B slower than run A, case by case?
+"""`xfrbench compare RUN_A RUN_B`: did run B (an upgrade, a new suite, a new binary) get
+worse than run A, case by case and figure by figure?
 
 Cases are matched by (case, method), and in a fleet by site as well (a far site's transfers
-are not a near one's); a fleet case also compares its propagation figures per repeat (the
-last secondary's and the 95th percentile's time to serve the new serial). A fleet's values
-are one per repeat, a site's too (when its last secondary served): the secondaries of one
-repeat are no independent samples, and pooling them would make p-values too small. For each: the
-median of each run with a percentile-bootstrap confidence interval, the relative change of B
-against A with its own bootstrap interval, and a two-sided Mann-Whitney U test. A change is
-significant only when it is larger than the threshold AND p < alpha: a small but consistent
-shift is noise for an operator, and a large shift on three transfers is luck. A change whose
-whole interval lies within the threshold is "no change"; one whose interval is wider is "~":
-not significant, and not shown to be absent either.
+are not a near one's). Per case it compares (harness/compare/figures.py):
+- durations, CPU per transfer of each server role, and the TIME_WAIT sockets each role held
+  during each transfer: samples of one value per transfer. The median of each run with a
+  percentile-bootstrap confidence interval, the relative change of B against A with its own
+  bootstrap interval, and a two-sided Mann-Whitney U test. A change is significant only
+  when it is larger than the threshold AND p < alpha: a small but consistent shift is noise
+  for an operator, and a large shift on three transfers is luck. A change whose whole
+  interval lies within the threshold is "no change"; one whose interval is wider is "~".
+- peak memory of each role: one peak per case and run, so there is nothing to test: a
+  change beyond the threshold (and beyond 1 MiB) counts.
+- failures: failed of counted in each run, by Boschloo's exact test (one-sided: does B fail
+  more often?). A case that failed in B and never in A is a regression whatever p says;
+  cases failing in both runs are listed.
+- a fleet's propagation per repeat (the last secondary's and the 95th percentile's time to
+  serve the new serial), from harness/results/fleet.py; a fleet's site is compared on one
+  value per repeat too (when its last secondary served). A repeat of B that did not reach
+  the whole fleet is a regression.
 
-A significant slow-down is a regression, and so is a case whose transfers all failed in B but
-not in A; either makes the exit status 1, so the command can gate a server upgrade in CI. A
-slow-down in a case whose repeats drift (harness/core/stats.py drift_check: a trend, or a slow
-first repeat) is not called a regression: the rank test assumes values that do not drift,
-so it is reported as "drifting" and named, for a re-run to settle.
+Any regression makes the exit status 1, so the command can gate a server upgrade in CI. A
+slow-down in a case whose repeats drift (harness/core/stats.py drift_check: a trend, or a
+slow first repeat) is not called a regression: the rank test assumes values that do not
+drift, so it is reported as "drifting" and named, for a re-run to settle.
 
-Everything but ``load_and_compare`` is pure; the statistics live in harness/core/stats.py, and the
-bootstrap uses a fixed seed per case so the same two runs always print the same intervals.
+Everything but ``load_and_compare`` is pure; the statistics live in harness/core/stats.py,
+and the bootstrap uses a fixed seed per case so the same two runs always print the same
+intervals.
 """
 
 from __future__ import annotations
@@ -30,367 +38,99 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import UserInputError
-from harness.core.stats import (
-    DRIFT_VERDICTS,
-    bootstrap_intervals,
-    coefficient_of_variation,
-    drift_check,
-    drift_messages,
-    mann_whitney_p,
-    min_two_sided_p,
-    repeats_for_alpha,
+from harness.compare.case import (  # the verdicts, for callers of the gate
+    DEFAULT_ALPHA,
+    DEFAULT_THRESHOLD,
+    DRIFTING,
+    FAILED_IN_B,
+    FAILING_IN_BOTH,
+    FEWER_FAILURES,
+    IMPROVEMENT,
+    MORE_FAILURES,
+    NEW_FAILURES,
+    NEW_IN_B,
+    NO_CHANGE,
+    NO_DATA,
+    NOT_CONVERGED_IN_B,
+    REGRESSION,
+    REGRESSIONS,
+    UNSUPPORTED_IN_B,
+    CaseComparison,
+    compare_case,
+    compare_failures,
+    compare_sides,
+    fleet_comparisons,
+    side_of,
 )
-from harness.core.terms import SERVER_TO_SERVER
-from harness.results.fleet import fleet_repeat_values, fleet_repeats
-from harness.results.folder import RUN_JSON, open_run
-from harness.results.meta import RunMeta
+from harness.compare.figures import (
+    FAILURES,
+    KINDS,
+    failure_counts,
+    figure_kind,
+    resource_values,
+)
+from harness.compare.meta import Difference, metadata_differences, run_state, server_changes
+from harness.compare.stream import SlaComparison, sla_comparisons, stream_load_comparisons
+from harness.core.errors import UserInputError
+from harness.results.folder import RUN_JSON, RunFolder, open_run
 from harness.results.model import TransferRecord
 from harness.results.summary import case_label
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.05
-MIN_N = 5  # fewer transfers per case and run: a single outlier moves the median
-MAX_CV = 0.10
-
-REGRESSION = "regression"
-IMPROVEMENT = "improvement"
-NO_CHANGE = "no-change"
-DRIFTING = "drifting"  # significantly slower, but a side drifts: not called a regression
-FAILED_IN_B = "failed-in-b"
-NOT_CONVERGED_IN_B = "not-converged-in-b"  # a fleet whose new serial did not reach all of it
-NEW_IN_B = "new-in-b"
-NO_DATA = "no-data"
-REGRESSIONS = (REGRESSION, FAILED_IN_B, NOT_CONVERGED_IN_B)
-DURATION = "duration"  # what a comparison compares: transfer durations...
-FLEET_FIGURES = ("fleet last", "fleet p95")  # ...or a fleet's propagation per repeat
-
-# Kinds of warning, so that the terminal prints one line per kind, not one per case.
-FEW = "few transfers"
-SPREAD = "wide spread"
-FAILURES = "failures differ"
-DRIFT = "drift"
-NOT_CONVERGED = "not converged"  # a fleet's repeat, and who it did not reach
-# What one value of a fleet's comparison is (never one secondary's transfer).
-PER_SITE_REPEAT = "repeat: when the site's last secondary served, from its first NOTIFY"
-PER_FLEET_REPEAT = "repeat: the fleet's last or p95 time, from its first NOTIFY"
-
-
-# --- one case -----------------------------------------------------------------------------
-
-
-@dataclass
-class Side:
-    attempts: int
-    n: int  # transfers that count (ok and verified)
-    failed: int  # not ok or not verified, unsupported included
-    median_s: float | None
-    ci_s: tuple[float, float] | None
-    cv: float | None
-    durations_s: list[float]  # in the order they ran
-    drift: list[str] = field(default_factory=list)  # drift_check's lines, [] when steady
-    drifting: bool = False  # a trend that adds up to the threshold or more over the run
-
-
-@dataclass
-class CaseComparison:
-    case: str
-    method: str
-    a: Side
-    b: Side
-    change: float | None  # median B / median A - 1
-    change_ci: tuple[float, float] | None
-    p_value: float | None
-    min_p: float  # the smallest p these sample sizes allow
-    significant: bool
-    verdict: str
-    warnings: list[str] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)  # the kind of each warning
-    site: str | None = None  # a fleet's site
-    figure: str = DURATION
-    per: str = "transfer"  # what one value is: a transfer, or (a fleet's) a repeat
-    within: bool = False  # the change's whole interval lies within the threshold
-    identical: bool = False  # A's and B's values are the same
-
-    @property
-    def label(self) -> str:
-        label = case_label(self.case, self.method)
-        if self.site is not None:
-            label += f" @ {self.site}"
-        return label if self.figure == DURATION else f"{label}: {self.figure}"
-
-    @property
-    def regression(self) -> bool:
-        return self.verdict in REGRESSIONS
-
-
-def _drift(series: dict[str, list[float]], threshold: float) -> tuple[list[str], bool]:
-    """drift_check's lines for each series (one per fleet host: a site's hosts take turns,
-    and a near-first host beside a late one is no trend), and whether any trends by the
-    threshold or more over its run: then it, not the other run, may be what the change
-    measures. A slow first repeat is said, but moves a median little."""
-    lines: list[str] = []
-    drifting = False
-    for host, values in series.items():
-        prefix = f"{host}: " if len(series) > 1 else ""
-        lines += [prefix + line for line in drift_messages(values)]
-        check = drift_check(values)
-        trend = check.trend
-        if check.verdict in DRIFT_VERDICTS and trend is not None:
-            drifting |= abs(trend.relative_slope * (trend.n - 1)) >= threshold
-    return lines, drifting
-
-
-def _values_side(
-    values: list[float],
-    attempts: int,
-    threshold: float,
-    series: dict[str, list[float]] | None = None,
-) -> Side:
-    drift, drifting = _drift(series if series is not None else {"": values}, threshold)
-    return Side(
-        attempts=attempts,
-        n=len(values),
-        failed=attempts - len(values),
-        median_s=statistics.median(values) if values else None,
-        ci_s=None,
-        cv=coefficient_of_variation(values),
-        durations_s=values,
-        drift=drift,
-        drifting=drifting,
-    )
-
-
-def _side(records: list[TransferRecord], threshold: float) -> Side:
-    if any(r.site is not None for r in records):
-        # A fleet's site: one value per repeat, when its last secondary served (from the
-        # first NOTIFY to the site); its secondaries of one repeat are no independent
-        # samples. A repeat in which one of them failed has no value.
-        per_repeat = fleet_repeat_values(records)
-        values = [v for _, v in sorted(per_repeat.items()) if v is not None]
-        return _values_side(values, len(per_repeat), threshold)
-    counted = [r for r in records if r.counts and r.duration_s is not None]
-    series: dict[str, list[float]] = {}
-    for record in counted:
-        series.setdefault(record.host, []).append(float(record.duration_s or 0))
-    durations = [float(r.duration_s or 0) for r in counted]
-    return _values_side(durations, len(records), threshold, series)
-
-
-def stability_warnings(a: Side, b: Side, alpha: float) -> list[str]:
-    return [text for _, text in _stability(a, b, alpha)]
-
-
-def _stability(a: Side, b: Side, alpha: float) -> list[tuple[str, str]]:
-    """(kind, text) of each reason not to trust the comparison of these two sides."""
-    warnings = []
-    smallest = min(a.n, b.n)
-    if 0 < smallest < MIN_N:
-        floor = min_two_sided_p(a.n, b.n)
-        needed = max(MIN_N, repeats_for_alpha(alpha))
-        if floor >= alpha:
-            warnings.append((
-                FEW,
-                f"unstable: n={a.n} vs {b.n}: the smallest two-sided Mann-Whitney p possible "
-                f"is {floor:.3g}, so no change can be significant at alpha {alpha:g}; run at "
-                f"least {needed} transfers per case in each run (scenario repeats)",
-            ))  # fmt: skip
-        else:
-            warnings.append((
-                FEW,
-                f"unstable: n={a.n} vs {b.n}: fewer than {MIN_N} transfers, one slow transfer "
-                f"moves the median; run at least {needed} transfers per case in each run",
-            ))  # fmt: skip
-    for name, side in (("A", a), ("B", b)):
-        if side.cv is not None and side.cv > MAX_CV:
-            warnings.append((
-                SPREAD,
-                f"unstable: run {name} spread is wide (CV {side.cv:.1%} > {MAX_CV:.0%}): "
-                "a busy host or a noisy link; its median is not a reliable figure",
-            ))  # fmt: skip
-    if a.failed != b.failed and (a.attempts or b.attempts):
-        warnings.append((
-            FAILURES,
-            f"failed or unverified transfers: {a.failed} of {a.attempts} in A, "
-            f"{b.failed} of {b.attempts} in B",
-        ))  # fmt: skip
-    for name, side in (("A", a), ("B", b)):
-        for line in side.drift:
-            warnings.append((DRIFT, f"run {name}: {line}"))
-    return warnings
-
-
-def compare_sides(
-    case: str,
-    method: str,
-    a: Side,
-    b: Side,
-    *,
-    threshold: float,
-    alpha: float,
-    site: str | None = None,
-    figure: str = DURATION,
-) -> CaseComparison:
-    """The comparison of two samples of one figure (durations, or a fleet's per repeat)."""
-    a.ci_s, b.ci_s, change_ci = bootstrap_intervals(a.durations_s, b.durations_s, 1 - alpha)
-    change = None
-    if a.median_s and b.median_s is not None:
-        change = b.median_s / a.median_s - 1
-    p = mann_whitney_p(a.durations_s, b.durations_s)
-    significant = change is not None and p is not None and abs(change) > threshold and p < alpha
-    identical = bool(a.durations_s) and sorted(a.durations_s) == sorted(b.durations_s)
-    if a.n and b.n:
-        if significant and change is not None and change > 0:
-            verdict = DRIFTING if (a.drifting or b.drifting) else REGRESSION
-        elif significant:
-            verdict = IMPROVEMENT
-        else:
-            verdict = NO_CHANGE
-    elif a.n:
-        verdict = FAILED_IN_B
-    elif b.n:
-        verdict = NEW_IN_B
-    else:
-        verdict = NO_DATA
-    if change_ci is not None:
-        within = -threshold <= change_ci[0] and change_ci[1] <= threshold
-    else:
-        within = change is not None and abs(change) <= threshold
-    stability = [] if identical else _stability(a, b, alpha)
-    return CaseComparison(
-        case=case,
-        method=method,
-        a=a,
-        b=b,
-        change=change,
-        change_ci=change_ci,
-        p_value=p,
-        min_p=min_two_sided_p(a.n, b.n),
-        significant=significant,
-        verdict=verdict,
-        warnings=[text for _, text in stability],
-        kinds=[kind for kind, _ in stability],
-        site=site,
-        figure=figure,
-        within=within or identical,
-        identical=identical,
-    )
-
-
-def compare_case(
-    case: str,
-    method: str,
-    records_a: list[TransferRecord],
-    records_b: list[TransferRecord],
-    *,
-    threshold: float,
-    alpha: float,
-    site: str | None = None,
-) -> CaseComparison:
-    item = compare_sides(
-        case,
-        method,
-        _side(records_a, threshold),
-        _side(records_b, threshold),
-        threshold=threshold,
-        alpha=alpha,
-        site=site,
-    )
-    if site is not None:
-        item.per = PER_SITE_REPEAT
-    return item
-
-
-def fleet_comparisons(
-    records_a: list[TransferRecord],
-    records_b: list[TransferRecord],
-    *,
-    threshold: float,
-    alpha: float,
-) -> list[CaseComparison]:
-    """Per fleet case in both runs: the last secondary's and the 95th percentile's time to
-    serve the new serial, one value per repeat (harness/results/fleet.py). A repeat that
-    did not get there (not converged: no last time, or fewer than 95 % served) has no value;
-    any such repeat in B makes the figure a regression, whatever the times of the others."""
-    repeats_a, repeats_b = fleet_repeats(records_a), fleet_repeats(records_b)
-    out = []
-    for case in dict.fromkeys(r.case for r in repeats_a):
-        mine_a = [r for r in repeats_a if r.case == case]
-        mine_b = [r for r in repeats_b if r.case == case]
-        if not mine_b:
-            continue
-        for figure, name in zip(FLEET_FIGURES, ("last_s", "p95_s"), strict=True):
-            values_a = [getattr(r, name) for r in mine_a if getattr(r, name) is not None]
-            values_b = [getattr(r, name) for r in mine_b if getattr(r, name) is not None]
-            item = compare_sides(
-                case,
-                SERVER_TO_SERVER,
-                _values_side(values_a, len(mine_a), threshold),
-                _values_side(values_b, len(mine_b), threshold),
-                threshold=threshold,
-                alpha=alpha,
-                figure=figure,
-            )
-            item.per = PER_FLEET_REPEAT
-            short_b = [r for r in mine_b if getattr(r, name) is None]
-            if short_b:
-                item.verdict = NOT_CONVERGED_IN_B
-                item.identical = item.within = False
-                for name_, mine in (("A", mine_a), ("B", mine_b)):
-                    for r in mine:
-                        if getattr(r, name) is None:
-                            text = f"run {name_} repeat {r.repeat}: {r.served_of}, not converged"
-                            item.warnings.append(text + ": " + "; ".join(r.why_missing()))
-                            item.kinds.append(NOT_CONVERGED)
-            out.append(item)
-    return out
-
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_THRESHOLD",
+    "DRIFTING",
+    "FAILED_IN_B",
+    "FAILING_IN_BOTH",
+    "FEWER_FAILURES",
+    "IMPROVEMENT",
+    "MORE_FAILURES",
+    "NEW_FAILURES",
+    "NEW_IN_B",
+    "NOT_CONVERGED_IN_B",
+    "NO_CHANGE",
+    "NO_DATA",
+    "REGRESSION",
+    "REGRESSIONS",
+    "UNSUPPORTED_IN_B",
+    "CaseComparison",
+    "Difference",
+    "compare_case",
+    "compare_runs",
+    "load_and_compare",
+]
 
 # --- two runs -----------------------------------------------------------------------------
 
 
 @dataclass
-class Difference:
-    what: str
-    a: str
-    b: str
+class Geomean:
+    """A figure's geometric mean over the cases with a value in both runs."""
 
-    def __str__(self) -> str:
-        return f"{self.what}: {self.a} -> {self.b}"
+    figure: str
+    unit: str
+    cases: int
+    a: float
+    b: float
 
-
-def _server_versions(meta: RunMeta) -> dict[str, str]:
-    versions: dict[str, str] = {}
-    for key, server in meta.servers.items():
-        name = server.kind if server.kind not in versions else key  # two builds of one server
-        versions[name] = server.version or "?"
-    return versions
+    @property
+    def change(self) -> float:
+        return self.b / self.a - 1
 
 
-def metadata_differences(meta_a: RunMeta, meta_b: RunMeta) -> list[Difference]:
-    """What differs between the two runs' environments (spec hash aside): server versions,
-    kernel, host, CPU, OS, link backend, harness commit."""
+def geomeans(cases: list[CaseComparison]) -> list[Geomean]:
     out = []
-    versions_a, versions_b = _server_versions(meta_a), _server_versions(meta_b)
-    for kind in sorted(set(versions_a) | set(versions_b)):
-        va, vb = versions_a.get(kind, "(absent)"), versions_b.get(kind, "(absent)")
-        if va != vb:
-            out.append(Difference(f"{kind} version", va, vb))
-    for key, what in (
-        ("kernel", "kernel"),
-        ("hostname", "host"),
-        ("cpu_model", "CPU"),
-        ("cpu_count", "CPU count"),
-        ("os", "OS"),
-        ("git_commit", "harness commit"),
-    ):
-        va, vb = getattr(meta_a.host, key), getattr(meta_b.host, key)
-        if key == "git_commit":  # as git prints it
-            va, vb = (str(v)[:12] if v else v for v in (va, vb))
-        if va != vb:
-            out.append(Difference(what, str(va or "(unknown)"), str(vb or "(unknown)")))
-    if meta_a.link_backend != meta_b.link_backend:
-        out.append(Difference("link backend", str(meta_a.link_backend), str(meta_b.link_backend)))
+    for figure in dict.fromkeys(c.figure for c in cases if c.figure != FAILURES):
+        pairs = [
+            (c.a.median_s, c.b.median_s)
+            for c in cases
+            if c.figure == figure and c.a.median_s and c.b.median_s
+        ]
+        if pairs:
+            a = math.exp(statistics.fmean(math.log(x) for x, _ in pairs))
+            b = math.exp(statistics.fmean(math.log(y) for _, y in pairs))
+            unit = next(c.unit for c in cases if c.figure == figure)
+            out.append(Geomean(figure, unit, len(pairs), a, b))
     return out
 
 
@@ -409,6 +149,9 @@ class Comparison:
     only_in_a: list[str]
     only_in_b: list[str]
     warnings: list[str]
+    servers_a: str = ""  # "bind 9.18.49"
+    servers_b: str = ""
+    stream_sla: list[SlaComparison] = field(default_factory=list)  # compare/stream.py
 
     @property
     def regressions(self) -> list[CaseComparison]:
@@ -416,17 +159,26 @@ class Comparison:
 
     @property
     def drifting(self) -> list[CaseComparison]:
-        """Slower beyond the threshold with p < alpha, in a case that drifts."""
+        """Worse beyond the threshold with p < alpha, in a case that drifts."""
         return [c for c in self.cases if c.verdict == DRIFTING]
 
     @property
+    def failing_in_both(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.figure == FAILURES and c.a.failed and c.b.failed]
+
+    @property
     def identical(self) -> bool:
-        """Every compared figure has the same values in both runs (a run against itself)."""
+        """Every compared figure has the same values in both runs (a run against itself):
+        cases with no result in either count, as long as their failures are the same."""
         return bool(self.cases) and all(c.identical for c in self.cases)
 
     @property
     def exit_status(self) -> int:
-        return 1 if self.regressions else 0
+        return 1 if self.regressions or any(s.regression for s in self.stream_sla) else 0
+
+    @property
+    def geomeans(self) -> list[Geomean]:
+        return geomeans(self.cases)
 
     def to_json(self) -> dict[str, Any]:
         cases = []
@@ -447,32 +199,35 @@ class Comparison:
             "same_scenario": self.spec_hash_a == self.spec_hash_b,
             "differences": [asdict(d) for d in self.differences],
             "cases": cases,
+            "geomeans": [asdict(g) | {"change": g.change} for g in self.geomeans],
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
             "warnings": self.warnings,
-            "regressions": [c.label for c in self.regressions],
+            "stream_sla": [item.to_json() for item in self.stream_sla],
+            "regressions": [c.label for c in self.regressions]
+            + [s.label for s in self.stream_sla if s.regression],
             "drifting": [c.label for c in self.drifting],
+            "failing_in_both": [c.case_label for c in self.failing_in_both],
             "identical": self.identical,
             "exit_status": self.exit_status,
         }
 
 
-Key = tuple[str, str, str | None]  # case, method, site (None outside fleets)
+Group = tuple[str, str, str | None]  # case, method, site (None outside fleets)
 
 
-def _label(key: Key) -> str:
+def _label(key: Group) -> str:
     case, method, site = key
-    label = case if method == SERVER_TO_SERVER else f"{case} [{method.removeprefix('client-')}]"
+    label = case_label(case, method)
     return label if site is None else f"{label} @ {site}"
 
 
-def _groups(records: list[TransferRecord]) -> dict[Key, list[TransferRecord]]:
+def _groups(records: list[TransferRecord]) -> dict[Group, list[TransferRecord]]:
     """Records by case and method, and by site in a fleet: a fleet case's sites are
     compared one by one (a slower far site hides in a fleet-wide median)."""
-    groups: dict[Key, list[TransferRecord]] = {}
+    groups: dict[Group, list[TransferRecord]] = {}
     for record in records:
-        key = (record.case, record.method, record.site)
-        groups.setdefault(key, []).append(record)
+        groups.setdefault((record.case, record.method, record.site), []).append(record)
     return groups
 
 
@@ -489,85 +244,104 @@ def check_options(threshold: float, alpha: float) -> None:
         )
 
 
-def _run_state(meta: RunMeta) -> str | None:
-    if meta.state == "interrupted":
-        return "was interrupted (Ctrl-C)"
-    if meta.state == "unfinished":
-        return "never finished (no end time in run.json)"
-    return None
+def _check_scenarios(a: RunFolder, b: RunFolder, allow: bool) -> tuple[list[str], list[Difference]]:
+    """Warnings, and what differs in the servers: two runs of one scenario compare; so do
+    two runs whose scenarios differ only in their servers' binaries or suites (the upgrade
+    being gated). Others only when allowed."""
+    hash_a, hash_b = a.meta.spec_hash, b.meta.spec_hash
+    if hash_a and hash_b and hash_a != hash_b:
+        upgrade = server_changes(a.meta, b.meta)
+        if upgrade is not None:
+            return [], upgrade
+        if not allow:
+            raise UserInputError(
+                f"the runs ran different scenarios (spec_hash {str(hash_a)[:16]} in "
+                f"{a.path / RUN_JSON}, {str(hash_b)[:16]} here): their medians are not "
+                "comparable",
+                file=b.path / RUN_JSON,
+                key="spec_hash",
+                fix="compare two runs of one scenario (servers.*.binary and suite may "
+                "differ), or pass --allow-different-scenario to compare the cases they "
+                "share anyway",
+            )
+        return [
+            f"different scenarios (spec hash {str(hash_a)[:16]} vs {str(hash_b)[:16]}), "
+            "compared because of --allow-different-scenario"
+        ], []
+    if not hash_a or not hash_b:
+        return ["a run has no spec_hash in run.json: cannot check the scenarios match"], []
+    return [], []
+
+
+def _servers(folder: RunFolder) -> str:
+    return ", ".join(f"{s.kind} {s.version or '?'}" for s in folder.meta.servers.values())
 
 
 def compare_runs(
-    meta_a: RunMeta,
-    records_a: list[TransferRecord],
-    meta_b: RunMeta,
-    records_b: list[TransferRecord],
+    a: RunFolder,
+    b: RunFolder,
     *,
-    path_a: Path,
-    path_b: Path,
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
     allow_different_scenario: bool = False,
 ) -> Comparison:
     check_options(threshold, alpha)
-    warnings = []
-    hash_a, hash_b = meta_a.spec_hash, meta_b.spec_hash
-    if hash_a and hash_b and hash_a != hash_b:
-        if not allow_different_scenario:
-            raise UserInputError(
-                f"the runs ran different scenarios (spec_hash {str(hash_a)[:16]} in "
-                f"{Path(path_a) / RUN_JSON}, {str(hash_b)[:16]} here): their medians are not "
-                "comparable",
-                file=Path(path_b) / RUN_JSON,
-                key="spec_hash",
-                fix="compare two runs of one scenario, or pass --allow-different-scenario "
-                "to compare the cases they share anyway",
-            )
-        warnings.append(
-            f"different scenarios (spec hash {str(hash_a)[:16]} vs {str(hash_b)[:16]}), "
-            "compared because of --allow-different-scenario"
-        )
-    elif not hash_a or not hash_b:
-        warnings.append("a run has no spec_hash in run.json: cannot check the scenarios match")
-    for name, path, meta in (("A", path_a, meta_a), ("B", path_b, meta_b)):
-        state = _run_state(meta)
+    warnings, servers = _check_scenarios(a, b, allow_different_scenario)
+    for name, folder in (("A", a), ("B", b)):
+        state = run_state(folder.meta)
         if state:
-            warnings.append(f"run {name} ({path}) {state}: some cases may be missing")
-    groups_a, groups_b = _groups(records_a), _groups(records_b)
+            warnings.append(f"run {name} ({folder.path}) {state}: some cases may be missing")
+    groups_a, groups_b = _groups(a.records), _groups(b.records)
     common = [key for key in groups_a if key in groups_b]
     if not common:
         raise UserInputError(
-            f"no case of {path_a} ({len(groups_a)} cases) is in {path_b} "
+            f"no case of {a.path} ({len(groups_a)} cases) is in {b.path} "
             f"({len(groups_b)} cases): nothing to compare",
             fix="compare two runs of the same scenario",
         )
     cases = [
-        compare_case(
-            case,
-            method,
-            groups_a[(case, method, site)],
-            groups_b[(case, method, site)],
-            threshold=threshold,
-            alpha=alpha,
-            site=site,
-        )
-        for case, method, site in common
-    ]
-    cases += fleet_comparisons(records_a, records_b, threshold=threshold, alpha=alpha)
+        compare_case(case, method, groups_a[key], groups_b[key],
+                     threshold=threshold, alpha=alpha, site=site)
+        for key in common
+        for case, method, site in [key]
+    ]  # fmt: skip
+    cases += fleet_comparisons(a.records, b.records, threshold=threshold, alpha=alpha)
+    resources_a, resources_b = resource_values(a), resource_values(b)
+    for key, values_a in resources_a.items():
+        values_b = resources_b.get(key)
+        if values_b is None:
+            continue
+        case, method, site, figure = key
+        cases.append(
+            compare_sides(case, method, side_of(values_a, threshold),
+                          side_of(values_b, threshold), threshold=threshold, alpha=alpha,
+                          site=site, figure=figure, single=values_a.single)
+        )  # fmt: skip
+    failures_a, failures_b = failure_counts(a.records), failure_counts(b.records)
+    for key, count_a in failures_a.items():
+        count_b = failures_b.get(key)
+        if count_b is not None and (count_a.failed or count_b.failed):
+            cases.append(compare_failures(key, count_a, count_b, alpha=alpha))
+    cases += stream_load_comparisons(a.records, b.records, threshold=threshold, alpha=alpha)
+    order = {kind: index for index, kind in enumerate(KINDS)}
+    cases.sort(key=lambda c: (order.get(figure_kind(c.figure), len(order)), c.figure))
     return Comparison(
-        run_a=str(path_a),
-        run_b=str(path_b),
-        run_id_a=meta_a.run_id or Path(path_a).name,
-        run_id_b=meta_b.run_id or Path(path_b).name,
+        run_a=str(a.path),
+        run_b=str(b.path),
+        run_id_a=a.meta.run_id or a.path.name,
+        run_id_b=b.meta.run_id or b.path.name,
         threshold=threshold,
         alpha=alpha,
-        spec_hash_a=str(hash_a) if hash_a else None,
-        spec_hash_b=str(hash_b) if hash_b else None,
-        differences=metadata_differences(meta_a, meta_b),
+        spec_hash_a=str(a.meta.spec_hash) if a.meta.spec_hash else None,
+        spec_hash_b=str(b.meta.spec_hash) if b.meta.spec_hash else None,
+        differences=servers + metadata_differences(a.meta, b.meta),
         cases=cases,
         only_in_a=[_label(k) for k in groups_a if k not in groups_b],
         only_in_b=[_label(k) for k in groups_b if k not in groups_a],
         warnings=warnings,
+        servers_a=_servers(a),
+        servers_b=_servers(b),
+        stream_sla=sla_comparisons(a.records, b.records, threshold=threshold, alpha=alpha),
     )
 
 
@@ -580,16 +354,9 @@ def load_and_compare(
     allow_different_scenario: bool = False,
 ) -> Comparison:
     check_options(threshold, alpha)
-    folder_a, folder_b = open_run(run_a), open_run(run_b)
-    meta_a, records_a = folder_a.meta, folder_a.records
-    meta_b, records_b = folder_b.meta, folder_b.records
     return compare_runs(
-        meta_a,
-        records_a,
-        meta_b,
-        records_b,
-        path_a=Path(run_a),
-        path_b=Path(run_b),
+        open_run(run_a),
+        open_run(run_b),
         threshold=threshold,
         alpha=alpha,
         allow_different_scenario=allow_different_scenario,

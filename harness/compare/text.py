@@ -1,67 +1,137 @@
-"""What `xfrbench compare` prints: one line per case and figure, its verdict, and warnings
-grouped so that a long run reads in a screen."""
+"""What `xfrbench compare` prints, in the spirit of benchstat: one table per figure, one line
+per case, A and B with the spread of each median, the change or "~" when it is not
+significant, with p and n beside it; a geometric-mean row; then the warnings, grouped so
+that a long run reads in a screen, and the verdict."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from harness.compare.gate import (
+from harness.compare.case import (
     DRIFT,
     DRIFTING,
     FAILED_IN_B,
-    FAILURES,
+    FAILING_IN_BOTH,
     FEW,
+    FEWER_FAILURES,
     IMPROVEMENT,
     MAX_CV,
+    MORE_FAILURES,
+    NEW_FAILURES,
     NEW_IN_B,
     NO_DATA,
     NOT_CONVERGED,
     NOT_CONVERGED_IN_B,
     REGRESSION,
     SPREAD,
+    UNSUPPORTED_IN_B,
     CaseComparison,
-    Comparison,
+    Side,
 )
+from harness.compare.figures import FAILURES, figure_kind
+from harness.compare.gate import Comparison, Geomean
+from harness.compare.stream import SlaComparison
 from harness.core import fmt
+from harness.core.ui import folding_table, print_table
+
+TITLES = {
+    "duration": "duration (trigger to served)",
+    "fleet last": "fleet: the last secondary served (per repeat)",
+    "fleet p95": "fleet: 95 % of the secondaries served (per repeat)",
+    FAILURES: "failures (failed or not verified, of the transfers meant to count)",
+}
 
 
-def _interval(ci: tuple[float, float] | None) -> str:
-    return f" [{fmt.seconds(ci[0])}, {fmt.seconds(ci[1])}]" if ci else ""
+def value_text(value: float | None, unit: str) -> str:
+    if unit == "bytes":
+        return fmt.size(value)
+    if unit == "sockets":
+        return fmt.NONE if value is None else f"{value:,.3g}"
+    return fmt.duration(value)
 
 
-def _change(item: CaseComparison) -> str:
-    if item.change is None:
-        return "-"
-    text = f"{item.change:+.1%}"
-    if item.change_ci:
-        text += f" [{item.change_ci[0]:+.1%}, {item.change_ci[1]:+.1%}]"
-    return text
+def _spread(side: Side) -> str:
+    """The larger side of the median's interval, as a share of it: "± 3%"."""
+    if side.ci_s is None or not side.median_s:
+        return ""
+    half = max(side.median_s - side.ci_s[0], side.ci_s[1] - side.median_s)
+    return f" ± {half / side.median_s:.0%}"
+
+
+def side_text(item: CaseComparison, side: Side) -> str:
+    if item.figure == FAILURES:
+        return f"{side.failed} of {side.attempts}"
+    if side.median_s is None:
+        return f"- ({side.failed} failed)" if side.failed else fmt.NONE
+    return value_text(side.median_s, item.unit) + _spread(side)
+
+
+def p_text(p: float) -> str:
+    """p=0.100, p=0.002; p=2.4e-04 below a thousandth (never p=0.000)."""
+    return f"p={p:.3f}" if p >= 0.001 else f"p={p:.1e}"
+
+
+def _p(item: CaseComparison) -> str:
+    """benchstat's parenthesis: "p=0.100 n=3+3"."""
+    if item.single:
+        return "one peak per run"
+    n = f"n={item.a.n}+{item.b.n}"
+    return n if item.p_value is None else f"{p_text(item.p_value)} {n}"
+
+
+def _kinds(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{n} {words}" for words, n in kinds.items())
+
+
+def sla_text(item: SlaComparison) -> str:
+    """One line per stream case's SLA share, A against B."""
+    if item.share_a is None or item.share_b is None or item.change is None:
+        return f"{item.label}: no serial in one of the runs"
+    return (
+        f"{item.label}: {item.met_a} of {item.serials_a} ({item.share_a:.1%}) in A, "
+        f"{item.met_b} of {item.serials_b} ({item.share_b:.1%}) in B, "
+        f"{item.change * 100:+.1f} points, Fisher p {item.p_value:.3g}: {item.verdict}"
+    )
 
 
 def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
+    """The change and what it means, benchstat's way: "~" when it is not significant."""
+    change = f"{item.change:+.1%}" if item.change is not None else ""
+    if item.figure == FAILURES:
+        p = "" if item.p_value is None else f" ({p_text(item.p_value)})"
+        b_kinds = _kinds(item.failure_kinds.get("b", {}))
+        return {
+            NEW_FAILURES: f"[bold red]new failures: {b_kinds}{p} regression[/]",
+            MORE_FAILURES: f"[bold red]more failures: {b_kinds}{p} regression[/]",
+            FAILING_IN_BOTH: f"[yellow]failing in both runs{p}[/]: {b_kinds}",
+            FEWER_FAILURES: f"[green]fewer failures{p}[/]",
+        }.get(item.verdict, f"~{p}")
     if item.verdict == REGRESSION:
-        return "[bold red]slower: regression[/]"
+        return f"[bold red]{change} ({_p(item)}) regression[/]"
     if item.verdict == IMPROVEMENT:
-        return "[green]faster[/]"
+        return f"[green]{change} ({_p(item)}) better[/]"
     if item.verdict == DRIFTING:
-        return "[yellow]slower, but it drifts: not called a regression[/]"
-    if item.verdict == FAILED_IN_B:
-        return "[bold red]every transfer failed in B: regression[/]"
+        return f"[yellow]{change} ({_p(item)}) worse, but it drifts: not called a regression[/]"
     if item.verdict == NOT_CONVERGED_IN_B:
         return "[bold red]the fleet did not converge in B: regression[/]"
+    if item.verdict == FAILED_IN_B:
+        return "[bold red]no verified transfer in B: regression[/]"
+    if item.verdict == UNSUPPORTED_IN_B:
+        return "[yellow]unsupported in B (declared by its versions, not a failure)[/]"
     if item.verdict == NEW_IN_B:
         return "results only in B"
     if item.verdict == NO_DATA:
         return "no result in either run"
     if item.identical:
-        return "no change (identical)"
+        return "~ (identical)"
+    if item.single:
+        return f"~ ({change} within ±{threshold:.0%}, one peak per run)"
     if item.within:
-        return f"no change (within ±{threshold:.0%})"
+        return f"~ ({change} within ±{threshold:.0%}; {_p(item)})"
     if item.min_p >= alpha:
-        return "~ too few transfers to tell"
-    return f"~ no significant change (p >= {alpha:g})"
+        return f"~ ({_p(item)}: too few to tell)"
+    return f"~ ({_p(item)})"
 
 
 def _names(items: list[CaseComparison], limit: int = 4) -> str:
@@ -92,19 +162,6 @@ def grouped_warnings(result: Comparison) -> list[str]:
                 f"run {name} spreads wide (CV > {MAX_CV:.0%}: a busy host or a noisy link) in "
                 f"{len(wide)} of {len(result.cases)}: {_names(wide)}; their medians move a lot"
             )
-    failures = [item for item in result.cases if FAILURES in item.kinds]
-    if failures:
-        parts = [
-            f"{item.label} ({item.a.failed} of {item.a.attempts} in A, "
-            f"{item.b.failed} of {item.b.attempts} in B)"
-            for item in failures[:4]
-        ]
-        more = len(failures) - len(parts)
-        lines.append(
-            "failed or unverified transfers differ: "
-            + "; ".join(parts)
-            + (f" and {more} more" if more else "")
-        )
     for item in result.cases:  # a fleet that did not converge: who it missed, per repeat
         lines += [
             f"{item.label}: {text}"
@@ -120,12 +177,67 @@ def grouped_warnings(result: Comparison) -> list[str]:
     return lines
 
 
+def _geomean_row(mean: Geomean, role: str | None) -> list[str]:
+    what = f"geomean, {role}" if role else "geomean"
+    return [
+        f"{what} ({mean.cases} cases)",
+        value_text(mean.a, mean.unit),
+        value_text(mean.b, mean.unit),
+        f"{mean.change:+.1%}",
+    ]
+
+
+def _role(figure: str) -> str | None:
+    return figure.split(", ", 1)[1] if ", " in figure else None
+
+
+def print_tables(result: Comparison, console: Console) -> None:
+    """One table per kind of figure, benchstat's way: a line per case (and server role),
+    the geometric mean of each figure under its lines."""
+    labels = list(dict.fromkeys(item.case_label for item in result.cases))
+    shared, short = fmt.short_labels(labels)
+    if shared:
+        console.print(escape(f"every case is {shared}; the tables show what * stands for"))
+    width = max((len(label) for label in short.values()), default=0)
+    means = {mean.figure: mean for mean in result.geomeans}
+    for kind in dict.fromkeys(figure_kind(item.figure) for item in result.cases):
+        items = [item for item in result.cases if figure_kind(item.figure) == kind]
+        table = folding_table(
+            TITLES.get(kind, kind), ["case", "A", "B", "vs A"], names=min(width + 11, 40),
+            trailing=1,
+        )  # fmt: skip
+        for item in items:
+            role = _role(item.figure)
+            table.add_row(
+                escape(short[item.case_label] + (f", {role}" if role else "")),
+                escape(side_text(item, item.a)),
+                escape(side_text(item, item.b)),
+                verdict_text(item, result.threshold, result.alpha),
+            )
+        for figure in dict.fromkeys(item.figure for item in items):
+            count = sum(1 for item in items if item.figure == figure)
+            if figure in means and count > 1:
+                row = _geomean_row(means[figure], _role(figure))
+                table.add_row(*(f"[bold]{escape(cell)}[/]" for cell in row))
+        print_table(console, table)
+
+
 def print_comparison(result: Comparison, console: Console) -> None:
+    head = [
+        f"A: {result.run_a} ({result.run_id_a}) {result.servers_a}",
+        f"B: {result.run_b} ({result.run_id_b}) {result.servers_b}",
+    ]
+    for line in head:
+        console.print(escape(line), soft_wrap=True)
+    if result.differences:
+        console.print("[yellow]the runs differ in:[/]")
+        for difference in result.differences:
+            console.print(f"  {escape(str(difference))}", soft_wrap=True)
     console.print(
         escape(
-            f"A: {result.run_a} ({result.run_id_a})\nB: {result.run_b} ({result.run_id_b})\n"
-            f"significant = |change| > {result.threshold:.1%} and Mann-Whitney p < "
-            f"{result.alpha:g}; intervals: {1 - result.alpha:.0%} bootstrap"
+            f"significant: |change| > {result.threshold:.0%} and Mann-Whitney p < "
+            f"{result.alpha:g} (failures: Boschloo's exact test); ± is the larger side of "
+            f"the median's {1 - result.alpha:.0%} bootstrap interval; ~ not significant"
         ),
         soft_wrap=True,
     )
@@ -136,55 +248,43 @@ def print_comparison(result: Comparison, console: Console) -> None:
             soft_wrap=True,
         )
     else:
-        shared, short = fmt.short_labels([item.label for item in result.cases])
-        if shared:
-            console.print(escape(f"every case is {shared}; the table shows what * stands for"))
-        table = Table(title="median transfer duration, seconds (B against A)")
-        for column in ("case", "n A", "n B", "median A", "median B", "change", "p", "verdict"):
-            justify = "left" if column in ("case", "verdict") else "right"
-            width = max(len(label) for label in short.values()) if column == "case" else None
-            table.add_column(
-                justify=justify, header=column, overflow="fold", min_width=width and min(width, 40)
-            )
-        for item in result.cases:
-            table.add_row(
-                escape(short[item.label]),
-                str(item.a.n),
-                str(item.b.n),
-                fmt.seconds(item.a.median_s) + _interval(item.a.ci_s),
-                fmt.seconds(item.b.median_s) + _interval(item.b.ci_s),
-                _change(item),
-                "-" if item.p_value is None else f"{item.p_value:.3g}",
-                verdict_text(item, result.threshold, result.alpha),
-            )
-        console.print(table)
+        print_tables(result, console)
         fleets = dict.fromkeys(item.per for item in result.cases if item.per != "transfer")
         for per in fleets:  # what n counts in a fleet's rows: repeats, not secondaries
             console.print(escape(f"fleet rows: one value per {per}"), soft_wrap=True)
+        if not any(item.figure == FAILURES for item in result.cases):
+            console.print("failures: none in either run", soft_wrap=True)
         for line in grouped_warnings(result):
             console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    for item in result.stream_sla:
+        console.print(escape(sla_text(item)), soft_wrap=True)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    if result.differences:
-        console.print("[yellow]the runs differ in:[/]")
-        for difference in result.differences:
-            console.print(f"  {escape(str(difference))}", soft_wrap=True)
     if result.only_in_a:
         console.print(escape(f"only in A: {', '.join(result.only_in_a)}"), soft_wrap=True)
     if result.only_in_b:
         console.print(escape(f"only in B: {', '.join(result.only_in_b)}"), soft_wrap=True)
+    both = result.failing_in_both
+    if both:
+        console.print(
+            f"[yellow]{len(both)} case(s) failing in both runs[/]: "
+            f"{escape(', '.join(item.case_label for item in both))}",
+            soft_wrap=True,
+        )
     if result.drifting:
         console.print(
-            f"[yellow]{len(result.drifting)} slower case(s) not called a regression because "
+            f"[yellow]{len(result.drifting)} worse figure(s) not called a regression because "
             f"their repeats drift[/]: {escape(_names(result.drifting, 10))}; re-run them, "
             "with more repeats, before trusting either run's median",
             soft_wrap=True,
         )
     regressions = result.regressions
-    if regressions:
-        names = ", ".join(item.label for item in regressions)
+    names = ", ".join([item.label for item in regressions] +
+                      [item.label for item in result.stream_sla if item.regression])  # fmt: skip
+    if names:
+        count = len(regressions) + sum(1 for item in result.stream_sla if item.regression)
         console.print(
-            f"[bold red]{len(regressions)} regression(s)[/]: {escape(names)} (exit 1)",
+            f"[bold red]{count} regression(s)[/]: {escape(names)} (exit 1)",
             soft_wrap=True,
         )
     else:

@@ -1,5 +1,6 @@
-"""Number formatting shared by the report's HTML, its terminal summary and compare ("-" for
-no value)."""
+"""Number formatting shared by the report's HTML, its terminal summary, its plots and compare
+("-" for no value). One unit policy: durations auto-scaled (µs, ms, s) to 3 significant
+digits; bytes in IEC units (KiB, MiB, GiB); rates in bit/s with SI prefixes."""
 
 from __future__ import annotations
 
@@ -9,17 +10,31 @@ MIB = 1024 * 1024
 NONE = "-"
 
 
-def seconds(value: float | None) -> str:
-    """4 significant digits: 2.532, 0.004213, 123.5."""
-    return NONE if value is None else f"{value:.4g}"
-
-
-def milliseconds(value: float | None) -> str:
-    """Seconds as milliseconds: 19.6 ms, 850 ms, 1,110 ms (never 1.11e+03)."""
+def duration(value: float | None) -> str:
+    """Seconds in the unit that reads best, 3 significant digits: 152 µs, 72.3 ms, 1.00 s,
+    123 s; 1,230 s from a thousand seconds up (never 1.23e+03)."""
     if value is None:
         return NONE
-    ms = value * 1000
-    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+    if value == 0:
+        return "0 s"
+    rounded = float(f"{value:.3g}")  # 0.9996 s is 1 s, not 1e+03 ms
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(rounded) >= scale or unit == "µs":
+            number = rounded / scale
+            if abs(number) >= 1000:
+                return f"{number:,.0f} {unit}"
+            return f"{number:#.3g}".rstrip(".") + f" {unit}"  # 1.00 s, as a column aligns
+    raise AssertionError("unreachable")
+
+
+def duration_unit(values: list[float]) -> tuple[float, str]:
+    """(scale, unit) for an axis or a column of durations: the unit of the largest value,
+    so that every tick reads in one unit (s, ms or µs)."""
+    top = max((abs(v) for v in values), default=0.0)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if top >= scale:
+            return scale, unit
+    return 1e-6, "µs"
 
 
 def rate(value: float | None) -> str:
@@ -28,10 +43,6 @@ def rate(value: float | None) -> str:
 
 def percent(value: float | None) -> str:
     return NONE if value is None else f"{value:.1%}"
-
-
-def mib(value: float | None) -> str:
-    return NONE if value is None else f"{value / MIB:.1f}"
 
 
 def count(value: int | None) -> str:

@@ -18,7 +18,9 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
 NAME_WIDTH = 60  # a case label longer than this folds rather than squeezing every column
 
@@ -86,22 +88,65 @@ def case_progress(out: Console, totals: dict[str, int]) -> Iterator[CaseProgress
             ticker.join()
 
 
-def folding_table(title: str, columns: list[str], *, left: int = 1, names: int = 0) -> Table:
+def folding_table(
+    title: str, columns: list[str], *, left: int = 1, names: int = 0, trailing: int = 0
+) -> Table:
     """A table whose text columns fold instead of cutting ("bind-bind/preset=tld,re…"
-    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns are text,
-    and the first is kept `names` wide (the longest case label) while others wrap."""
+    and "bind-bind/preset=tld,re…" would look alike): the first `left` columns and the last
+    `trailing` are text, and the first is kept `names` wide (the longest case label) while
+    others wrap."""
     # The title goes above as its own line (print_table): a table's title wraps to the
     # table's width, which for a narrow table is a column of words.
     table = Table()
     table.caption = title
     for index, column in enumerate(columns):
-        justify = "left" if index < left else "right"
+        text = index < left or index >= len(columns) - trailing
+        justify = "left" if text else "right"
         width = min(names, NAME_WIDTH) if index == 0 and names else None
         table.add_column(column, justify=justify, overflow="fold", min_width=width)
     return table
 
 
+def _widest_line(console: Console, table: Table) -> int:
+    """The longest line of the table as rich lays it out, before the console crops it."""
+    lines = Segment.split_lines(console.render(table, console.options))
+    return max((Segment.get_line_length(line) for line in lines), default=0)
+
+
+SHORT_WORD = 8  # a number with its unit ("77.1 ms"): folded, it reads as two numbers
+
+
+def _least_width(table: Table) -> int:
+    """The narrowest a table can be with every column as wide as its longest word (up to
+    SHORT_WORD), its padding and its borders: narrower, rich empties columns."""
+    total = len(table.columns) + 1
+    for column in table.columns:
+        texts = [column.header, *column.cells]
+        words = [
+            len(w) for t in texts if isinstance(t, str) for w in Text.from_markup(t).plain.split()
+        ]
+        total += min(max(words, default=1), SHORT_WORD) + 2
+    return total
+
+
 def print_table(console: Console, table: Table) -> None:
+    """The title on its own line, then the table, never cut: rich crops a line its columns
+    cannot fold narrow enough (a wide case label kept whole), and empties columns when
+    there are too many, which in a CI log or `| cat` loses the end of every row. Such a
+    table first lets its case column fold; if it still does not fit, it is printed as wide
+    as it needs to be."""
     title, table.caption = table.caption, None
     console.print(f"[bold]{escape(str(title))}[/]", soft_wrap=True)
-    console.print(table)
+    width = console.width
+    least = _least_width(table)
+    if least <= width and _widest_line(console, table) > width and table.columns:
+        table.columns[0].min_width = None
+        least = max(least, _widest_line(console, table))
+    if least <= width:
+        console.print(table)
+        return
+    console.width = least  # print(width=) cannot widen beyond the console's own
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width

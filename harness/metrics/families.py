@@ -140,7 +140,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_transfer_throughput_bytes_per_second",
         "gauge",
-        "Throughput of the last ok and verified transfer (bytes / duration).",
+        "Throughput of the last ok and verified transfer (bytes from the secondary's "
+        "connect to served, as the report's).",
         T_LABELS,
         "bytes_per_second",
     ),
@@ -277,6 +278,20 @@ FAMILIES: tuple[Family, ...] = (
         "log in its own words (BIND: 'request denied: quota reached'); absent where its "
         "server's wording is not known (not logged).",
         C_LABELS,
+    ),
+    Family(
+        "xfrbench_stream_behind_serials",
+        "gauge",
+        "Change stream, live: serials the primary was given that the secondary does not serve yet.",
+        ("run_id", "case", "host", "site"),
+    ),
+    Family(
+        "xfrbench_stream_behind_seconds",
+        "gauge",
+        "Change stream, live: how long ago the oldest serial the secondary does not serve yet "
+        "was put on the primary (0 when it serves the newest).",
+        ("run_id", "case", "host", "site"),
+        "seconds",
     ),
     Family(
         "xfrbench_primary_repeat_cpu_seconds",

@@ -46,6 +46,7 @@ from harness.metrics.families import (
 )
 from harness.results.fleet import fleet_repeats, primary_costs
 from harness.results.model import TransferRecord
+from harness.results.summary import transfer_rate
 
 _SAFE_VALUE = re.compile(r"^[a-z0-9_]{1,32}$")  # state and bound names taken from data
 _SAFE_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")  # host and site names (spec.SITE_NAME)
@@ -223,13 +224,10 @@ class MetricState:
         changed.append(self._set("xfrbench_transfer_last_duration_seconds", t_values, duration))
         if record.bytes is not None:
             changed.append(self._add("xfrbench_transfer_bytes", t_values, record.bytes))
-            if duration > 0:
+            rate = transfer_rate(record)
+            if rate is not None:
                 changed.append(
-                    self._set(
-                        "xfrbench_transfer_throughput_bytes_per_second",
-                        t_values,
-                        record.bytes / duration,
-                    )
+                    self._set("xfrbench_transfer_throughput_bytes_per_second", t_values, rate / 8)
                 )
         return changed
 
@@ -268,6 +266,8 @@ class MetricState:
         summary.json's fleet section computes them at the end: over the whole fleet, once
         every secondary of the repeat has a record."""
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
+            return []
+        if record.trigger == "stream":  # a stream's figures are per serial: results/stream.py
             return []
         case = record.case
         repeat, records = self._fleet.get(case, (0, []))
@@ -328,7 +328,26 @@ class MetricState:
             return self._add_link(case, sample)
         if role in ("primary", "secondary"):
             return self._add_server(case, role, sample)
-        raise ValueError(f"sample role {role!r} is not primary, secondary or link")
+        if role == "stream":
+            return self._add_stream(case, sample)
+        raise ValueError(f"sample role {role!r} is not primary, secondary, link or stream")
+
+    def _add_stream(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
+        """A change stream's lag of one secondary (measure/live_stream.py writes them)."""
+        host, site = sample.get("host"), sample.get("site") or ""
+        if not isinstance(host, str) or not _SAFE_HOST.match(host):
+            raise ValueError(f"stream sample with a bad host {host!r}")
+        if not isinstance(site, str) or not _SAFE_HOST.match(site or "x"):
+            raise ValueError(f"stream sample with a bad site {site!r}")
+        labels = (self.run_id, case, host, site)
+        changed = []
+        for family, key in (
+            ("xfrbench_stream_behind_serials", "behind_serials"),
+            ("xfrbench_stream_behind_seconds", "behind_s"),
+        ):
+            if _finite(sample.get(key)):
+                changed.append(self._set(family, labels, sample[key]))
+        return changed
 
     def _add_link(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
         direction = sample.get("direction")

@@ -22,7 +22,7 @@ MIN_CPUS = 4  # below this, a core of their own would leave the servers too few
 
 @dataclass(frozen=True)
 class CpuPlacement:
-    isolation: str  # "disjoint" | "shared"
+    isolation: str  # "disjoint" | "shared" | "remote" (the servers on other hosts)
     reason: str  # one line for run.json and the report
     online: list[int]  # the CPUs the driver was allowed when the run began
     harness: list[int] = field(default_factory=list)  # empty when shared

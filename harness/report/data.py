@@ -16,22 +16,38 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from harness.core.fmt import short_labels
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
+from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
-from harness.report.logged_failures import LoggedFailures, logged_failures, logged_failures_text
+from harness.report.logged_failures import (
+    LoggedFailures,
+    logged_failures,
+    logged_failures_text,
+    unlogged_note,
+)
 from harness.report.phases import CasePhases, case_phases
+from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
+from harness.results.failures import FailureSummary, reason_text, summarize_failures
 from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
 from harness.results.meta import CaseMeta, RunMeta
-from harness.results.model import TransferRecord
+from harness.results.model import FAILURE_WORDS, TransferRecord
 from harness.results.resources import summarize_resources
-from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N, case_label, summarize_case
+from harness.results.summary import (
+    MAX_STABLE_CV,
+    MIN_STABLE_N,
+    case_label,
+    summarize_case,
+    transfer_rate,
+)
 
 REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
@@ -153,6 +169,27 @@ class CaseResources:
 
 
 @dataclass
+class FailedAttempt:
+    """One attempt that does not count, for the report's list of them."""
+
+    case: str  # with its method when a client pull
+    repeat: int
+    host: str
+    kind: str  # FAILURE_WORDS of its failure
+    reason: str
+    number: int | None  # of its reason in FailureSummary.groups (1-based)
+
+
+@dataclass(frozen=True)
+class Labels:
+    shared: str  # what every name has, as a pattern ("bind-bind/*"), for a caption
+    short: dict[str, str]  # name -> what tells it apart
+
+    def __call__(self, name: str) -> str:
+        return self.short.get(name, name)
+
+
+@dataclass
 class ReportData:
     run: RunInfo
     cases: list[CaseRow]
@@ -161,7 +198,7 @@ class ReportData:
     resources_note: str | None  # why there are none
     # role -> [(seconds since the first sample, TIME_WAIT sockets)]
     time_wait: dict[str, list[tuple[float, int]]]
-    case_spans: list[tuple[str, float, float]]  # (case, first, last sample) on that time axis
+    case_spans: list[tuple[str, float, float]]  # (case, first, last sample) of each stay
     samples_note: str | None  # why there is no time series
     warnings: list[str] = field(default_factory=list)
     # The first screen: transport_costs.py, phases.py, link_checks.py, throughput_bound.py
@@ -169,7 +206,42 @@ class ReportData:
     phases: list[CasePhases] = field(default_factory=list)
     links: list[PathCheck] = field(default_factory=list)
     bounds: list[BoundRow] = field(default_factory=list)
+    bounds_missing: list[tuple[str, str]] = field(default_factory=list)  # (case, why none)
     fleet: FleetData | None = None
+    # case -> the fewest ephemeral ports of its secondaries (ip_local_port_range), and
+    # whether they may reuse a port in TIME_WAIT (tcp_tw_reuse = 1): the TIME_WAIT limit
+    port_ranges: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
+    faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
+    stream: StreamData | None = None  # change streams (report/streamview.py)
+
+    @cached_property
+    def labels(self) -> Labels:
+        """Every case name of the report shortened once (core/fmt.py short_labels), so that a
+        case reads the same in every table and figure."""
+        names = [row.label for row in self.cases] + [x.label for x in self.phases]
+        names += [x.label for x in self.bounds] + [x.case for x in self.links if x.cases == 1]
+        names += [x.case for x in self.resources] + [case for case, _, _ in self.case_spans]
+        names += [x.case for x in self.fleet.cases] if self.fleet else []
+        names += [x.case for x in self.faults.cases] if self.faults else []
+        names += [x.case for x in self.stream.cases] if self.stream else []
+        return Labels(*short_labels(list(dict.fromkeys(names))))
+
+    @cached_property
+    def transport_labels(self) -> Labels:
+        """The transport table's pair keys, shortened once."""
+        return Labels(*short_labels([g.key for g in self.transports]))
+
+    @property
+    def unlogged_failures_note(self) -> str | None:
+        """What the secondaries' servers never log (so never count), said once for the run."""
+        return unlogged_note(item for row in self.cases for item in row.logged_failures)
+
+    @property
+    def failures_logged(self) -> bool:
+        """Whether any secondary logged a failed attempt."""
+        return any(item.found for row in self.cases for item in row.logged_failures)
 
     @property
     def uniform_link(self) -> str | None:
@@ -205,9 +277,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
         summary = summarize_case(case, items)
         counted = [r for r in items if r.counts]
         durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [
-            r.bytes * 8 / r.duration_s for r in counted if r.bytes is not None and r.duration_s
-        ]
+        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
         why = None  # a case with no result is not "unstable": the failures say why
         if summary.unstable and durations:
             if len(durations) < MIN_STABLE_N:
@@ -384,6 +454,26 @@ def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
     return out
 
 
+def port_ranges(case_files: list[CaseMeta]) -> dict[str, tuple[int, bool]]:
+    """Per case, the fewest ephemeral ports a secondary had (ip_local_port_range) and
+    whether tcp_tw_reuse = 1 let it reuse a port still in TIME_WAIT (from case.json)."""
+    out: dict[str, tuple[int, bool]] = {}
+    for meta in case_files:
+        hosts = meta.testbed.get("hosts") if isinstance(meta.testbed, dict) else None
+        for host in (hosts or {}).values():
+            if not isinstance(host, dict) or host.get("role") != "secondary":
+                continue
+            sysctls = host.get("sysctls") or {}
+            words = str(sysctls.get("net.ipv4.ip_local_port_range", "")).split()
+            if len(words) != 2 or not all(w.isdigit() for w in words):
+                continue
+            ports = int(words[1]) - int(words[0]) + 1
+            reuse = str(sysctls.get("net.ipv4.tcp_tw_reuse", "")) == "1"
+            known = out.get(meta.case)
+            out[meta.case] = (min(ports, known[0]) if known else ports, reuse)
+    return out
+
+
 def _time_wait(sample: dict[str, Any]) -> int | None:
     tcp = sample.get("tcp")
     if isinstance(tcp, dict) and isinstance(tcp.get("time_wait"), int):
@@ -398,26 +488,29 @@ def time_wait_series(
     samples: list[dict[str, Any]],
 ) -> tuple[dict[str, list[tuple[float, int]]], list[tuple[str, float, float]]]:
     """TIME_WAIT sockets per server role over time (seconds since the run's first sample),
-    and the span of each case on that axis, in the order the cases ran."""
+    and the spans of the cases on that axis: each run of consecutive samples of one case,
+    in the order they ran (an interleaved run visits a case once a round)."""
     timed = [s for s in samples if isinstance(s.get("t"), int | float)]
     if not timed:
         return {}, []
     t0 = min(float(s["t"]) for s in timed)
     series: dict[str, list[tuple[float, int]]] = {}
-    spans: dict[str, list[float]] = {}
+    spans: list[list[Any]] = []
     for sample in sorted(timed, key=lambda s: float(s["t"])):
         t = float(sample["t"]) - t0
         case = sample.get("case")
         if isinstance(case, str):
-            span = spans.setdefault(case, [t, t])
-            span[1] = t
+            if spans and spans[-1][0] == case:
+                spans[-1][2] = t
+            else:
+                spans.append([case, t, t])
         role = sample.get("role")
         if role not in SERVER_ROLES:
             continue
         count = _time_wait(sample)
         if count is not None:
             series.setdefault(str(role), []).append((t, count))
-    return series, [(case, first, last) for case, (first, last) in spans.items()]
+    return series, [(str(case), first, last) for case, first, last in spans]
 
 
 def build_report_data(folder: RunFolder) -> ReportData:
@@ -465,6 +558,8 @@ def build_report_data(folder: RunFolder) -> ReportData:
         if not time_wait:
             samples_note = f"{SAMPLES} has no server sample with a TIME_WAIT count"
     metas = {meta.case: meta for meta in case_files}
+    failures = summarize_failures(records)
+    phases = case_phases(records)
     return ReportData(
         run=run,
         cases=rows,
@@ -476,10 +571,27 @@ def build_report_data(folder: RunFolder) -> ReportData:
         samples_note=samples_note,
         warnings=warnings,
         transports=transport_costs(records),
-        phases=case_phases(records),
+        phases=phases,
         links=link_checks(records, metas),
         bounds=bound_rows(records, metas),
+        bounds_missing=[(p.label, p.missing) for p in phases if p.missing],
+        port_ranges=port_ranges(case_files),
         fleet=fleet_data(summary, records, samples),
+        failures=failures,
+        failed_attempts=[
+            FailedAttempt(
+                case=case_label(r.case, r.method),
+                repeat=r.repeat,
+                host=r.host,
+                kind=FAILURE_WORDS[r.failure or "harness"],
+                reason=reason_text(r),
+                number=failures.number(r),
+            )
+            for r in records
+            if not r.counts and not r.unsupported
+        ],
+        faults=fault_data(records),
+        stream=stream_data(summary, records),
     )
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core import fmt
+
 ROLE_COLOURS = {"primary": "#1f77b4", "secondary": "#ff7f0e"}
 # One colour per transport in every plot (and the HTML tables' headers).
 TRANSPORT_COLOURS = {
@@ -22,17 +24,18 @@ TRANSPORT_COLOURS = {
     "xot": "#c44e52",
     "xot-tsig": "#8172b2",
 }
-# Phases: by the instant that ends them (harness/report/phases.py SEEN).
+# Phases: by the instant that ends them (harness/report/phases.py SEEN), one hue each, in
+# the order they happen: the primary's delay, the SOA query, connecting, the transfer.
 PHASE_COLOURS = {
-    "NOTIFY": "#bdbdbd",
-    "SOA query": "#9ecae1",
-    "connect": "#4292c6",
-    "transfer end (log)": "#fd8d3c",
-    "served": "#74c476",
-    "first zone": "#9ecae1",
-    "median zone": "#4292c6",
-    "95 % of zones": "#fd8d3c",
-    "every zone": "#74c476",
+    "NOTIFY": "#9e9e9e",
+    "SOA query": "#9467bd",
+    "connect": "#1f77b4",
+    "transfer starts (log)": "#ff7f0e",
+    "served": "#2ca02c",
+    "first zone": "#9467bd",
+    "median zone": "#1f77b4",
+    "95 % of zones": "#ff7f0e",
+    "every zone": "#2ca02c",
 }
 ROLE_LINES = {"primary": "-", "secondary": "--"}
 POINT_COLOUR = "#4c72b0"
@@ -73,14 +76,9 @@ def case_axes(mpl_figure: Any, labels: list[str]) -> Any:
 
 
 def seconds_tick(value: float) -> str:
-    """A time axis tick a reader takes in at once: 50 µs, 2 ms, 0.5 s, 30 s."""
-    if value <= 0:
-        return "0"
-    if value < 1e-3:
-        return f"{value * 1e6:.3g} µs"
-    if value < 1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s"
+    """A time axis tick in the unit policy of the tables (harness/core/fmt.py): 50 µs,
+    2 ms, 500 ms, 30 s."""
+    return "0" if value <= 0 else fmt.duration(value)
 
 
 def seconds_formatter() -> Any:

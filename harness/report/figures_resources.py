@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.fmt import short_labels
+from harness.core.fmt import duration_unit
 from harness.report.data import SERVER_ROLES, ReportData
 from harness.report.figures_common import (
     ROLE_COLOURS,
@@ -20,13 +20,12 @@ from harness.report.figures_common import (
 )
 
 MAX_POINTS_PER_ROLE = 4000  # TIME_WAIT samples drawn per role; peaks are kept when thinning
-MIB = 1024 * 1024
 
 
 def cpu_figure(data: ReportData) -> Figure:
     cases = []
     bars = 0
-    shared, short = short_labels([item.case for item in data.resources])
+    shared, short = data.labels.shared, data.labels.short
     for item in data.resources:
         entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
@@ -51,7 +50,7 @@ def cpu_figure(data: ReportData) -> Figure:
             "Server CPU seconds per transfer (median over transfers of the CPU used between "
             "the transfer's start and end samples: see Resources for the window they cover), "
             "per server role: the median user time (solid) with the median system time "
-            "(hatched) stacked on it; seconds." + shared_note(shared)
+            "(hatched) stacked on it." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
         points=bars,
@@ -62,7 +61,7 @@ def cpu_figure(data: ReportData) -> Figure:
 def memory_figure(data: ReportData) -> Figure:
     cases = []
     bars = 0
-    shared, short = short_labels([item.case for item in data.resources])
+    shared, short = data.labels.shared, data.labels.short
     for item in data.resources:
         entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
@@ -80,7 +79,7 @@ def memory_figure(data: ReportData) -> Figure:
         caption=(
             "The highest anonymous memory of each server role sampled during the case "
             "(cgroup v2 anon, v1 rss, or RssAnon over the process tree: the server's own "
-            "heap, not the files it read); MiB. The memory charged to the server including "
+            "heap, not the files it read). The memory charged to the server including "
             "page cache, since it started, is in Resources." + shared_note(shared)
         ),
         series={"unit": "bytes", "cases": cases},
@@ -101,19 +100,27 @@ def thin(points: list[tuple[float, int]], limit: int) -> list[tuple[float, int]]
 def time_wait_figure(data: ReportData) -> Figure:
     roles = {role: thin(pts, MAX_POINTS_PER_ROLE) for role, pts in data.time_wait.items()}
     points = sum(len(pts) for pts in roles.values())
-    shared, short = short_labels([case for case, _, _ in data.case_spans])
+    shared, short = data.labels.shared, data.labels.short
+    spans = []
+    for case, first, last in data.case_spans:
+        ports, reuse = data.port_ranges.get(case, (None, False))
+        spans.append([short[case], first, last, ports, reuse])
     return Figure(
         id="fig-timewait",
         title="TCP TIME_WAIT sockets over time",
         caption=(
             "TCP sockets in TIME_WAIT in each server's network namespace (/proc/<pid>/net/"
-            "sockstat) over the run, per role; the bands are the cases in the order they "
-            "ran, named above the plot; seconds since the first sample." + shared_note(shared)
+            "sockstat) over the run, per role; the numbered bands are the cases in the order "
+            "they ran (the legend below names them); the red dashes are the secondary's "
+            "ephemeral port range, the most TIME_WAIT sockets its connections to one primary "
+            "can leave before connect() fails (unless tcp_tw_reuse = 1 lets it reuse them), "
+            "written at the top when it is far above the plot; seconds since the first "
+            "sample." + shared_note(shared)
         ),
         series={
             "unit": "sockets",
             "roles": {role: [list(p) for p in pts] for role, pts in roles.items()},
-            "spans": [[short[case], first, last] for case, first, last in data.case_spans],
+            "spans": spans,
         },
         points=points,
         note=data.samples_note,
@@ -173,11 +180,31 @@ def _cpu_segments(entry: dict[str, Any]) -> list[tuple[float, str]]:
 
 
 def draw_cpu(series: dict[str, Any], fid: str) -> Any:
-    return _role_bars(series, fid, _cpu_segments, "CPU time per transfer (s)")
+    totals = [sum(w for w, _ in _cpu_segments(c[r])) for c in series["cases"]
+              for r in SERVER_ROLES if c.get(r)]  # fmt: skip
+    scale, unit = duration_unit(totals)
+
+    def segments(entry: dict[str, Any]) -> list[tuple[float, str]]:
+        return [(width / scale, hatch) for width, hatch in _cpu_segments(entry)]
+
+    return _role_bars(series, fid, segments, f"CPU time per transfer ({unit})")
+
+
+def size_unit(values: list[float]) -> tuple[float, str]:
+    """(scale, unit) in IEC units for an axis: the unit of the largest value."""
+    top = max(values, default=0.0)
+    for unit, scale in (("GiB", 1024.0**3), ("MiB", 1024.0**2), ("KiB", 1024.0)):
+        if top >= scale:
+            return scale, unit
+    return 1.0, "B"
 
 
 def draw_memory(series: dict[str, Any], fid: str) -> Any:
-    return _role_bars(series, fid, lambda peak: [(peak / MIB, "")], "peak anonymous memory (MiB)")
+    peaks = [c[r] for c in series["cases"] for r in SERVER_ROLES if c.get(r)]
+    scale, unit = size_unit(peaks)
+    return _role_bars(
+        series, fid, lambda peak: [(peak / scale, "")], f"peak anonymous memory ({unit})"
+    )
 
 
 def split_by_span(points: list[list[float]], spans: list[list[Any]]) -> list[list[list[float]]]:
@@ -186,7 +213,7 @@ def split_by_span(points: list[list[float]], spans: list[list[Any]]) -> list[lis
     runs: list[list[list[float]]] = []
     current_span: int | None = None
     for point in points:
-        span = next((i for i, (_, a, b) in enumerate(spans) if a <= point[0] <= b), None)
+        span = next((i for i, (_, a, b, *_) in enumerate(spans) if a <= point[0] <= b), None)
         if not runs or (span is not None and span != current_span):
             runs.append([])
             current_span = span if span is not None else current_span
@@ -194,46 +221,87 @@ def split_by_span(points: list[list[float]], spans: list[list[Any]]) -> list[lis
     return runs
 
 
+LIMIT_COLOUR = "#c0392b"
+BAND_COLOUR = "grey"
+
+
+def _port_limits(ax: Any, fid: str, spans: list[list[Any]], peak: float) -> str | None:
+    """Each case's port range as a dashed line over its band, when it fits on the plot
+    (within 4x the peak); else the words for the top of the plot."""
+    far: dict[int, bool] = {}
+    for index, (_, first, last, ports, reuse) in enumerate(spans):
+        if not ports:
+            continue
+        if ports <= 4 * max(peak, 1):
+            ax.hlines(ports, first, last, colors=LIMIT_COLOUR, linestyles="--", lw=1.2,
+                      gid=f"{fid}-limit-{index}")  # fmt: skip
+        else:
+            far[int(ports)] = far.get(int(ports), False) or bool(reuse)
+    if not far:
+        return None
+    ranges = ", ".join(
+        f"{p:,} ports" + (" (tcp_tw_reuse)" if r else "") for p, r in sorted(far.items())
+    )
+    return f"↑ port range limit {ranges}: far above the peak of {peak:,.0f}"
+
+
 def draw_time_wait(series: dict[str, Any], fid: str) -> Any:
     from matplotlib.figure import Figure as MplFigure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
     spans = series["spans"]
-    # Room above for the upright case names, so that the plot keeps its own height.
-    longest = max((len(case) for case, _, _ in spans), default=0)
-    figure = MplFigure(figsize=(9, 3.0 + min(longest, 60) * 0.055), layout="constrained")
+    cases = list(dict.fromkeys(span[0] for span in spans))  # numbered as they first ran
+    number = {case: index + 1 for index, case in enumerate(cases)}
+    columns = 1 if len(cases) <= 6 else 2 if len(cases) <= 20 else 3
+    rows = -(-len(cases) // columns)  # the legend of the bands, under the plot
+    figure = MplFigure(figsize=(9, 3.4 + 0.2 * rows), layout="constrained")
     ax = figure.add_subplot()
-    for index, (_, first, last) in enumerate(spans):
-        if index % 2 == 0:
-            ax.axvspan(first, last, color="grey", alpha=0.12, lw=0)
-    if spans:
-        # The cases' names as the ticks of a top axis, upright at their bands' middles:
-        # the layout makes room for them, however many there are.
-        top = ax.secondary_xaxis("top")
-        top.set_xticks(
-            [(first + last) / 2 for _, first, last in spans],
-            [case for case, _, _ in spans],
-            rotation=90,
-            fontsize=7 if len(spans) <= 24 else 5,
-        )
-        top.tick_params(length=0)
+    for index, (case, first, last, *_rest) in enumerate(spans):
+        shade = 0.14 if number[case] % 2 else 0.05
+        ax.axvspan(first, last, color=BAND_COLOUR, alpha=shade, lw=0, gid=f"{fid}-band-{index}")
+        ax.text((first + last) / 2, 1.01, str(number[case]), transform=ax.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=6 if len(spans) <= 60 else 4)  # fmt: skip
+    peak = 0.0
     for role in SERVER_ROLES:
         # One line per case: the servers of the next case are new processes in new
         # namespaces, and a line across the gap would invent values.
-        for index, points in enumerate(split_by_span(series["roles"].get(role, []), spans)):
+        points = series["roles"].get(role, [])
+        peak = max([peak, *(p[1] for p in points)])
+        for index, run in enumerate(split_by_span(points, spans)):
             ax.step(
-                [p[0] for p in points],
-                [p[1] for p in points],
+                [p[0] for p in run],
+                [p[1] for p in run],
                 where="post",
                 color=ROLE_COLOURS[role],
                 linestyle=ROLE_LINES[role],  # equal counts of both roles stay visible
-                label=role if index == 0 else None,
                 gid=f"{fid}-line-{role}-{index}",
             )
+    far = _port_limits(ax, fid, spans, peak)
+    if far:
+        ax.text(0.99, 0.97, far, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                color=LIMIT_COLOUR, gid=f"{fid}-limit-far")  # fmt: skip
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("time since the first sample (s)")
     ax.set_ylabel("TIME_WAIT sockets")
     ax.grid(alpha=0.3)
-    figure.legend(loc="outside upper right", ncols=2, fontsize=8)
+    handles: list[Any] = [
+        Line2D([], [], color=ROLE_COLOURS[r], linestyle=ROLE_LINES[r], label=r)
+        for r in SERVER_ROLES
+        if series["roles"].get(r)
+    ]
+    if any(span[3] for span in spans):
+        handles.append(Line2D([], [], color=LIMIT_COLOUR, linestyle="--", label="port range"))
+    figure.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=8)
+    if cases:
+        bands = [
+            Patch(color=BAND_COLOUR, alpha=0.14 if number[c] % 2 else 0.05,
+                  label=f"{number[c]}: {c}")
+            for c in cases
+        ]  # fmt: skip
+        figure.legend(handles=bands, loc="outside lower center", ncols=columns, fontsize=7,
+                      title="bands: the case that ran, numbered in the order they first ran",
+                      title_fontsize=7)  # fmt: skip
     return figure

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.fmt import short_labels
+from harness.core import fmt
+from harness.core.fmt import duration_unit
 from harness.core.units import format_rate
 from harness.report.data import CaseRow, ReportData
 from harness.report.figures_common import (
@@ -22,6 +23,7 @@ from harness.report.figures_common import (
     seconds_tick,
     shared_note,
 )
+from harness.report.phases import SEEN
 
 
 def _why_empty(row: CaseRow) -> str | None:
@@ -35,7 +37,7 @@ def _why_empty(row: CaseRow) -> str | None:
 
 def _labels(data: ReportData) -> tuple[str, dict[str, str]]:
     """Short case labels for the plots' axes (the shared part goes to the caption)."""
-    return short_labels([row.label for row in data.cases])
+    return data.labels.shared, data.labels.short
 
 
 def duration_figure(data: ReportData) -> Figure:
@@ -59,7 +61,7 @@ def duration_figure(data: ReportData) -> Figure:
         title="Transfer duration per case",
         caption=(
             "Duration of each verified transfer per case (dots, coloured by transport), "
-            "median (black bar) and p10-p90 spread (line, nearest rank); seconds. Failed and "
+            "median (black bar) and p10-p90 spread (line, nearest rank). Failed and "
             "unsupported transfers are not drawn." + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
@@ -86,8 +88,8 @@ def throughput_figure(data: ReportData) -> Figure:
     bounded = any(c["bound"] is not None for c in cases)
     points = sum(len(c["points"]) for c in cases)
     caption = (
-        "Throughput of each verified transfer (zone bytes x 8 / duration; dots) and its "
-        "median (black bar)"
+        "Throughput of each verified transfer (zone bytes x 8 from the secondary's connect "
+        "to served; dots) and its median (black bar)"
     )
     if bounded:
         caption += (
@@ -107,7 +109,7 @@ def throughput_figure(data: ReportData) -> Figure:
 
 
 def phases_figure(data: ReportData) -> Figure:
-    shared, short = short_labels([item.label for item in data.phases])
+    shared, short = data.labels.shared, data.labels.short
     cases = [
         {
             "label": short[item.label],
@@ -127,6 +129,7 @@ def phases_figure(data: ReportData) -> Figure:
             "markers": item.markers,
             "notify_at": item.offset_s,
             "logged_secondary": item.logged_secondary_s,
+            "missing": item.missing,
         }
         for item in data.phases
     ]
@@ -139,9 +142,11 @@ def phases_figure(data: ReportData) -> Figure:
             "time axis: from the reload command (notify trigger; the control command with "
             "retransfer, the secondary's start with cold start) to the NOTIFY leaving the "
             "primary, the secondary's SOA query and its connect (both seen on the primary's "
-            "wire), the end of the transfer by the secondary's own log (connect + its "
-            "logged duration), and the first SOA poll that answers the new serial. The "
-            "diamond marks when the primary first served the new version; seconds."
+            "wire), the start of the transfer by the secondary's own log (served minus the "
+            "time it logged: before it the TCP handshake, and with XoT the TLS handshake "
+            "and, for AXFR, the SOA query inside TLS), and the first SOA poll that answers "
+            "the new serial; rows by transfer kind, then transport; the total at each "
+            "bar's end. The diamond marks when the primary first served the new version."
             + shared_note(shared)
         ),
         series={"unit": "s", "cases": cases},
@@ -248,15 +253,17 @@ def draw_duration(series: dict[str, Any], fid: str) -> Any:
     cases = series["cases"]
     figure = new_figure(len(cases))
     ax = case_axes(figure, [c["label"] for c in cases])
-    _draw_cases(ax, fid, cases, 1.0)
     values = [p for c in cases for p in c["points"]]
-    if log_scale(values):
+    log = log_scale(values)
+    scale, unit = (1.0, "") if log else duration_unit(values)
+    _draw_cases(ax, fid, cases, scale)
+    if log:
         ax.set_xscale("log")
         _log_axis(ax.xaxis, values, seconds_tick)
         ax.set_xlabel("transfer duration (log scale)")
     else:
         ax.set_xlim(left=0)
-        ax.set_xlabel("transfer duration (s)")
+        ax.set_xlabel(f"transfer duration ({unit})")
     median = Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="median")
     _transport_legend(figure, cases, [median])
     return figure
@@ -292,25 +299,34 @@ def draw_throughput(series: dict[str, Any], fid: str) -> Any:
 
 
 def draw_phases(series: dict[str, Any], fid: str) -> Any:
-    """Stacked segments per case on seconds, or on shares of each bar when the cases' totals
-    are too far apart for one axis (the totals are then written beside the bars)."""
+    """Stacked segments per case on one time axis (ms, or the unit of the longest bar),
+    each bar's total at its end; on shares of each bar when the cases' totals are too far
+    apart for one axis. The legend lists the phases in the order they happen."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+    from matplotlib.transforms import blended_transform_factory
 
     cases = series["cases"]
     figure = new_figure(len(cases), per_row=0.3)  # stacked bars need less room than dots
     ax = case_axes(figure, [c["label"] for c in cases])
     totals = [sum(seg["seconds"] for seg in c["segments"]) or 1e-9 for c in cases]
-    share = max(totals) / min(totals) > 20
-    ends: list[str] = []
+    drawn = [t for t, c in zip(totals, cases, strict=True) if c["segments"]] or [1.0]
+    share = max(drawn) / min(drawn) > 20
+    scale, unit = duration_unit(drawn)
+    label_at = blended_transform_factory(ax.transAxes, ax.transData)
+    used: set[str] = set()
     for y, (case, total) in enumerate(zip(cases, totals, strict=True)):
-        unit = total if share else 1.0
+        if not case["segments"]:
+            text = case.get("missing") or "no verified transfer"
+            ax.text(0.01, y, text, transform=label_at, va="center", fontsize=8, color="grey")
+            continue
+        width = total if share else scale
         for part, seg in enumerate(case["segments"]):
-            ends += [seg["end"]] if seg["end"] not in ends else []
+            used.add(seg["end"])
             ax.barh(
                 y,
-                seg["seconds"] / unit,
-                left=seg["start"] / unit,
+                seg["seconds"] / width,
+                left=seg["start"] / width,
                 height=0.6,
                 color=PHASE_COLOURS.get(seg["end"], "#cccccc"),
                 edgecolor="white",
@@ -318,17 +334,25 @@ def draw_phases(series: dict[str, Any], fid: str) -> Any:
                 gid=f"{fid}-bar-{y}-{part}",
             )
         for at in case["markers"].values():
-            ax.plot([at / unit], [y], marker="D", ms=5, color="black", gid=f"{fid}-marker-{y}")
-        if share:
-            ax.text(1.01, y, seconds_tick(total), va="center", fontsize=7)
+            ax.plot([at / width], [y], marker="D", ms=5, color="black", gid=f"{fid}-marker-{y}")
+        ax.annotate(
+            fmt.duration(total),
+            (total / width, y),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+            gid=f"{fid}-total-{y}",
+        )
+    right = 1.0 if share else max(drawn) / scale
+    ax.set_xlim(0, right * 1.12)
     if share:
-        ax.set_xlim(0, 1.12)
-        ax.set_xlabel("share of each transfer's time, from its time 0 (total at the right)")
+        ax.set_xlabel("share of each transfer's time, from its time 0 (total at the bar's end)")
     else:
-        ax.set_xlim(left=0)
-        ax.set_xlabel("seconds from the reload (or control) command")
+        ax.set_xlabel(f"{unit} from the reload (or control) command; total at the bar's end")
+    order = [name for name in SEEN if name in used]  # the order the instants happen in
     handles: list[Any] = [
-        Patch(color=PHASE_COLOURS.get(e, "#cccccc"), label=f"-> {e}") for e in ends
+        Patch(color=PHASE_COLOURS.get(e, "#cccccc"), label=f"→ {e}") for e in order
     ]
     if any(c["markers"] for c in cases):
         handles.append(

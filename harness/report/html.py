@@ -16,9 +16,10 @@ from harness.core.errors import UserInputError
 from harness.core.stats import min_two_sided_p, repeats_for_alpha
 from harness.core.terms import TRANSPORTS
 from harness.report.data import ReportData, RunInfo
+from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
-from harness.report.phases import SEEN
+from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
@@ -58,7 +59,10 @@ def significance(cost: TransportCost) -> str:
 def transport_notes(groups: list[TransportGroup]) -> list[str]:
     """The lines under the transport table: counts, and why nothing can be significant."""
     costs = [c for g in groups for c in g.costs if c.p_value is not None]
-    counts = sorted({c.n for g in groups for c in g.costs if c.n} | {g.baseline_n for g in groups})
+    counts = sorted(
+        {c.n for g in groups for c in g.costs if c.n}
+        | {g.baseline_n for g in groups if g.baseline_n}
+    )
     notes = [
         f"n = {', '.join(map(str, counts))} verified transfers per case; * = significant "
         f"(p < {ALPHA:g})."
@@ -167,16 +171,15 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
         keep_trailing_newline=True,
+        extensions=["jinja2.ext.loopcontrols"],
     )
     env.filters.update(
-        dur=fmt.seconds,
+        dur=fmt.duration,
         rate=fmt.rate,
         pct=fmt.percent,
-        mib=fmt.mib,
         count=fmt.count,
         size=fmt.size,
         ratio=fmt.ratio,
-        ms=fmt.milliseconds,
         value=lambda v: "" if v is None else v,
         index=index_text,
         significance=significance,
@@ -197,7 +200,7 @@ def lede(data: ReportData) -> str:
         servers,
         f"link {data.uniform_link}" if data.uniform_link else "links per case",
         f"{run.link_backend or '?'} link emulation",
-        f"{run.transfers} transfers, {state}",
+        f"run {state}",
         f"host {run.hostname or '?'} ({run.kernel or '?'})",
     ]
     return " · ".join(parts)
@@ -215,11 +218,8 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
     shown = [
         t for t in TRANSPORTS if any(c.transport == t for g in data.transports for c in g.costs)
     ]
-    transport_shared, transport_short = fmt.short_labels([g.key for g in data.transports])
-    names = [row.label for row in data.cases]
-    names += [x.label for x in data.phases] + [x.label for x in data.bounds]
-    names += [x.case for x in data.links if x.cases == 1]
-    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    transport_shared, transport_short = data.transport_labels.shared, data.transport_labels.short
+    shared, short = data.labels.shared, data.labels.short
     short_rows = [row for row in data.bounds if not row.steady and row.bound_bps]
     return (
         environment()
@@ -238,6 +238,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             alpha=ALPHA,
             steady_bdps=f"{STEADY_BDPS:g}",
             seen=SEEN,
+            xot_why=XOT_WHY if any(XOT_NOTE in p.notes for p in data.phases) else None,
             cpu_window=CPU_WINDOW,
             memory_note=MEMORY_NOTE,
             transport_notes=transport_notes(data.transports),
@@ -251,7 +252,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             ),
             figures_by_section={
                 section: [f for f in rendered_figures if f.section == section]
-                for section in ("answers", "fleet", "details")
+                for section in ("answers", "fleet", "faults", "stream", "details")
             },
             run=data.run,
             warnings=data.warnings,
@@ -265,6 +266,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             resources_source=data.resources_source,
             resources_note=data.resources_note,
             link_rows=link_rows,
+            fault_cell=cell_text,
         )
     )
 

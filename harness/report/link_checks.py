@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from harness.core.terms import SERVER_TO_SERVER
 from harness.link.losscheck import check_loss, expected_loss_rate
 from harness.link.path import configured_rtt, through
+from harness.results.failures import no_result
 from harness.results.meta import CaseMeta
 from harness.results.model import TransferRecord
 from harness.spec import DirectionSpec, LinkSpec
@@ -147,6 +148,7 @@ class PathCheck:
     rtt_samples: int  # transfers whose connection was sampled
     directions: list[DirectionCheck]
     cases: int = 1  # >1: the sum over that many cases whose paths were configured alike
+    missing: str | None = None  # why nothing was measured (no verified transfer)
 
     @property
     def rtt_verdict(self) -> str | None:
@@ -279,9 +281,12 @@ def link_checks(records: Iterable[TransferRecord], metas: dict[str, CaseMeta]) -
     where several cases crossed paths configured alike, the same over all of them ("all 16
     cases"): a few packets per case rarely test a small loss rate; a run's worth can."""
     by_case: dict[str, list[TransferRecord]] = {}
+    attempts: dict[str, list[TransferRecord]] = {}
     for record in records:
-        if record.method == SERVER_TO_SERVER and record.counts:
-            by_case.setdefault(record.case, []).append(record)
+        if record.method == SERVER_TO_SERVER:
+            attempts.setdefault(record.case, []).append(record)
+            if record.counts:
+                by_case.setdefault(record.case, []).append(record)
     per_case: list[PathCheck] = []
     alike: dict[tuple[str, str], list[tuple[str, _PathCounts]]] = {}
     for case, items in by_case.items():
@@ -305,4 +310,9 @@ def link_checks(records: Iterable[TransferRecord], metas: dict[str, CaseMeta]) -
         summed = total.check(f"all {len(group)} cases", path)
         summed.cases = len(group)
         totals.append(summed)
-    return totals + per_case
+    missing = [
+        PathCheck(case, "link", 0, None, None, 0, [], missing=no_result(items))
+        for case, items in attempts.items()
+        if case not in by_case
+    ]
+    return totals + per_case + missing

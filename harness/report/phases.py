@@ -11,22 +11,40 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.core.terms import SERVER_TO_SERVER
+from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS, XFR_KINDS
+from harness.results.failures import no_result
 from harness.results.model import TransferRecord
 
-# The instants a transfer's phases are measured at, in the order they happen, and where each
-# is seen. Times in records are seconds since the trigger (t0): the NOTIFY leaving the
-# primary, the control command, or the secondary's start; primary_reload and notify_sent
-# count from the harness's reload command instead.
+# The instants a transfer's phases are measured at, in the order they happen (the legend's
+# order), and where each is seen. Times in records are seconds since the trigger (t0): the
+# NOTIFY leaving the primary, the control command, or the secondary's start; primary_reload
+# and notify_sent count from the harness's reload command instead.
 ORIGIN_RELOAD = "the harness issues the reload command on the primary (time 0)"
 ORIGIN_CONTROL = "the harness runs the control command on the secondary (time 0)"
 ORIGIN_START = "the harness starts the secondary (time 0)"
 ORIGIN_TRIGGER = "the transfer's trigger, as its record counts it (time 0)"
+XOT_NOTE = (
+    "no SOA query on the wire: it travels inside TLS, with the TLS handshake, between "
+    "connect and the transfer's start"
+)
+# Why XoT's bars are longer before the transfer than TCP's (bench/README-phases.md has the
+# evidence: BIND 9.18's debug log and the primary's wire, 20 ms RTT).
+XOT_WHY = (
+    "XoT: between connect and the transfer's start lie the TLS handshake and, for AXFR, the "
+    "SOA query inside TLS (BIND sends none over UDP to a TLS primary); BIND's first request "
+    "after the handshake also leaves a round trip late, held until the primary acknowledges "
+    "the TLS Finished (Nagle). About four round trips, against one for TCP."
+)
 SEEN = {
     "NOTIFY": "wire: the primary's NOTIFY to this secondary, seen leaving the primary",
     "SOA query": "wire: the secondary's SOA query, seen arriving at the primary",
     "connect": "wire: the secondary's SYN to the primary (the connection that carried it)",
-    "transfer end (log)": "the secondary's log: connect + the transfer duration it logged",
+    "transfer starts (log)": (
+        "the secondary's log: served minus the transfer time it logged. BIND logs from its "
+        "transfer request (after the TCP and TLS handshakes and, for AXFR over TLS, an SOA "
+        "query inside the TLS session) to the last message, and commits the zone in the same "
+        "millisecond (its debug log), so what comes before this instant is connecting"
+    ),
     "served": "harness: the first SOA poll (every 5 ms) answered with the new serial",
     "first zone": "harness: the first zone answered with its serial (SOA polls)",
     "median zone": "harness: half of the zones answered (SOA polls)",
@@ -59,6 +77,7 @@ class CasePhases:
     logged_secondary_s: float | None  # the servers' own figures, beside the bar
     logged_primary_s: float | None
     notes: list[str] = field(default_factory=list)
+    missing: str | None = None  # why the case has no bar (no verified transfer)
 
     @property
     def label(self) -> str:
@@ -124,14 +143,18 @@ def phases_of(record: TransferRecord, n: int, site: str | None) -> CasePhases:
         if "soa_query" in phases:
             points.append(("SOA query", phases["soa_query"]))
         elif record.transport.startswith("xot"):
-            notes.append("no SOA query on the wire: it travels inside TLS")
+            notes.append(XOT_NOTE)
         if "connect" in phases:
             points.append(("connect", phases["connect"]))
+            # The logged time ends where the secondary serves the zone (BIND commits it in
+            # the millisecond it logs the end), so it is placed back from served: placed
+            # from the connect, XoT's handshakes and SOA query in TLS looked like a 77 ms
+            # wait after the transfer.
             if logged is not None and phases["connect"] + logged <= duration:
-                points.append(("transfer end (log)", phases["connect"] + logged))
+                points.append(("transfer starts (log)", duration - logged))
             elif logged is not None:
                 # A log's clock may start before the connect (at the SOA answer), or round
-                # up: the instant would land after served, which is measured, so it goes.
+                # up: the instant would land before the connect, which is measured.
                 notes.append(
                     f"the secondary logged {logged:.4g} s, more than connect to served "
                     f"({duration - phases['connect']:.4g} s): not placed"
@@ -168,12 +191,30 @@ def phases_of(record: TransferRecord, n: int, site: str | None) -> CasePhases:
     )
 
 
+def no_phases(case: str, site: str | None, why: str) -> CasePhases:
+    """The row of a case (or site) with no verified transfer: no bar, and why."""
+    return CasePhases(case, site, None, 0, None, 0, "", 0.0, 0.0, [], {}, None, None, missing=why)
+
+
+def row_order(records: list[TransferRecord]) -> tuple[int, int]:
+    """Rows grouped by transfer kind, then transport, each in its one fixed order (AXFR
+    before IXFR; TCP, TCP+TSIG, XoT, XoT+TSIG); the run's order within."""
+    first = records[0]
+    return XFR_KINDS.index(first.xfr), TRANSPORTS.index(first.transport)
+
+
 def case_phases(records: Iterable[TransferRecord]) -> list[CasePhases]:
-    """Per server-to-server case (and site, in a fleet): the median transfer's phases."""
+    """Per server-to-server case (and site, in a fleet): the median transfer's phases, in
+    row_order; a case with no verified transfer keeps its row, saying why."""
     groups: dict[tuple[str, str | None], list[TransferRecord]] = {}
     for record in records:
-        if record.method == SERVER_TO_SERVER and record.counts:
+        if record.method == SERVER_TO_SERVER:
             groups.setdefault((record.case, record.site), []).append(record)
-    return [
-        phases_of(_median_record(items), len(items), site) for (_, site), items in groups.items()
-    ]
+    out = []
+    for (case, site), items in sorted(groups.items(), key=lambda item: row_order(item[1])):
+        counted = [r for r in items if r.counts]
+        if counted:
+            out.append(phases_of(_median_record(counted), len(counted), site))
+        else:
+            out.append(no_phases(case, site, no_result(items) or "no verified transfer"))
+    return out

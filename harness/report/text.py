@@ -11,6 +11,9 @@ from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+from harness.report.phases import XOT_NOTE, XOT_WHY
+from harness.report.stream_text import print_stream
+from harness.report.text_faults import print_faults
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 from harness.results.fleet import NOT_CONVERGED, refused_text
@@ -46,17 +49,16 @@ def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
 
 
-def _ms(value: float | None) -> str:
-    """Milliseconds: 3 significant digits, whole ones from 1 s up (never 1e+03)."""
-    if value is None:
-        return fmt.NONE
-    ms = value * 1000
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+def _short_missing(why: str | None) -> str:
+    """A table cell's reason: "unsupported" (the first lines say by what), or the failures."""
+    if why is None:
+        return "-"
+    return "unsupported" if why.startswith("unsupported") else why
 
 
 def _transport_cell(cost: TransportCost) -> str:
     if cost.index is None:
-        return f"- ({cost.missing})" if cost.missing else "-"
+        return f"- ({_short_missing(cost.missing)})" if cost.missing else "-"
     text = index_text(cost)
     if cost.p_value is not None:
         text += f" p{cost.p_value:.2g}" + ("*" if cost.significant else "")
@@ -73,7 +75,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             for t in TRANSPORT_NAMES
             if any(c.transport == t for g in data.transports for c in g.costs)
         ]
-        _, keys = fmt.short_labels([g.key for g in data.transports])
+        keys = data.transport_labels.short
         table = folding_table(
             f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
             f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
@@ -87,8 +89,9 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 cost = next((c for c in group.costs if c.transport == t), None)
                 cells.append("-" if cost is None else _transport_cell(cost))
             tcp = next(c for c in group.costs if c.transport == "tcp")
-            cells[0] = f"100 ({fmt.seconds(group.baseline_median_s)} s)"
-            cells[0] += " [yellow]drift[/]" if tcp.drift else ""
+            if group.baseline_median_s is not None:
+                cells[0] = f"100 ({fmt.duration(group.baseline_median_s)})"
+                cells[0] += " [yellow]drift[/]" if tcp.drift else ""
             table.add_row(escape(keys[group.key]), *cells)
         print_table(console, table)
         for note in transport_notes(data.transports):
@@ -101,7 +104,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
 
     if data.phases:
         table = folding_table(
-            "Where the time went: the median transfer's phases, ms from the reload command "
+            "Where the time went: the median transfer's phases, from the reload command "
             "(notify), the control command (retransfer) or the start (cold start)",
             ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
             left=2,
@@ -109,25 +112,36 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         )
         for item in data.phases:
             parts = [
-                f"{seg.name.rsplit(' -> ', 1)[-1]} {_ms(seg.seconds)}" for seg in item.segments
+                f"{seg.name.rsplit(' -> ', 1)[-1]} {fmt.duration(seg.seconds)}"
+                for seg in item.segments
             ]
+            measured = fmt.NONE if item.missing else fmt.duration(item.duration_s)
             table.add_row(
                 escape(short.get(item.label, item.label)),
-                escape(" | ".join(parts)),
-                _ms(item.duration_s),
-                _ms(item.logged_secondary_s),
+                escape(item.missing or " | ".join(parts)),
+                measured,
+                fmt.duration(item.logged_secondary_s),
             )
         print_table(console, table)
+        if any(XOT_NOTE in item.notes for item in data.phases):
+            console.print(escape(XOT_WHY), soft_wrap=True)
 
-    checks = [c for c in data.links if c.cases > 1] or data.links
+    missing = [c for c in data.links if c.missing]
+    checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
+    checks += missing
     if checks:
         table = folding_table(
-            "Did the link do what was asked: RTT set / smallest measured (ms); loss per "
+            "Did the link do what was asked: RTT set / smallest measured; loss per "
             "direction summed over the transfers, and its check (-> primary to secondary)",
             ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
             left=2,
         )
         for check in checks:
+            if check.missing:
+                label = short.get(check.case, check.case)
+                why = _short_missing(check.missing)
+                table.add_row(escape(label), escape(check.path), "-", escape(why), "", "")
+                continue
             ways = []
             for way in ("forward", "reverse"):
                 d = next((d for d in check.directions if d.way == way), None)
@@ -145,7 +159,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 for d in check.directions
                 if d.rate_bps or d.measured_rate_bps
             ]
-            rtt = f"{_ms(check.rtt_s)} / {_ms(check.rtt_min_s)}"
+            rtt = f"{fmt.duration(check.rtt_s)} / {fmt.duration(check.rtt_min_s)}"
             if check.rtt_verdict:
                 rtt += f" {check.rtt_verdict}"
             table.add_row(
@@ -176,6 +190,16 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 f"{fmt.size(row.advertised_window)} / {fmt.size(row.receive_buffer)}",
             )
         print_table(console, table)
+    if data.bounds_missing:
+        console.print(
+            escape(
+                "How close to the bound: no throughput without a verified transfer: "
+                + "; ".join(
+                    f"{short.get(c, c)} ({_short_missing(w)})" for c, w in data.bounds_missing
+                )
+            ),
+            soft_wrap=True,
+        )
     unbounded = [row for row in data.bounds if not row.bound_bps]
     if unbounded:
         console.print(
@@ -202,7 +226,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     if fleet is None:
         return
     table = folding_table(
-        "Fleet: seconds from each repeat's first NOTIFY (to any secondary) until its "
+        "Fleet: time from each repeat's first NOTIFY (to any secondary) until its "
         "secondaries serve it; p95 by nearest rank over the whole fleet; medians over repeats, "
         "a repeat that did not converge counting as never",
         ["case", "secondaries", "served, per repeat", "p95", "last", "last sites",
@@ -236,7 +260,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
             )
     sites = folding_table(
         "Fleet per site",
-        ["case", "site", "ok", "median s", "throughput", "bound", "loss checks"],
+        ["case", "site", "ok", "median", "throughput", "bound", "loss checks"],
         left=2,
     )
     for item in fleet.cases:
@@ -246,7 +270,7 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
                 escape(short.get(item.case, item.case)),
                 escape(site.site),
                 f"{site.ok} of {site.transfers}",
-                fmt.seconds(site.median_s),
+                fmt.duration(site.median_s),
                 fmt.rate(site.throughput_bps),
                 fmt.rate(site.bound_bps),
                 escape(checks),
@@ -255,16 +279,16 @@ def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> No
     for growth in fleet.growth:
         table = folding_table(
             f"The primary as the fleet grows: {growth.group} (per repeat, medians)",
-            ["secondaries", "CPU s", "peak connections", "bytes sent", "median last s"],
+            ["secondaries", "CPU", "peak connections", "bytes sent", "median last"],
             left=0,
         )
         for point in growth.points:
             table.add_row(
                 str(point.secondaries),
-                fmt.seconds(point.cpu_s),
+                fmt.duration(point.cpu_s),
                 fmt.count(point.peak_connections),
                 fmt.size(point.tx_bytes),
-                fmt.seconds(point.median_last_s),
+                fmt.duration(point.median_last_s),
             )
         print_table(console, table)
 
@@ -281,25 +305,48 @@ FLEET_WAITS = (
 
 def _converged(seconds: float | None) -> str:
     """A fleet time, or why there is none: the fleet did not get there."""
-    return NOT_CONVERGED if seconds is None else fmt.seconds(seconds)
+    return NOT_CONVERGED if seconds is None else fmt.duration(seconds)
+
+
+def print_failures(data: ReportData, console: Console, report: Path | None = None) -> None:
+    """The first lines: failed of counted, one line per distinct reason (numbered as the
+    cases' notes refer to them), the unsupported cells, and where the details are."""
+    failures = data.failures
+    style = "bold red" if failures.failed else "green"
+    console.print(f"[{style}]{escape(failures.headline)}[/]", soft_wrap=True)
+    for line in failures.reason_lines():
+        console.print(f"  {escape(line)}", soft_wrap=True)
+    for group in failures.unsupported_groups:
+        cases = len(group.cases)
+        console.print(
+            escape(
+                f"  unsupported: {group.text} ({cases} case{'s' if cases > 1 else ''}, "
+                f"first {group.first_case})"
+            ),
+            soft_wrap=True,
+        )
+    if failures.failed:
+        where = f"{report}#failures" if report else f"xfrbench report {data.run.run_dir}"
+        console.print(
+            escape(f"  details: {where}; every attempt: {data.run.run_dir}/transfers.jsonl"),
+            soft_wrap=True,
+        )
 
 
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
     commit = (run.git_commit or "-")[:12] + (" (dirty)" if run.git_dirty else "")
-    names = [row.label for row in data.cases] + [x.label for x in data.phases]
-    names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
-    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    shared, short = data.labels.shared, data.labels.short
     width = max((len(label) for label in short.values()), default=0)
+    print_failures(data, console, report)
     lines = [
         f"run {run.run_id}: scenario {run.scenario or '-'}, "
         f"spec hash {(run.spec_hash or '-')[:16]}",
         f"host {run.hostname or '-'}, kernel {run.kernel or '-'}, harness commit {commit}",
         f"servers {servers}; link backend {run.link_backend or '-'}"
         + (f"; link {data.uniform_link}" if data.uniform_link else ""),
-        f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}; "
-        f"{run.transfers} transfers",
+        f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}",
     ]
     if run.cpu_placement or run.cpu_split:
         placement = run.cpu_placement or "placement not recorded"
@@ -312,24 +359,23 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     print_answers(data, console, short)
     print_fleet(data, console, short)
+    print_faults(data, console)
+    print_stream(data, console, short)
 
-    logged = any(row.logged_failures for row in data.cases)
+    logged = data.failures_logged
     table = folding_table(
-        "cases (seconds; ok = verified transfers that count)",
+        "cases (ok = verified transfers that count)",
         [*CASE_COLUMNS[:-1], *([LOGGED_COLUMN] if logged else []), CASE_COLUMNS[-1]],
         left=2,
         names=width,
+        trailing=1,
     )
     for row in data.cases:
         notes = []
         if row.unstable_why:
             notes.append(f"unstable: {row.unstable_why}")
-        if row.failure_reasons:
-            reasons = [f"{r} (x{n})" if n > 1 else r for r, n in row.failure_reasons[:3]]
-            more = len(row.failure_reasons) - len(reasons)
-            notes.append(
-                f"{row.failed} failed: " + "; ".join(reasons) + (f"; +{more} more" if more else "")
-            )
+        if row.failed:
+            notes.append("failed: " + ", ".join(data.failures.case_notes(row.label)))
         if row.unsupported_reasons:
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
@@ -340,27 +386,25 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             str(row.ok),
             str(row.failed),
             str(row.unsupported),
-            fmt.seconds(row.median_s),
-            fmt.seconds(row.p10_s),
-            fmt.seconds(row.p90_s),
+            fmt.duration(row.median_s),
+            fmt.duration(row.p10_s),
+            fmt.duration(row.p90_s),
             fmt.rate(row.throughput_bps),
             fmt.rate(row.model_bound_bps),
             *([escape(row.logged_failures_text)] if logged else []),
             escape("; ".join(notes)),
         )
     print_table(console, table)
+    if any(row.logged_failures for row in data.cases):
+        if not logged:
+            console.print("failures logged by the secondaries: none", soft_wrap=True)
+        if data.unlogged_failures_note:
+            console.print(escape(data.unlogged_failures_note), soft_wrap=True)
 
     if data.resources:
         resources = folding_table(
             f"resources per case (from {data.resources_source})",
-            [
-                "case",
-                "role",
-                "CPU s/transfer",
-                "anon peak MiB",
-                "charged peak MiB",
-                "peak TIME_WAIT",
-            ],
+            ["case", "role", "CPU/transfer", "anon peak", "charged peak", "peak TIME_WAIT"],
             left=2,
             names=width,
         )
@@ -369,9 +413,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
                 resources.add_row(
                     escape(short.get(item.case, item.case)),
                     role,
-                    fmt.seconds(figures.cpu_total_s_per_transfer),
-                    fmt.mib(figures.anon_peak_bytes),
-                    fmt.mib(figures.charged_peak_bytes),
+                    fmt.duration(figures.cpu_total_s_per_transfer),
+                    fmt.size(figures.anon_peak_bytes),
+                    fmt.size(figures.charged_peak_bytes),
                     fmt.count(figures.peak_time_wait),
                 )
         print_table(console, resources)

@@ -18,6 +18,7 @@ from harness.core.terms import SERVER_TO_SERVER
 from harness.report.link_checks import CaseLinks, case_links
 from harness.results.meta import CaseMeta
 from harness.results.model import TransferRecord
+from harness.results.summary import transfer_rate
 
 STEADY_BDPS = 10.0  # a transfer of at least this many BDPs is long enough to judge a bound
 BOUND_NAMES = ("rate", "receive_window", "receive_buffer", "send_window", "mathis", "pftk")
@@ -70,14 +71,13 @@ class BoundRow:
 
 
 def _transfer_rate(record: TransferRecord) -> tuple[float, str] | None:
-    """bytes x 8 over the transfer itself (connect to served) when the connect was seen:
-    the NOTIFY and SOA round trips before it are no part of what the bound limits."""
-    if not record.bytes or not record.duration_s:
+    """summary.transfer_rate, and what its clock started at."""
+    rate = transfer_rate(record)
+    if rate is None:
         return None
     connect = record.phases.get("connect")
-    if connect is not None and record.duration_s > connect:
-        return record.bytes * 8 / (record.duration_s - connect), "connect"
-    return record.bytes * 8 / record.duration_s, "trigger"
+    timed = connect is not None and float(record.duration_s or 0) > connect
+    return rate, "connect" if timed else "trigger"
 
 
 def bound_rows(

@@ -23,6 +23,7 @@ from harness.core.stats import (
     min_two_sided_p,
 )
 from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS
+from harness.results.failures import no_result
 from harness.results.fleet import fleet_repeat_values
 from harness.results.model import TransferRecord
 
@@ -96,7 +97,7 @@ class TransportGroup:
     secondary: str | None
     xfr: str | None
     baseline_case: str
-    baseline_median_s: float
+    baseline_median_s: float | None  # None: TCP has no verified transfer (the row stays)
     baseline_n: int
     costs: list[TransportCost]  # in TRANSPORTS order, TCP first
     per: str = "transfer"  # what one value is: a transfer, or a fleet's repeat
@@ -106,20 +107,14 @@ class TransportGroup:
         return any(cost.drift for cost in self.costs)
 
 
-def _why_missing(records: list[TransferRecord]) -> str:
-    unsupported = [r for r in records if r.unsupported]
-    if unsupported:
-        return "unsupported: " + (unsupported[0].error or "").removeprefix("unsupported: ")
-    failed = [r for r in records if not r.counts]
-    return f"{len(failed)} failed" if failed else "no transfer"
-
-
 def transport_costs(
     records: Iterable[TransferRecord], *, alpha: float = ALPHA, confidence: float = CONFIDENCE
 ) -> list[TransportGroup]:
-    """Per server pair, zone and transfer kind with a TCP case that has figures: each
+    """Per server pair, zone and transfer kind with a TCP case and another: each
     transport's median duration as an index (TCP = 100), the bootstrap interval of that
-    ratio of medians, the Mann-Whitney p against TCP's durations, and drift flags."""
+    ratio of medians, the Mann-Whitney p against TCP's durations, and drift flags. A group
+    whose TCP case has no verified transfer keeps its row: its costs have medians but no
+    index, and TCP's says why."""
     by_case: dict[str, list[TransferRecord]] = {}
     for record in records:
         if record.method == SERVER_TO_SERVER:
@@ -135,10 +130,10 @@ def transport_costs(
 
     out = []
     for key, cases in groups.items():
-        if BASELINE not in cases or not durations(cases[BASELINE]) or len(cases) < 2:
+        if BASELINE not in cases or len(cases) < 2:
             continue  # nothing to normalise against, or nothing to compare
         base = durations(cases[BASELINE])
-        base_median = statistics.median(base)
+        base_median = statistics.median(base) if base else None
         first = by_case[cases[BASELINE]][0]
         costs = []
         for transport in TRANSPORTS:
@@ -147,11 +142,16 @@ def transport_costs(
                 continue
             values = durations(case)
             if not values:
-                missing = _why_missing(by_case[case])
+                missing = no_result(by_case[case])
                 costs.append(TransportCost(transport, case, 0, None, missing=missing))
                 continue
             median = statistics.median(values)
             drift = host_drift(by_case[case])
+            if base_median is None:
+                missing = "no TCP baseline"
+                costs.append(TransportCost(transport, case, len(values), median, drift=drift,
+                                           missing=missing))  # fmt: skip
+                continue
             if transport == BASELINE:
                 costs.append(
                     TransportCost(transport, case, len(values), median, index=100.0, drift=drift)

@@ -38,6 +38,7 @@ from typing import Any
 from harness.core.stats import PERCENTILE_METHOD, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import FAILURE_WORDS, TransferRecord
+from harness.results.summary import transfer_rate
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query possibly waited
 NOT_CONVERGED = "not converged"
@@ -156,6 +157,8 @@ def fleet_repeats(
     for record in records:
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             continue
+        if record.trigger == "stream":  # one record per serial: results/stream.py's figures
+            continue
         groups.setdefault((record.case, record.repeat), []).append(record)
         hosts.setdefault(record.case, {})[record.host] = record.site
     if fleets is not None:
@@ -243,7 +246,7 @@ def site_rows(records: Iterable[TransferRecord]) -> list[SiteRow]:
     for (case, site), items in groups.items():
         counted = [r for r in items if r.counts]
         durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [r.bytes * 8 / r.duration_s for r in counted if r.bytes and r.duration_s]
+        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
         bounds = [r.bound["model"] for r in items if r.bound.get("model")]
         verdicts: dict[str, int] = {}
         for r in items:

@@ -227,3 +227,51 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
         result["link"] = link
         out[case] = result
     return out
+
+
+# --- what compare tests: each transfer's figures, and the one memory peak per case ---------
+
+MEMORY_PEAK = "anon_peak_bytes"  # the summary key that holds a server's memory peak
+
+
+def peak_memory_bytes(figures: dict[str, Any]) -> int | None:
+    """A server's memory peak in a case, from its summary["resources"] figures: the one
+    place that names the key (compare reads memory through it)."""
+    value = figures.get(MEMORY_PEAK)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _time_wait_of(sample: Sample) -> int:
+    return int((sample.get("tcp") or {}).get("time_wait", 0))
+
+
+def per_transfer(samples: Iterable[Sample]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """{case: {role: {"cpu_s": [...], "time_wait": [...]}}}: for each transfer, in the
+    order the transfers ran, a server's CPU seconds between the transfer's start and end
+    marks, and the most TIME_WAIT sockets it held from the start mark to the end mark.
+    A fleet's secondaries are pooled under their role. The summary keeps only the median
+    and the case's peak; a comparison of two runs tests these samples."""
+    by_host: dict[tuple[str, str], list[Sample]] = {}
+    for sample in samples:
+        if "case" in sample and "t" in sample and _is_server(sample):
+            by_host.setdefault((sample["case"], _host(sample)), []).append(sample)
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for (case, _host_name), lines in by_host.items():
+        lines.sort(key=lambda s: s["t"])
+        role = str(lines[0]["role"])
+        figures = out.setdefault(case, {}).setdefault(role, {"cpu_s": [], "time_wait": []})
+        starts: dict[Any, Sample] = {}
+        for sample in lines:
+            event = sample.get("event")
+            if event == "transfer-start":
+                starts.setdefault(sample.get("repeat"), sample)
+            elif event == "transfer-end" and sample.get("repeat") in starts:
+                start = starts.pop(sample.get("repeat"))
+                if not _same_process(start, sample):
+                    continue
+                cpu = _cpu(sample) - _cpu(start)
+                if cpu >= 0:
+                    figures["cpu_s"].append(round(cpu, 6))
+                during = [s for s in lines if start["t"] <= s["t"] <= sample["t"]]
+                figures["time_wait"].append(max(_time_wait_of(s) for s in during))
+    return out

@@ -37,7 +37,7 @@ class CaseSummary:
     mean_s: float | None
     stdev_s: float | None
     cv: float | None
-    throughput_bps: float | None  # median of bytes * 8 / duration_s
+    throughput_bps: float | None  # median of transfer_rate: connect to served
     records_per_s: float | None  # median of records / duration_s
     unstable: bool
     bound_bps: float | None = None  # the model bound the throughput is read against
@@ -55,6 +55,20 @@ class CaseSummary:
         return asdict(self)
 
 
+def transfer_rate(record: TransferRecord) -> float | None:
+    """The one throughput the harness prints, in bit/s: zone bytes x 8 over the transfer
+    itself, from the secondary's connect (seen on the primary's wire) to served. The NOTIFY
+    and SOA round trips before the connect are no part of what a window or a rate limits.
+    Without a connect seen (a client pull, whose duration starts at its connect; a run
+    without the wire watch) over the whole duration; None without bytes or time."""
+    if not record.bytes or not record.duration_s:
+        return None
+    connect = record.phases.get("connect")
+    if connect is not None and record.duration_s > connect:
+        return record.bytes * 8 / (record.duration_s - connect)
+    return record.bytes * 8 / record.duration_s
+
+
 def _common(records: list[TransferRecord], name: str) -> str | None:
     values = {getattr(r, name) for r in records}
     return values.pop() if len(values) == 1 else None
@@ -64,11 +78,7 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
     counted = [r for r in records if r.counts]
     unsupported = sum(1 for r in records if r.unsupported)
     durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-    rates = [
-        r.bytes * 8 / r.duration_s
-        for r in counted
-        if r.bytes is not None and r.duration_s  # a zero duration has no rate
-    ]
+    rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
     rr_rates = [r.records / r.duration_s for r in counted if r.records is not None and r.duration_s]
     mean = statistics.fmean(durations) if durations else None
     stdev = statistics.stdev(durations) if len(durations) >= 2 else None

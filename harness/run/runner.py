@@ -15,6 +15,8 @@ import resource
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rich.console import Console
+
 from harness.compose.backend import Backend, prepare
 from harness.core import ui
 from harness.core.errors import UserInputError
@@ -34,7 +36,14 @@ from harness.observe.cpuset import (
 )
 from harness.observe.sampler import Sampler
 from harness.plan.capacity import check_memory, host_memory_bytes
-from harness.plan.case import CasePlan, GroupPlan, group_cases, plan_case, support_problem
+from harness.plan.case import (
+    CasePlan,
+    GroupPlan,
+    group_cases,
+    plan_case,
+    support_problem,
+    supported_part,
+)
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
 from harness.results.fleet import fleet_repeat_values
@@ -43,6 +52,7 @@ from harness.results.model import TransferRecord
 from harness.results.provenance import collect
 from harness.results.store import SAMPLES, RunStore
 from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
+from harness.run.remote import RemoteSession, finish_fleet, open_fleet
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
@@ -96,9 +106,13 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
     )
 
 
-def cpu_placement(backend: Backend) -> CpuPlacement:
-    """Whether the harness and the servers get CPUs of their own (observe/cpuset.py)."""
+def cpu_placement(backend: Backend, *, remote: bool = False) -> CpuPlacement:
+    """Whether the harness and the servers get CPUs of their own (observe/cpuset.py);
+    `remote`: the servers run on an inventory's hosts (run --inventory)."""
     online = online_cpus()
+    if remote:
+        reason = f"the servers ran on the inventory's hosts, not on this host's {len(online)} CPUs"
+        return CpuPlacement("remote", reason, online)
     if backend.compose:
         reason = (
             f"{len(online)} CPUs; the compose backend's containers are not held to CPUs: "
@@ -173,19 +187,24 @@ def unsupported_cases(
     emit: Callable[[TransferRecord], None],
 ) -> list[CasePlan]:
     """Record every case the installed versions cannot run (one record per secondary with
-    the reason, never a silent fallback) and return the others."""
+    the reason, never a silent fallback) and return the others; a fleet case that some
+    secondaries cannot take runs with the others, those recorded as unsupported."""
     runnable = []
     for plan in plans:
         found = binaries[plan.name]
         caps = {name: (f"{b.kind} {b.version}", b.capabilities) for name, b in found.items()}
-        problem = support_problem(plan, caps)
-        if problem is None:
-            runnable.append(plan)
-            continue
+        part, reasons = supported_part(plan, caps)
+        if part is None:
+            reasons = dict.fromkeys((h.name for h in plan.secondaries), support_problem(plan, caps))
+        else:
+            runnable.append(part)
         ctx = RecordContext(run_id, plan)
-        for host in plan.secondaries:
+        # A faulted case's record names its fault (the report's faults table shows it).
+        fault = {"fault": {"name": plan.fault.label, "kind": plan.fault.kind}} if plan.fault else {}
+        for host, problem in reasons.items():
             reason = f"unsupported: {problem}"
-            emit(fail_record(ctx, host.name, 0, plan.zone_spec.origin, reason, "unsupported"))
+            zone = plan.zone_spec.origin
+            emit(fail_record(ctx, host, 0, zone, reason, "unsupported", fault))
     return runnable
 
 
@@ -214,6 +233,8 @@ def run_cases(
 
     def open_session(group: int, visit: int) -> GroupSession:
         name = f"{visit:03d}-{slug(groups[group].first.name)}"
+        if run.remote is not None:
+            return RemoteSession(groups[group], folder / "cases" / name, run)
         return GroupSession(groups[group], folder / "cases" / name, run)
 
     execute(slots, open_session)
@@ -238,12 +259,16 @@ def run_scenario(
     prometheus_address: str = "127.0.0.1",
     sample_interval: float = 1.0,
     backend: Backend = NETNS,
+    inventory: Path | None = None,
+    console: Console | None = None,
 ) -> Path:
     """Run every case; returns the run folder. Ctrl-C stops between polls and keeps results.
 
     Servers are sampled every `sample_interval` seconds and at each transfer's start and end
     (samples.jsonl); with `prometheus_port` the run is also served live to Prometheus. Either
     way the run folder gets metrics.om, an OpenMetrics file any Prometheus can load later.
+    With `inventory` the servers run on its hosts, deployed by Ansible (run/remote.py).
+    Progress and the summary go to `console` (stdout's by default).
     """
     if os.geteuid() != 0:  # the CLI says so first; this guards other callers
         raise UserInputError(
@@ -252,19 +277,26 @@ def run_scenario(
         )
     spent = WallClock()  # from here on, the run's wall time is accounted for
     with spent.phase("start"):
-        backend = prepare(loaded, backend)
         plans = [plan_case(case) for case in loaded.cases]
-        check_memory(plans, host_memory_bytes(), loaded.path)
-        per_case, distinct = resolve_binaries(plans, backend, loaded.path)
-        placement = cpu_placement(backend)
+        if inventory is None:
+            backend = prepare(loaded, backend)
+            check_memory(plans, host_memory_bytes(), loaded.path)
+            per_case, distinct = resolve_binaries(plans, backend, loaded.path)
+        else:
+            per_case, distinct = {}, {}
+        placement = cpu_placement(backend, remote=inventory is not None)
         apply_placement(placement)  # before the sampler's and the watchers' threads start
-    console = ui.console()
+    console = console or ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         meta = run_meta(loaded, list(distinct.values()), backend)
         meta.cpus = placement.to_json()
         store = stack.enter_context(RunStore.create(results_root, run_id, out, meta))
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
+        fleet = None
+        if inventory is not None:
+            with spent.phase("testbed"):
+                fleet, plans, per_case = open_fleet(loaded, inventory, store, stack, console.print)
         exporter = None
         if prometheus_port is not None:
             exporter = stack.enter_context(
@@ -297,7 +329,8 @@ def run_scenario(
                     sampler,
                     progress.status,
                     spent,
-                    placement.server_cpus,
+                    server_cpus=placement.server_cpus,
+                    remote=fleet,
                 )
                 run_cases(loaded, runnable, run, tally, store.folder)
         except KeyboardInterrupt:
@@ -318,6 +351,9 @@ def run_scenario(
             store.meta.cpu = cpu_split(
                 split.total_s, store.meta.driver["cpu_s"], servers_cpu, sampler.cpu_s
             )
+            if fleet is not None:
+                with spent.phase("teardown"):
+                    finish_fleet(fleet, store)
             store.finish(interrupted=interrupted)
     write_openmetrics(store.folder)
     print_summary(load_report_data(store.folder), console)

@@ -16,6 +16,7 @@ from harness.compare.gate import (
     DRIFTING,
     FAILED_IN_B,
     IMPROVEMENT,
+    NEW_FAILURES,
     NO_CHANGE,
     NOT_CONVERGED_IN_B,
     REGRESSION,
@@ -128,7 +129,8 @@ def test_significant_regression_exits_1(tmp_path: Path, capsys: pytest.CaptureFi
     assert not item.warnings
     status, out, _ = run_cli(capsys, a, b)
     assert status == 1
-    assert "slower: regression" in out and "+20.0%" in out and "1 regression(s)" in out
+    assert "+20.0% (p=0.002 n=6+6) regression" in out and "1 regression(s)" in out
+    assert "1.00 s ± 2%" in out and "1.21 s ± 2%" in out  # benchstat's "74.1ms ± 3%"
 
 
 def test_change_within_threshold_is_not_significant(
@@ -143,7 +145,7 @@ def test_change_within_threshold_is_not_significant(
     assert item.p_value == pytest.approx(2 / 924)  # every B above every A
     assert not item.significant and item.verdict == NO_CHANGE
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "no change (within ±5%)" in out
+    assert status == 0 and "~ (+2.0% within ±5%; p=0.002 n=6+6)" in out
     # a stricter threshold makes the same runs a regression
     assert run_cli(capsys, a, b, "--threshold", "0.01")[0] == 1
 
@@ -158,7 +160,7 @@ def test_large_but_noisy_change_is_not_significant(
     assert item.p_value is not None and item.p_value > 0.05
     assert item.verdict == NO_CHANGE
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "~ no significant change (p >= 0.05)" in out
+    assert status == 0 and "~ (p=0.690 n=5+5)" in out
     assert any("CV" in w and "run A" in w for w in item.warnings)  # 1.0 .. 3.0 is wide
 
 
@@ -175,7 +177,7 @@ def test_three_repeats_cannot_be_significant_and_say_so(
     assert "at least 5 transfers per case" in warning
     status, out, _ = run_cli(capsys, a, b)
     assert status == 0 and "n=3 vs 3" in out and "warning" in out
-    assert "too few transfers to tell" in out
+    assert "~ (p=0.100 n=3+3: too few to tell)" in out
 
 
 def test_improvement_is_marked_faster(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -184,7 +186,7 @@ def test_improvement_is_marked_faster(tmp_path: Path, capsys: pytest.CaptureFixt
     (item,) = load_and_compare(a, b).cases
     assert item.verdict == IMPROVEMENT and item.change == pytest.approx(-0.2)
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "faster" in out and "-20.0%" in out
+    assert status == 0 and "-20.0% (p=0.002 n=6+6) better" in out
 
 
 def test_a_run_against_itself_is_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -200,10 +202,13 @@ def test_all_transfers_failing_in_b_is_a_regression(
 ) -> None:
     a = make_run(tmp_path, "a", {CASE: BASE})
     b = make_run(tmp_path, "b", {CASE: [None] * 6})
-    (item,) = load_and_compare(a, b).cases
+    item, failures = load_and_compare(a, b).cases
     assert item.verdict == FAILED_IN_B and item.regression
-    assert any("0 of 6 in A, 6 of 6 in B" in w for w in item.warnings)
-    assert run_cli(capsys, a, b)[0] == 1
+    assert failures.figure == "failures" and failures.verdict == NEW_FAILURES
+    assert (failures.a.failed, failures.b.failed) == (0, 6) and failures.regression
+    status, out, _ = run_cli(capsys, a, b)
+    assert status == 1 and "no verified transfer in B: regression" in out
+    assert "new failures: 6 timed out (p=2.4e-04) regression" in out
 
 
 def test_cases_only_in_one_run_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -322,7 +327,7 @@ def test_warnings_are_one_line_per_kind(tmp_path: Path, capsys: pytest.CaptureFi
     assert status == 0 and len(warnings) == 3
     assert "n=3 vs 3" in warnings[0] and "(16 of 16:" in warnings[0] and "12 more" in warnings[0]
     assert "run A spreads wide" in warnings[1] and "run B spreads wide" in warnings[2]
-    assert out.count("~ too few transfers to tell") == 16
+    assert out.count("too few to tell)") == 16
 
 
 def test_a_wide_interval_is_marked_not_claimed(
@@ -336,7 +341,7 @@ def test_a_wide_interval_is_marked_not_claimed(
     assert item.verdict == NO_CHANGE and not item.within
     assert item.change_ci is not None and item.change_ci[0] < -0.05 < 0.05 < item.change_ci[1]
     status, out, _ = run_cli(capsys, a, b)
-    assert status == 0 and "~ no significant change" in out
+    assert status == 0 and "~ (p=0.721 n=8+8)" in out
 
 
 def test_a_slower_drifting_case_is_not_called_a_regression(
@@ -353,8 +358,8 @@ def test_a_slower_drifting_case_is_not_called_a_regression(
     status, out, _ = run_cli(capsys, a, b)
     words = " ".join(out.replace("│", " ").split())
     assert status == 0
-    assert "slower, but it drifts: not called a regression" in words
-    assert "1 slower case(s) not called a regression because their repeats drift" in words
+    assert "worse, but it drifts: not called a regression" in words
+    assert "1 worse figure(s) not called a regression because their repeats drift" in words
     assert f"{CASE} drifts: run B: drift: +" in words
 
 

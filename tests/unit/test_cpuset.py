@@ -9,6 +9,7 @@ import pytest
 from harness.observe import cgroup
 from harness.observe.cgroup import Cgroup, Layout
 from harness.observe.cpuset import cpu_list, cpu_text, plan_placement
+from harness.run.runner import NETNS, cpu_placement
 
 
 def test_cpu_lists_read_and_written_as_the_kernel_does() -> None:
@@ -107,3 +108,10 @@ def test_cpus_without_a_cpuset_controller_is_refused(tmp_path: Path) -> None:
     layout = Layout("v2", str(tmp_path), str(tmp_path), "test")
     with pytest.raises(Exception, match="no cpuset controller"):
         Cgroup.create("g", layout, "1-3")
+
+
+def test_servers_on_an_inventorys_hosts_are_not_said_to_share_the_harnesss_cores() -> None:
+    # run --inventory (remote fleets): the cores of this host are the harness's alone.
+    placement = cpu_placement(NETNS, remote=True)
+    assert placement.isolation == "remote" and placement.server_cpus is None
+    assert "inventory's hosts" in placement.reason and "shared" not in placement.reason

@@ -15,6 +15,7 @@ import pytest
 
 from harness import spec
 from harness.measure import protocol
+from harness.measure.live import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
     Logged,
@@ -23,6 +24,7 @@ from harness.measure.protocol import (
     Verification,
 )
 from harness.measure.records import RecordContext
+from harness.measure.transport_seen import port_of
 from harness.measure.wall import WallClock, describe
 from harness.plan.case import CasePlan, HostPlan, plan_case
 from harness.results.model import TransferRecord
@@ -58,6 +60,10 @@ class FakeBench:
         self.zone_unserved_before = script.get("zone_unserved_before", {})
         self._served: dict[str, float] = {}
         self._zones_served: dict[str, dict[str, float]] = {}
+        # What the wire and the primary's log show of each host's transfers: by default the
+        # selected case's port, and a log that does not say whether it was signed.
+        self.ports = script.get("ports", {})
+        self.signed = script.get("signed", {})
         self._trigger_at = self.now
         self.spent = WallClock(clock=self.clock)
 
@@ -144,13 +150,22 @@ class FakeBench:
     def verify(self, host: str, zone: str, serial: int) -> Verification:
         self.now += self.verify_s
         ok = self.verified.get(host, True)
-        return Verification(ok, None if ok else "digest differs: primary 1234…", 42, self.read_s)
+        return Verification(
+            ok, None if ok else "digest differs: primary 1234…", 42, read_s=self.read_s
+        )
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         return {zone: self.verify(host, zone, serial) for zone in zones}
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        return Logged({"bytes": 4000, "messages": 2}, {"records": 43}, {"timed_out": 1})
+        primary: dict[str, Any] = {"records": 43}
+        if host in self.signed:
+            primary["signed"] = self.signed[host]
+        return Logged({"bytes": 4000, "messages": 2}, primary, {"timed_out": 1})
+
+    def connect_ports(self, host: str, since: float) -> list[int]:
+        self.calls.append(("connect_ports", host))
+        return self.ports.get(host, [port_of(self.plan.transport)])
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0}, 2.49, 0.001)
@@ -476,3 +491,12 @@ def test_each_repeat_says_how_long_the_secondary_took_to_send_its_copy_back(
 ) -> None:
     records = _run(FakeBench(_plan(tmp_path, "repeats = 2\n"), verify_s=0.7, read_s=0.6))
     assert [r.extra["wall"]["verify_read_s"] for r in records] == [0.6, 0.6]
+
+
+def test_sizes_no_log_says_stay_unknown() -> None:
+    # A cold start's transfers summed as the secondary logged them: NSD 4.6 and PowerDNS
+    # log no sizes, and a sum of 0 bytes would print as a throughput of 0 bit/s.
+    assert logged_sum([4000, 250]) == 4250
+    assert logged_sum([None, None]) is None
+    assert logged_sum([4000, None]) is None  # never a sum of some
+    assert logged_sum([]) is None

@@ -111,10 +111,12 @@ LAYERS: list[set[str]] = [
     {"servers"},  # the dialects
     {"spec"},  # the scenario schema
     {"link", "observe"},  # link models and emulator configs; live probes of servers
+    {"inventory"},  # Ansible inventories: real hosts, their sites, how to reach them
     {"testbed"},  # namespaces, links, registry
-    {"compose", "plan"},  # containers as hosts; the pure case plan and schedule
+    {"compose", "plan", "lab"},  # containers as hosts; the pure case plan; sshd lab hosts
     {"results"},  # the run folder: records, store, reader, summaries
     {"measure", "metrics"},  # the protocol on live servers; the Prometheus view
+    {"remote"},  # real hosts: Ansible playbooks, an agent per host over ssh, their clocks
     {"report", "compare"},  # reading finished runs
     {"run"},  # a run end to end
     {"commands", "linktest"},  # doctor, clean; xfrbench link test

@@ -397,8 +397,9 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     cpu = page.figures["fig-cpu"]
     assert cpu["attrs"]["data-points"] == "4"
     first = cpu["series"]["cases"][0]
-    # the resources' two cases share "tcp/axfr": the axis shows what tells them apart
-    assert (first["case"], first["label"]) == (CASE1, "bind-bind")
+    # named as in every other table and figure (one shortening per report): the run's four
+    # cases share no part, so the name stays whole
+    assert (first["case"], first["label"]) == (CASE1, CASE1)
     assert first["primary"]["total"] == pytest.approx(0.4)
     assert first["secondary"]["user"] == pytest.approx(0.5)
     assert len(drawn(cpu["svg"], "fig-cpu-bar-")) == 8  # 4 bars of 2 segments
@@ -424,16 +425,25 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
 
     # tables: the medians and their exact values
     s2s = "server-to-server"
-    assert page.cells[(CASE1, s2s, "median")] == {"text": "1.5", "value": "1.5"}
-    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1"
-    assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "0.5"
-    assert page.cells[(CASE2, s2s, "median")]["text"] == "4"
+    assert page.cells[(CASE1, s2s, "median")] == {"text": "1.50 s", "value": "1.5"}
+    assert page.cells[(CASE1, s2s, "p10")]["text"] == "1.00 s"  # nearest rank: a real one
+    assert page.cells[(CASE1, "client-pull-own", "median")]["text"] == "500 ms"
+    assert page.cells[(CASE2, s2s, "median")]["text"] == "4.00 s"
     assert page.cells[(CASE2, s2s, "failed")]["text"] == "2"
-    assert TIMEOUT in page.cells[(CASE2, s2s, "notes")]["text"]
+    notes = page.cells[(CASE2, s2s, "notes")]["text"]
+    assert "failed: 1 timed out [1], 1 copy differs from the primary [2]" in notes
+    # failures first: the banner names each reason once, with its count and first case
+    banner = " ".join(html.unescape(page_text.split('id="failures-banner"')[1]).split())
+    assert banner.startswith(
+        "> <b>FAILED: 2 of 7 transfers failed or were not verified (they count in no "
+        "figure); 1 unsupported"
+    )
+    assert f"1 × timed out</b>: <code>{TIMEOUT}</code> (first {CASE2} repeat 1)" in banner
+    assert page_text.index('id="failures-banner"') < page_text.index('id="q-transports"')
     assert "Knot 3.2.6 has no XoT" in page.cells[(CASE3, s2s, "notes")]["text"]
     assert page.cells[(CASE1, s2s, "bound")]["text"] == "80 Mbit/s (rate)"
     assert page.cells[(CASE1, s2s, "throughput")]["text"] == "66.7 Mbit/s"
-    assert page.cells[(CASE1, "primary", "cpu-per-transfer")]["text"] == "0.4"
+    assert page.cells[(CASE1, "primary", "cpu-per-transfer")]["text"] == "400 ms"
     # beside CPU per transfer, the window it covers (README, "What a transfer costs")
     words = " ".join(html.unescape(page_text).split())
     assert (
@@ -441,8 +451,8 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
         "before the harness puts the new zone version on the primary" in words
     )
     assert "Cold start: from just after the secondary starts until it serves every zone" in words
-    assert page.cells[(CASE1, "secondary", "anon-peak")]["text"] == "20.0"
-    assert page.cells[(CASE1, "secondary", "charged-peak")]["text"] == "30.0"
+    assert page.cells[(CASE1, "secondary", "anon-peak")]["text"] == "20 MiB"
+    assert page.cells[(CASE1, "secondary", "charged-peak")]["text"] == "30 MiB"
     assert "charged peak is everything the kernel charged to the server's cgroup" in words
 
 
@@ -520,7 +530,16 @@ def test_cli_report_writes_the_page_and_prints_a_summary(
     assert (folder / "report.html").is_file()
     assert f"report: {folder / 'report.html'}" in out
     assert "run r1: scenario synthetic" in out and "bind 9.18.49" in out
-    assert CASE2 in out and "2 failed: not verified;" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("FAILED: 2 of 7 transfers failed or were not verified")
+    assert lines[1] == f"  [1] 1 x timed out: {TIMEOUT} (first {CASE2} repeat 1)"
+    assert lines[2] == (
+        f"  [2] 1 x copy differs from the primary: not verified (first {CASE2} repeat 2)"
+    )
+    assert lines[3].startswith("  unsupported: primary knot 3.2.6: Knot 3.2.6 has no XoT")
+    assert lines[4] == (
+        f"  details: {folder / 'report.html'}#failures; every attempt: {folder}/transfers.jsonl"
+    )
     assert "1.5" in out  # the median of case 1
     assert "CPU per transfer: each server's cgroup from just before the new zone" in out
     other = tmp_path / "elsewhere.html"

@@ -240,8 +240,9 @@ def test_phases_of_the_median_transfer_add_up(tmp_path: Path) -> None:
         ("reload command -> NOTIFY", 0.0, 0.02),
         ("NOTIFY -> SOA query", 0.02, 0.021),
         ("SOA query -> connect", 0.041, 0.021),
-        ("connect -> transfer end (log)", 0.062, logged),
-        ("transfer end (log) -> served", 0.062 + logged, median - 0.042 - logged),
+        # the logged time ends at served: what precedes it is connecting (handshakes)
+        ("connect -> transfer starts (log)", 0.062, median - 0.042 - logged),
+        ("transfer starts (log) -> served", 0.02 + median - logged, logged),
     ]
     assert [name for name, _, _ in got] == [name for name, _, _ in want]
     for (_, start, seconds), (_, want_start, want_seconds) in zip(got, want, strict=True):
@@ -252,7 +253,10 @@ def test_phases_of_the_median_transfer_add_up(tmp_path: Path) -> None:
     assert "wire" in tcp.segments[1].seen and "log" in tcp.segments[3].seen
     xot = phases[XOT]
     assert [s.name for s in xot.segments][1] == "NOTIFY -> connect"
-    assert xot.notes == ["no SOA query on the wire: it travels inside TLS"]
+    assert xot.notes == [
+        "no SOA query on the wire: it travels inside TLS, with the TLS handshake, between "
+        "connect and the transfer's start"
+    ]
 
 
 def test_a_logged_duration_past_served_is_not_drawn(tmp_path: Path) -> None:
@@ -353,8 +357,10 @@ def test_first_screen_of_the_page_holds_the_numbers(tmp_path: Path) -> None:
     assert "p 0.0079 *" in text
     assert "no XoT" in cells["xot-tsig"][1]
     assert re.search(r'class="flag"[^>]*>drift<', page)
-    # the link: the sums over the cases first, then each case
-    (total,) = tables["link-totals"]
+    # the link: the sums over the cases first, then each case; one without a result says why
+    total, unsupported = tables["link-totals"]
+    assert unsupported[0]["data-case"] == XOT_TSIG
+    assert "unsupported:" in unsupported[1][-1][1]
     dropped = {c["class"].split()[-1]: c for c, _ in total[1] if "data-dropped" in c}
     transfers = sum(len(d) for d in DURATIONS.values())
     assert dropped["dropped-forward"]["data-packets"] == str(1000 * transfers)
@@ -380,9 +386,9 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
     folder = make_run(tmp_path)
     assert main(["report", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert out.index("What each transport costs") < out.index("cases (seconds")
+    assert out.index("What each transport costs") < out.index("cases (ok")
     assert "111 ±" in out and "p0.0079*" in out
-    assert "Where the time went" in out and "transfer end (log)" in out
+    assert "Where the time went" in out and "transfer starts (log)" in out
     assert "implausible" in out and "all 6 cases" in out
     assert "1 of 6 too short to judge" in out
     # no case name is cut into a look-alike: every one appears whole (after the shared part)

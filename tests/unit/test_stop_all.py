@@ -26,12 +26,12 @@ class _Bed:
 
 def test_every_server_gets_its_signal_before_any_is_waited_for(tmp_path: Path) -> None:
     servers: list[Any] = []
+    removed: list[int] = []  # whose control socket was removed
     for n in range(3):
         mark = tmp_path / f"term-{n}"
         proc = subprocess.Popen(["sh", "-c", SLOW_EXIT.format(mark=mark)])
-        socket_path = tmp_path / f"ctl-{n}"
-        setup = SimpleNamespace(socket_path=socket_path)
-        servers.append(SimpleNamespace(proc=proc, server=SimpleNamespace(setup=setup)))
+        server = SimpleNamespace(remove_control_socket=lambda n=n: removed.append(n))
+        servers.append(SimpleNamespace(proc=proc, server=server))
     time.sleep(0.2)  # the traps are set
     bed = _Bed()
     stop_all(bed, servers)  # type: ignore[arg-type]
@@ -40,3 +40,4 @@ def test_every_server_gets_its_signal_before_any_is_waited_for(tmp_path: Path) -
     assert all(flag for _, flag, _ in bed.stopped) and len(bed.stopped) == 3
     assert max(signalled) < first_exit  # all three were stopping at once
     assert all(s.proc is None for s in servers)
+    assert sorted(removed) == [0, 1, 2]

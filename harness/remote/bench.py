@@ -1,0 +1,498 @@
+"""The measurement protocol's operations on real hosts: `RemoteCase` implements
+`protocol.Bench` through each host's agent, as `measure.live.LiveCase` does in namespaces.
+
+Where each thing is seen: a NOTIFY on the primary's host (its wire), a secondary's new
+serial on the secondary's host (its own SOA polls), copies read back on each host; every
+such time is that host's clock, put on the controller's monotonic clock with the offset
+measured over the channel (`to_bench`). A duration from a NOTIFY to a served serial so
+spans two clocks: the records say by how much it may be off (run/remote.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from harness import zonegen
+from harness.measure.processes import CaseFailed
+from harness.measure.protocol import (
+    START_TIMEOUT,
+    ColdStartLog,
+    Control,
+    Logged,
+    Publication,
+    PublishFailed,
+    Pulled,
+    Verification,
+)
+from harness.measure.wall import WallClock
+from harness.measure.watch import wire_facts
+from harness.plan.case import CasePlan, GroupPlan, HostPlan
+from harness.remote.channel import AgentError
+from harness.remote.fleet import RemoteFleet
+from harness.servers import count_failures, count_refusals, server_class
+from harness.servers.base import last_incoming, last_outgoing
+from harness.servers.binaries import ServerBinary
+from harness.xfr import PullResult, TsigKey, XfrError, XfrTimeout
+from harness.xfr.primary_check import FULL_CHECK_RECORDS
+from harness.xfr.rrsum import ZoneSum
+from harness.xfr.rrsum_text import soa_bump
+from harness.xfr.secrets import new_tsig
+from harness.xfr.verify import check_copy
+from harness.xfr.wire_watch import WireEvent
+from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
+
+POLL_INTERVAL = 0.005
+
+
+def _key(key: TsigKey | None) -> dict[str, str] | None:
+    return None if key is None else {"name": key.name, "algorithm": key.algorithm,
+                                     "secret": key.secret}  # fmt: skip
+
+
+class RemoteCase:
+    """The servers of a group of cases on the hosts of an inventory (see LiveCase)."""
+
+    def __init__(
+        self,
+        plan: GroupPlan,
+        visit: str,
+        local_dir: Path,
+        fleet: RemoteFleet,
+        binaries: dict[str, ServerBinary],
+        zones: zonegen.GeneratedZones,
+        tsig: TsigKey | None,
+        sampler: Any = None,
+        spent: WallClock | None = None,
+    ) -> None:
+        self.group = plan
+        self.plan: CasePlan = plan.first
+        self.visit = visit  # the visit folder's name, the same on every host and here
+        self.local_dir = local_dir
+        self.fleet = fleet
+        self.binaries = binaries
+        self.generated = zones
+        self.tsig = tsig
+        self.sampler = sampler
+        self.spent = spent or WallClock()
+        self.zones = [z.origin for z in zones.files]
+        self.first_zone = self.zones[0]
+        self.base_serial = zones.files[0].serial
+        self.update_key = new_tsig(name="xfrbench-update.")
+        self.running: dict[str, dict[str, Any]] = {}  # host -> what its agent started
+        self.setups: dict[str, dict[str, Any]] = {}
+        self.poll_gaps: dict[str, float] = {}
+        self.unserved: dict[str, float] = {}
+        self.references: dict[str, ZoneSum] = {}
+        self.change: zonegen.ChangeSet | None = None
+        self.logs: dict[str, tuple[int, bytearray]] = {}  # host -> (offset read, text)
+        self._quiet_from = 0.0
+        self._observing: tuple[float, float] | None = None
+        self.pool = ThreadPoolExecutor(max_workers=max(4, len(fleet.channels)))
+
+    # --- clocks ----------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
+
+    def to_bench(self, host: str, at: float) -> float:
+        """A host's unix time on the controller's monotonic clock (its measured offset)."""
+        offset = self.fleet.clock(host).offset_s
+        return at - offset - (time.time() - time.monotonic())
+
+    def to_host(self, host: str, at: float) -> float:
+        offset = self.fleet.clock(host).offset_s
+        return at + offset + (time.time() - time.monotonic())
+
+    # --- hosts and servers -----------------------------------------------------------------
+
+    def _host(self, name: str) -> HostPlan:
+        return next(h for h in self.plan.hosts if h.name == name)
+
+    def address(self, name: str) -> str:
+        return self.fleet.inventory.host(name).address
+
+    def workdir(self, name: str) -> str:
+        return f"{self.fleet.run_dir(name)}/cases/{self.visit}/{name}"
+
+    def _setup(self, name: str) -> dict[str, Any]:
+        host, group, case = self._host(name), self.group, self.plan
+        workdir = self.workdir(name)
+        if host.role == "primary":
+            tsig, ixfr = self.tsig, group.ixfr
+            tsig_only = all(c.tsig_algorithm for c in group.cases)
+            peers = [self.address(h.name) for h in self.plan.secondaries]
+            zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
+        else:
+            tsig = self.tsig if case.tsig_algorithm else None
+            ixfr, tsig_only = case.ixfr, True
+            peers = [self.address(self.plan.primary.name)]
+            zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
+        return {
+            "role": host.role,
+            "address": self.address(name),
+            "peers": peers,
+            "zones": zones,
+            "workdir": workdir,
+            "tsig": _key(tsig),
+            "tsig_known": _key(self.tsig),
+            "tsig_only": tsig_only,
+            "ixfr": ixfr,
+            "notify": case.notify and host.role == "primary",
+            "options": dict(host.server.options),
+            "update_key": _key(self.update_key) if host.role == "primary" else None,
+            "control_socket": f"{self.fleet.run_dir(name)}/ctl/{name}.sock"[:107],
+        }
+
+    def pushes(self) -> dict[str, list[dict[str, Any]]]:
+        """The files push.yml puts on the hosts before the servers start: the zones."""
+        primary = self.plan.primary.name
+        workdir = self.workdir(primary)
+        return {
+            primary: [
+                {"src": str(f.path), "dest": f"{workdir}/zones/{f.origin}zone", "mode": "0644"}
+                for f in self.generated.files
+            ]
+        }
+
+    def _start(self, name: str) -> None:
+        binary = self.binaries[name]
+        self.setups[name] = self._setup(name)
+        channel = self.fleet.channel(name)
+        self.running[name] = channel.call(
+            "start", wait=60, name=name, kind=binary.kind, binary=str(binary.path),
+            setup=self.setups[name],
+        )  # fmt: skip
+        self.logs.pop(name, None)
+
+    def start_primary(self) -> None:
+        name = self.plan.primary.name
+        self._start(name)
+        peers = [self.address(h.name) for h in self.plan.secondaries]
+        self.fleet.channel(name).call("wire_start", peers=peers)
+        self._watch()
+        deadline = self.clock() + START_TIMEOUT
+        for origin in dict.fromkeys((self.zones[0], self.zones[-1])):
+            served = self._wait({name: self.address(name)}, name, origin, self.base_serial,
+                                deadline)  # fmt: skip
+            if name not in served:
+                raise XfrTimeout(f"timeout after {START_TIMEOUT:g} s: the primary never served "
+                                 f"{origin} serial {self.base_serial}")  # fmt: skip
+
+    def prepare_secondaries(self) -> None:
+        self.stop_secondaries()
+
+    def start_secondaries(self) -> None:
+        list(self.pool.map(self._start, [h.name for h in self.plan.secondaries]))
+        self._watch()
+
+    def stop_secondaries(self) -> None:
+        names = [h.name for h in self.plan.secondaries if h.name in self.running]
+        for name in names:
+            self.fleet.channel(name).call("stop", wait=30, name=name)
+            self.running.pop(name, None)
+
+    def select(self, case: CasePlan) -> bool:
+        if case is self.plan:
+            return False
+        self.plan = case
+        switched = False
+        for host in case.secondaries:
+            if host.name not in self.running:
+                continue
+            setup = self._setup(host.name)
+            old = self.setups[host.name]
+            if all(setup[k] == old[k] for k in ("tsig", "ixfr")):
+                continue
+            self.fleet.channel(host.name).call(
+                "reconfig", wait=case.timeout + 5, name=host.name, setup=setup,
+                timeout=case.timeout,
+            )  # fmt: skip
+            self.setups[host.name] = setup
+            switched = True
+        return switched
+
+    def close(self) -> None:
+        self.stop_secondaries()
+        primary = self.plan.primary.name
+        if primary in self.running:
+            channel = self.fleet.channel(primary)
+            channel.call("wire_stop")
+            channel.call("stop", wait=30, name=primary)
+            self.running.pop(primary, None)
+        if self.sampler is not None:
+            self._relay("sample_unwatch")
+        self.pool.shutdown(wait=False)
+
+    def _alive(self, names: list[str]) -> None:
+        for name in names:
+            status = self.fleet.channel(name).call("alive", names=[name]).get(name)
+            if status is not None:
+                tail = " | ".join(self._log(name).splitlines()[-5:])
+                raise CaseFailed(f"the {name} exited with status {status}: {tail}")
+
+    # --- serials ------------------------------------------------------------------------------
+
+    def _wait(
+        self, targets: dict[str, str], on: str, zone: str, serial: int, deadline: float
+    ) -> dict[str, float]:
+        remaining = max(0.0, deadline - self.clock())
+        seen = self.fleet.channel(on).call(
+            "wait_serials", wait=remaining + 5, targets=targets, zone=zone, serial=serial,
+            timeout=remaining, interval=POLL_INTERVAL,
+        )  # fmt: skip
+        for name, gap in seen["max_gap_s"].items():
+            self.poll_gaps[name] = gap
+        for name, at in seen["unserved"].items():
+            self.unserved[name] = self.to_bench(on, at)
+        return {name: self.to_bench(on, at) for name, at in seen["served"].items()}
+
+    def wait_served(
+        self, hosts: list[str], zone: str, serial: int, deadline: float
+    ) -> dict[str, float]:
+        """Each secondary polls itself on its own host, all at once."""
+        self.unserved = {}
+
+        def one(name: str) -> dict[str, float]:
+            return self._wait({name: self.address(name)}, name, zone, serial, deadline)
+
+        served: dict[str, float] = {}
+        for part in self.pool.map(one, hosts):
+            served |= part
+        self._alive([h for h in hosts if h not in served])
+        return served
+
+    def last_unserved(self, host: str) -> float | None:
+        return self.unserved.get(host)
+
+    def wait_all_zones(self, hosts, zones, serial, deadline):  # type: ignore[no-untyped-def]
+        raise CaseFailed("cold starts are not run on inventory hosts yet")
+
+    def zones_last_unserved(self, host: str) -> dict[str, float]:
+        return {}
+
+    def cold_start_polling(self, host: str) -> dict[str, Any]:
+        return {}
+
+    def cold_start_log(self, host: str) -> ColdStartLog:
+        return ColdStartLog(0, 0, 0, {})
+
+    def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
+        return {}
+
+    # --- publishing and triggers ----------------------------------------------------------
+
+    def _put(self, host: str, path: Path, dest: str) -> str:
+        data = base64.b64encode(path.read_bytes()).decode()
+        self.fleet.channel(host).call("put", wait=120, path=dest, data=data, mode=0o644)
+        return dest
+
+    def publish(self, serial: int) -> Publication:
+        name = self.plan.primary.name
+        kind = self.binaries[name].kind
+        change = None
+        if self.group.ixfr or server_class(kind).publishes_zone_files(self.group.ixfr):
+            change = zonegen.change_set(
+                self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
+            )
+        self.change = change
+        reference = self._reference(self.first_zone)
+        remote_change = None
+        if change is not None:
+            folder = f"{self.fleet.run_dir(name)}/changes/{self.visit}/{serial}"
+            remote_change = {
+                "origin": change.origin, "serial_from": change.serial_from,
+                "serial_to": change.serial_to, "added": change.added, "deleted": change.deleted,
+                "diff_path": self._put(name, change.diff_path, f"{folder}/diff"),
+                "zone_path": self._put(name, change.zone_path, f"{folder}/zone")
+                if server_class(kind).publishes_zone_files(self.group.ixfr) else f"{folder}/-",
+            }  # fmt: skip
+        channel = self.fleet.channel(name)
+        channel.call("wire_forget", before=time.time() - 1.0 + self.fleet.clock(name).offset_s)
+        try:
+            got = channel.call(
+                "publish", wait=self.plan.timeout + 5, name=name, zone=self.first_zone,
+                serial=serial, change=remote_change, timeout=self.plan.timeout,
+            )  # fmt: skip
+        except XfrTimeout:
+            raise
+        except (XfrError, AgentError) as exc:
+            raise PublishFailed(f"the primary did not take serial {serial}: {exc}") from None
+        if change is None:
+            self.references[self.first_zone] = soa_bump(
+                reference, got["old_soa"], got["new_soa"], self.first_zone
+            )
+        else:
+            self.references[self.first_zone] = apply_diff_file(
+                reference, change.diff_path, self.first_zone
+            )
+        return Publication(
+            self.to_bench(name, got["issued"]), self.to_bench(name, got["served"]), got["method"]
+        )
+
+    def check_primary(self, serial: int) -> str | None:
+        name = self.plan.primary.name
+        reference = self._reference(self.first_zone)
+        if reference.records > FULL_CHECK_RECORDS:
+            got = self.fleet.channel(name).call(
+                "soa_serial", wait=self.plan.timeout + 5, address=self.address(name),
+                zone=self.first_zone, timeout=self.plan.timeout,
+            )  # fmt: skip
+            return None if got == serial else f"the primary serves serial {got}, not {serial}"
+        copy = self._copy(name)
+        problem = check_copy(reference, copy, serial)
+        return None if problem is None else f"the primary's own copy: {problem}"
+
+    def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
+        name = self.plan.primary.name
+        channel = self.fleet.channel(name)
+        deadline = self.clock() + wait
+        notified: dict[str, float] = {}
+        for host in self.plan.secondaries:
+            left = max(0.0, deadline - self.clock())
+            at = channel.call("wire_notify", wait=left + 5, serial=serial,
+                              peer=self.address(host.name), timeout=left,
+                              since=self.to_host(name, since))  # fmt: skip
+            if at is not None:
+                notified[host.name] = self.to_bench(name, at)
+        return notified
+
+    def control(self, host: str, action: Control, zone: str) -> None:
+        self.fleet.channel(host).call(
+            "control", wait=self.plan.timeout + 5, name=host, action=action, zone=zone,
+            timeout=self.plan.timeout,
+        )  # fmt: skip
+
+    # --- verification and the servers' own view --------------------------------------------
+
+    def _reference(self, zone: str) -> ZoneSum:
+        if zone not in self.references:
+            file = next(f for f in self.generated.files if f.origin == zone)
+            self.references[zone] = zone_file_sum(file.path, zone)
+        return self.references[zone]
+
+    def _copy(self, host: str) -> PullResult:
+        data = self.fleet.channel(host).call(
+            "verify", wait=self.plan.timeout + 5, zone=self.first_zone, timeout=self.plan.timeout
+        )
+        return PullResult(**data)
+
+    def verify(self, host: str, zone: str, serial: int) -> Verification:
+        copy = self._copy(host)
+        if not copy.ok:
+            return Verification(False, f"could not read the secondary's copy: {copy.error}", None)
+        problem = check_copy(self._reference(zone), copy, serial)
+        return Verification(problem is None, problem, copy.records)
+
+    def _log(self, host: str) -> str:
+        """The server's log so far, read on from where the last read ended; mirrored into
+        the local visit folder (fetch.yml brings the final one at the visit's end)."""
+        info = self.running.get(host)
+        if info is None:
+            offset_text = self.logs.get(host)
+            return offset_text[1].decode(errors="replace") if offset_text else ""
+        offset, text = self.logs.get(host, (0, bytearray()))
+        while True:
+            got = self.fleet.channel(host).call("read", path=info["log"], offset=offset)
+            chunk = base64.b64decode(got["data"])
+            if not chunk:
+                break
+            text += chunk
+            offset = got["offset"]
+        self.logs[host] = (offset, text)
+        local = self.local_dir / host / Path(info["log"]).name
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(bytes(text))
+        return text.decode(errors="replace")
+
+    def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
+        primary = self.plan.primary.name
+        dialect = server_class(self.binaries[host].kind)
+        text = self._log(host)
+        incoming = last_incoming(dialect, text, zone, serial)
+        primary_dialect = server_class(self.binaries[primary].kind)
+        primary_text = self._log(primary)
+        outgoing = last_outgoing(primary_dialect, primary_text, zone, serial, self.address(host))
+        failures = count_failures(dialect.kind, text, since)
+        return Logged(
+            incoming.to_json() if incoming else {},
+            outgoing.to_json() if outgoing else {},
+            failures.to_json() if failures.failing_lines else {},
+            count_refusals(primary_dialect.kind, primary_text, since, self.wall()).to_json(),
+        )
+
+    def pull(self, method: str, host: str) -> Pulled:
+        raise CaseFailed("client pulls are not run on inventory hosts yet")
+
+    # --- observation -----------------------------------------------------------------------
+
+    def _relay(self, op: str, **args: Any) -> None:
+        """Sample lines from every host's agent into the run's samples.jsonl."""
+        names = list(self.fleet.channels)
+        for name, lines in zip(
+            names,
+            self.pool.map(lambda n: self.fleet.channel(n).call(op, **args), names),
+            strict=True,
+        ):
+            self._record(name, lines)
+
+    def _record(self, host: str, lines: list[dict[str, Any]]) -> None:
+        """A host's sample lines, their times put on the controller's clock."""
+        if self.sampler is None or not lines:
+            return
+        offset = self.fleet.clock(host).offset_s
+        self.sampler.record([line | {"t": round(line["t"] - offset, 6)} for line in lines])
+
+    def mark(self, event: str, repeat: int) -> None:
+        if event == "transfer-end":
+            self._quiet_from = self.clock()
+        if self.sampler is not None:
+            self._relay("sample_mark", event=event, repeat=repeat)
+
+    def between_repeats(self) -> None:
+        wait = self._quiet_from + self.plan.settle - self.clock()
+        if wait > 0:
+            time.sleep(wait)
+        list(self.pool.map(lambda n: self.fleet.channel(n).call("flush_metrics"),
+                           list(self.fleet.channels)))  # fmt: skip
+
+    def begin_observation(self) -> None:
+        self._observing = (self.clock(), 0.0)
+
+    def finish_observation(self) -> None:
+        pass
+
+    def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
+        primary = self.plan.primary.name
+        events = self.fleet.channel(primary).call(
+            "wire_events", peer=self.address(host), since=self.to_host(primary, t0),
+            until=self.to_host(primary, served),
+        )  # fmt: skip
+        seen = [WireEvent(self.to_bench(primary, e["at"]), e["kind"], e["peer"], e["serial"],
+                          e["port"]) for e in events]  # fmt: skip
+        facts: dict[str, Any] = {"wire": wire_facts(seen, t0)}
+        if host in self.poll_gaps:
+            facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)
+        return facts
+
+    def link_counters(self) -> dict[str, Any]:
+        return {}
+
+    def _watch(self) -> None:
+        if self.sampler is None:
+            return
+        for name in self.running:
+            host = self._host(name)
+            target = {"name": name, "role": host.role, "server": self.binaries[name].kind,
+                      "host": name, "site": host.site if self.plan.is_fleet else ""}  # fmt: skip
+            lines = self.fleet.channel(name).call(
+                "sample_watch", case=self.plan.name, targets=[target],
+                interval=self.sampler.interval,
+            )  # fmt: skip
+            self._record(name, lines)

@@ -1,0 +1,72 @@
+"""The agent's bundle: the harness's source, the servers' config templates and the
+libraries its modules import, from the controller's own environment, in one archive the
+deploy playbook unpacks on each host (PYTHONPATH points at it; nothing is installed).
+
+Pure-Python libraries run anywhere; numpy and cryptography carry compiled modules built for
+the controller's CPython and machine, so the playbook checks the host's python3 against
+`python_tag()` first (Debian 12 hosts: 3.11 on x86_64, as the controller).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+import tarfile
+from pathlib import Path
+
+import dns
+
+import harness
+
+REPOSITORY = Path(harness.__file__).resolve().parents[1]
+SITE_PACKAGES = Path(dns.__file__).resolve().parents[1]
+# What the agent's imports reach (harness.servers, .xfr, .observe, .zonegen), top-level names.
+LIBRARIES = (
+    "dns", "jinja2", "markupsafe", "numpy", "numpy.libs", "cryptography", "cffi",
+    "pycparser", "_cffi_backend",
+)  # fmt: skip
+SKIP_PARTS = {"__pycache__", "tests", "testing", "f2py", "_pyinstaller", "typing", "docker"}
+CACHE = REPOSITORY / "zones" / "cache"
+
+
+def python_tag() -> str:
+    """ "3.11 x86_64": what the host's python3 must print in the deploy playbook."""
+    return f"{sys.version_info[0]}.{sys.version_info[1]} {platform.machine()}"
+
+
+def _members() -> list[tuple[Path, str]]:
+    """(file, its name in the archive), sorted."""
+    out: list[tuple[Path, str]] = []
+    roots = [(REPOSITORY / "harness", "harness"), (REPOSITORY / "servers", "servers")]
+    for name in LIBRARIES:
+        found = sorted(SITE_PACKAGES.glob(f"{name}*")) if name == "_cffi_backend" else []
+        if found:
+            out += [(path, path.name) for path in found]
+        elif (SITE_PACKAGES / name).is_dir():
+            roots.append((SITE_PACKAGES / name, name))
+    for root, prefix in roots:
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root)
+            if path.is_file() and not SKIP_PARTS & set(relative.parts) and path.suffix != ".pyc":
+                out.append((path, f"{prefix}/{relative.as_posix()}"))
+    return out
+
+
+def build_bundle(cache: Path = CACHE) -> Path:
+    """The archive for this source tree and environment (cached by their content key)."""
+    members = _members()
+    key = hashlib.sha256(python_tag().encode())
+    for path, name in members:
+        stat = path.stat()
+        key.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    target = cache / f"agent-{key.hexdigest()[:16]}.tar.gz"
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    with tarfile.open(partial, "w:gz", compresslevel=1) as archive:
+        for path, name in members:
+            archive.add(path, arcname=name, recursive=False)
+    partial.replace(target)
+    return target

@@ -1,0 +1,263 @@
+"""One run on the hosts of an inventory: deployed by Ansible, driven through an agent per
+host, torn down exactly (a context manager).
+
+    with RemoteFleet(inventory, run_id, work) as fleet:   # deploy.yml, agents, clocks
+        fleet.channel("ns1").call(...)
+        fleet.push({...}); fleet.fetch(paths, into)       # push.yml, fetch.yml per visit
+    # clocks again, agents stopped (their servers with them), teardown.yml, masters closed
+
+Before anything touches a host, a testbed registry (/run/xfrbench/testbeds/<id>.json) lists
+the inventory, the run and each host's folder; `xfrbench clean` (or `clean --inventory`)
+runs teardown.yml from it when the driver died, which stops only the servers the run's pid
+files name (their start times checked) and removes only that run's folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import XfrbenchError
+from harness.inventory import Inventory, InventoryHost, load_inventory
+from harness.remote.bundle import build_bundle, python_tag
+from harness.remote.channel import AgentChannel, ClockReading, open_channel
+from harness.remote.playbooks import PlaybookResult, close_masters, run_playbook
+from harness.servers import DIALECTS
+from harness.testbed import registry as reg
+
+CONTROL_ROOT = Path("/run/xfrbench/remote")  # ssh control sockets, playbook logs, results
+# What deploy.yml installs when missing: each dialect's packages (the servers and their
+# tools, as `make setup` installs them), and what the agent runs (ip, ping); and the system
+# services the server packages start, which it stops.
+PACKAGES = (
+    *(package for dialect in DIALECTS.values() for package in dialect.packages),
+    "iproute2", "iputils-ping", "procps", "tar",
+)  # fmt: skip
+SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
+
+
+def remote_run_dir(host: InventoryHost, run_id: str) -> str:
+    return f"{host.root}/{run_id}"
+
+
+class RemoteFleet:
+    def __init__(self, inventory: Inventory, run_id: str, log_dir: Path) -> None:
+        self.inventory = inventory
+        self.run_id = run_id
+        self.tag = secrets.token_hex(3)
+        self.work = CONTROL_ROOT / f"{run_id}-{self.tag}"
+        self.control_dir = self.work / "cp"
+        self.log_dir = log_dir  # playbook logs kept with the run's results
+        self.channels: dict[str, AgentChannel] = {}
+        self.clocks: dict[str, list[ClockReading]] = {}
+        self.deploy_result: PlaybookResult | None = None
+        self.costs: dict[str, Any] = {}  # wall seconds per stage, and per host
+        self.registry: reg.Registry | None = None
+        self.teardown_report: list[str] = []
+
+    # --- paths ---------------------------------------------------------------------------
+
+    def run_dir(self, name: str) -> str:
+        return remote_run_dir(self.inventory.host(name), self.run_id)
+
+    def channel(self, name: str) -> AgentChannel:
+        return self.channels[name]
+
+    def python(self, host: InventoryHost) -> str:
+        return str(host.connection.get("ansible_python_interpreter") or "/usr/bin/python3")
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> RemoteFleet:
+        try:
+            self._deploy()
+        except BaseException:
+            self.close(failing=True)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(failing=exc[0] is not None)
+
+    def _variables(self, **more: Any) -> dict[str, Any]:
+        return {"xfrbench_run": self.run_id, **more}
+
+    def _deploy(self) -> None:
+        self.work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory = reg.registry_dir()
+        with reg.locked(directory):
+            self.registry = reg.Registry.create(
+                directory, self.tag, label=f"remote run {self.run_id}", remote=True
+            )
+        self.registry.add(
+            "remote_run",
+            inventory=str(self.inventory.path.resolve()),
+            run=self.run_id,
+            hosts={h.name: remote_run_dir(h, self.run_id) for h in self.inventory.hosts},
+            work=str(self.work),
+            logs=str(self.log_dir),
+        )
+        began = time.monotonic()
+        bundle = build_bundle()
+        self.costs["bundle_s"] = round(time.monotonic() - began, 3)
+        variables = self._variables(
+            xfrbench_bundle=str(bundle),
+            xfrbench_python_tag=python_tag(),
+            xfrbench_packages=list(PACKAGES),
+            xfrbench_services=list(SERVICES),
+        )
+        self.deploy_result = self._playbook("deploy", variables)
+        deployed = self.deploy_result
+        self.costs["deploy"] = {
+            "wall_s": round(deployed.wall_s, 3),
+            "per_host_s": deployed.seconds(),
+            "tasks": {host: entry.get("tasks", {}) for host, entry in deployed.hosts.items()},
+        }
+        began = time.monotonic()
+        with ThreadPoolExecutor(max_workers=len(self.inventory.hosts)) as pool:
+            opened = dict(
+                zip(
+                    [h.name for h in self.inventory.hosts],
+                    pool.map(self._open, self.inventory.hosts),
+                    strict=True,
+                )
+            )
+        self.channels.update(opened)
+        self.costs["agents_s"] = round(time.monotonic() - began, 3)
+        self.measure_clocks()
+
+    def _open(self, host: InventoryHost) -> AgentChannel:
+        run_dir = remote_run_dir(host, self.run_id)
+        return open_channel(
+            host, python=self.python(host), bundle=f"{run_dir}/agent", run_dir=run_dir,
+            tag=self.tag,
+        )  # fmt: skip
+
+    def _playbook(self, name: str, variables: dict[str, Any], check: bool = True) -> Any:
+        return run_playbook(
+            name, self.inventory.path, variables, self.log_dir, control_dir=self.control_dir,
+            forks=max(5, len(self.inventory.hosts)), check=check,
+        )  # fmt: skip
+
+    def measure_clocks(self) -> dict[str, ClockReading]:
+        """Every host's clock against the controller's, all at once."""
+        with ThreadPoolExecutor(max_workers=len(self.channels)) as pool:
+            readings = dict(
+                zip(self.channels, pool.map(lambda c: c.measure_clock(), self.channels.values()),
+                    strict=True)
+            )  # fmt: skip
+        for name, reading in readings.items():
+            self.clocks.setdefault(name, []).append(reading)
+        return readings
+
+    def clock(self, name: str) -> ClockReading:
+        """The host's latest reading."""
+        return self.clocks[name][-1]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "inventory": self.inventory.describe(),
+            "run_dirs": {h.name: remote_run_dir(h, self.run_id) for h in self.inventory.hosts},
+            "clocks": {n: [r.to_json() for r in rs] for n, rs in self.clocks.items()},
+            "costs": self.costs,
+        }
+
+    # --- per visit -----------------------------------------------------------------------
+
+    def push(self, files: dict[str, list[dict[str, Any]]]) -> PlaybookResult:
+        """push.yml: {host: [{src, dest, mode}]}."""
+        result = self._playbook("push", self._variables(xfrbench_push=files))
+        self.costs.setdefault("push_s", []).append(round(result.wall_s, 3))
+        return result
+
+    def fetch(self, paths: list[str], into: Path) -> PlaybookResult:
+        """fetch.yml: `paths` (relative to each host's run folder) back into `into` (the
+        local run folder), where the local backends put them."""
+        drop = self.work / f"fetch-{time.monotonic_ns()}"
+        result = self._playbook(
+            "fetch", self._variables(xfrbench_paths=paths, xfrbench_fetch_dir=str(drop)),
+            check=False,
+        )  # fmt: skip
+        for archive in sorted(drop.glob("*.tar.gz")):
+            with tarfile.open(archive) as tar:
+                tar.extractall(into, filter="data")
+            archive.unlink()
+        with contextlib.suppress(OSError):
+            drop.rmdir()
+        self.costs.setdefault("fetch_s", []).append(round(result.wall_s, 3))
+        return result
+
+    # --- the end -------------------------------------------------------------------------
+
+    def close(self, failing: bool = False) -> None:
+        if self.channels:
+            with contextlib.suppress(XfrbenchError, OSError):
+                self.measure_clocks()
+        for channel in self.channels.values():
+            channel.close()
+        self.channels.clear()
+        if self.registry is None:
+            return
+        began = time.monotonic()
+        done, notes, problems = reg.undo(self.registry)
+        self.costs["teardown_s"] = round(time.monotonic() - began, 3)
+        self.teardown_report = done + notes
+        self.registry = None
+        if problems and not failing:
+            raise XfrbenchError("remote teardown: " + "; ".join(notes + problems))
+
+
+def teardown(inventory_path: Path, run_id: str, work: Path, log_dir: Path) -> PlaybookResult:
+    """teardown.yml for one run on every host of the inventory (its recorded folders)."""
+    result = run_playbook(
+        "teardown", inventory_path, {"xfrbench_run": run_id}, log_dir,
+        control_dir=work / "cp", check=False,
+    )  # fmt: skip
+    close_masters(work / "cp")
+    return result
+
+
+def _undo_remote_run(action: reg.Action) -> str:
+    detail = action.detail
+    work = Path(detail["work"])
+    inventory = Path(detail["inventory"])
+    if not inventory.is_file():
+        return f"!inventory {inventory} is gone: give it with `xfrbench clean --inventory`"
+    load_inventory(inventory)  # still readable, or say so
+    result = teardown(inventory, detail["run"], work, Path(detail.get("logs") or work / "logs"))
+    problems = [f"{host}: {what}: {message}" for host, what, message in result.problems()]
+    if problems:
+        return "!teardown.yml: " + "; ".join(problems)
+    shutil.rmtree(work, ignore_errors=True)  # this run's sockets and logs on the controller
+    hosts = ", ".join(f"{h}:{d}" for h, d in sorted(detail.get("hosts", {}).items()))
+    return f"remote run {detail['run']} on {hosts} ({result.wall_s:.1f} s)"
+
+
+reg.register_undo("remote_run", lambda item: str(item["run"]), _undo_remote_run)
+
+
+def clean_inventory(path: Path) -> tuple[list[str], list[str]]:
+    """What killed runs left on the hosts of this inventory (their registries name it),
+    removed by teardown.yml; live runs are left alone. Returns (done, problems)."""
+    load_inventory(path)  # refuse an unreadable inventory before touching anything
+    wanted = str(Path(path).resolve())
+    registries, unreadable = reg.load_all()
+    done: list[str] = []
+    problems: list[str] = list(unreadable)
+    for registry in registries:
+        items = [i for i in registry.items if i.get("kind") == "remote_run"]
+        if not items or not any(i.get("inventory") == wanted for i in items):
+            continue
+        if registry.driver_alive():
+            problems.append(f"run {items[0]['run']} is still running; left alone")
+            continue
+        undone, notes, failed = reg.undo(registry, registries)
+        done += undone
+        problems += failed + [n for n in notes if failed]
+    return done, problems

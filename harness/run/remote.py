@@ -1,0 +1,328 @@
+"""A run on the hosts of an Ansible inventory (`xfrbench run --inventory lab.yml`): the
+scenario's sites matched to the inventory's, each visit's servers on those hosts through
+`remote.RemoteCase`, and every record's clock error beside its duration.
+
+What is refused before anything is deployed (exit 2, with the key and the fix): what the
+inventory backend does not do yet (link emulation on the hosts' ingress, per-host sysctls,
+cold starts, client pulls, XoT), and sites on one side only (inventory.match_sites).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness import zonegen
+from harness.core.errors import UserInputError
+from harness.core.terms import SERVER_TO_SERVER, uses_tls
+from harness.inventory import Inventory, InventoryHost, load_inventory, match_sites
+from harness.measure.processes import CaseFailed
+from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
+from harness.remote.bench import RemoteCase
+from harness.remote.fleet import RemoteFleet
+from harness.results.meta import CaseMeta, ServerInfo
+from harness.results.model import FORMAT_VERSION, TransferRecord
+from harness.results.store import RunStore, write_json_atomic
+from harness.run.session import GroupSession, RunContext, slug
+from harness.servers import server_class
+from harness.servers.binaries import ServerBinary, probe_version
+from harness.spec import DEFAULT_SUITE, LoadedScenario
+from harness.xfr import XfrTimeout
+from harness.xfr.secrets import new_tsig
+from harness.xfr.zonefile_sum import zone_file_sum
+
+CLOCK_FLAG = 0.10  # a duration whose clock error exceeds this share of it is flagged
+
+
+def check_scenario(loaded: LoadedScenario) -> None:
+    """Refuse what the inventory backend cannot run (yet), naming the key and the fix."""
+    path = loaded.path
+
+    def refuse(key: str, problem: str, fix: str) -> None:
+        raise UserInputError(problem, file=path, key=key, fix=fix)
+
+    for case in loaded.cases:
+        scenario = case.scenario
+        links = [("uplink", scenario.uplink)] + [
+            (f"secondaries.{site.name}.link", site.link) for site in scenario.fleet
+        ]
+        for key, link in links:
+            if link.impaired or link.forward.rate or link.reverse.rate:
+                refuse(
+                    key,
+                    "real hosts are measured over the real path; emulating a link on "
+                    "their ingress is not supported yet",
+                    "remove the link settings (the path is measured and stored instead)",
+                )
+        hosts = [("hosts.primary", scenario.hosts.primary)] + [
+            (f"secondaries.{site.name}.host", site.host) for site in scenario.fleet
+        ]
+        for key, host in hosts:
+            if host.sysctls():
+                refuse(
+                    key,
+                    "per-host TCP settings are not changed on real hosts",
+                    "remove them, and set them on the hosts themselves (see run.json)",
+                )
+        if scenario.trigger == "cold-start":
+            refuse(
+                "trigger",
+                "cold starts are not run on inventory hosts yet",
+                "use trigger = 'notify' or 'retransfer'",
+            )
+        if scenario.faults:
+            refuse(
+                "faults",
+                "faults are not run on inventory hosts: they need linkem's control socket and "
+                "the servers' processes on this machine",
+                "run the scenario on the netns backend (without --inventory)",
+            )
+        if scenario.client_pulls:
+            refuse(
+                "client_pulls",
+                "client pulls are not run on inventory hosts yet",
+                "remove client_pulls",
+            )
+        if uses_tls(case.transport):
+            refuse(
+                "transports",
+                f"{case.transport} is not run on inventory hosts yet",
+                "use tcp or tcp-tsig",
+            )
+        for site in scenario.fleet:
+            if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
+                refuse(f"secondaries.{site.name}.suite",
+                       "the hosts run the servers of their own Debian release",
+                       "remove the suite (run.json records each host's versions)")  # fmt: skip
+
+
+def on_inventory(plan: CasePlan, matched: dict[str, list[InventoryHost]], primary: str) -> CasePlan:
+    """The case's plan with the inventory's hosts: the primary by its inventory name, each
+    site's secondaries those of the inventory at that site (their count, their names)."""
+    old = plan.primary
+    hosts: list[HostPlan] = [HostPlan(primary, "primary", old.server, old.settings, old.link)]
+    for site in plan.case.scenario.fleet:
+        template = next(h for h in plan.secondaries if h.site == site.name)
+        hosts += [dataclasses.replace(template, name=host.name) for host in matched[site.name]]
+    return dataclasses.replace(plan, hosts=tuple(hosts))
+
+
+def remote_binaries(
+    plans: list[CasePlan], fleet: RemoteFleet
+) -> tuple[dict[str, dict[str, ServerBinary]], dict[tuple[str, str, str], ServerBinary]]:
+    """Every host's server binary, versioned on that host (its own Debian release)."""
+    per_host: dict[tuple[str, str, str], ServerBinary] = {}
+    per_case: dict[str, dict[str, ServerBinary]] = {}
+    for plan in plans:
+        per_case[plan.name] = {}
+        for host in plan.hosts:
+            kind = host.server.kind
+            path = str(host.server.binary or Path("/usr/sbin") / server_class(kind).daemon)
+            key = (host.name, kind, path)
+            if key not in per_host:
+                channel = fleet.channel(host.name)
+
+                def run(argv: list[str], channel: Any = channel) -> str:
+                    return str(channel.call("run", argv=argv)["output"])
+
+                version = probe_version(kind, Path(path), run, where=f" on {host.name}")
+                per_host[key] = ServerBinary(kind, Path(path), version)
+            per_case[plan.name][host.name] = per_host[key]
+    distinct = {(b.kind, str(b.path), b.version): b for b in per_host.values()}
+    return per_case, distinct
+
+
+def with_clock(record: TransferRecord, fleet: RemoteFleet, primary: str) -> TransferRecord:
+    """A server-to-server duration spans the clocks of the hosts that saw its ends: its
+    error is the polling's plus theirs; the parts go to extra["clock"]."""
+    if record.method != SERVER_TO_SERVER or record.duration_s is None:
+        return record
+    ends = {"secondary": record.host}
+    if record.trigger == "notify":
+        ends["primary"] = primary  # t0: the NOTIFY on the primary's wire
+    readings = {role: fleet.clock(host) for role, host in ends.items() if host}
+    clock_error = sum(r.error_s for r in readings.values())
+    poll_error = record.duration_error_s or 0.0
+    record.duration_error_s = round(poll_error + clock_error, 6)
+    record.extra["clock"] = {
+        "poll_error_s": poll_error,
+        "clock_error_s": round(clock_error, 7),
+        **{role: {"host": ends[role], **r.to_json()} for role, r in readings.items()},
+        "clock_error_over_10pct": clock_error > CLOCK_FLAG * record.duration_s,
+    }
+    return record
+
+
+class RemoteSession(GroupSession):
+    """One visit of a group on the inventory's hosts: zones pushed by Ansible, servers
+    started by the agents, the slots run by GroupSession.run, the hosts' folders fetched
+    back into the visit's folder at the end."""
+
+    def __init__(self, group: GroupPlan, visit_dir: Path, run: RunContext) -> None:
+        fleet: RemoteFleet = run.remote
+        primary = group.first.primary.name
+        emit = run.emit
+
+        def emit_with_clock(record: TransferRecord) -> None:
+            emit(with_clock(record, fleet, primary))
+
+        super().__init__(group, visit_dir, dataclasses.replace(run, emit=emit_with_clock))
+        self.fleet = fleet
+
+    def __enter__(self) -> RemoteSession:
+        group, run = self.group, self.run_ctx
+        spent = run.spent
+        self._stack = contextlib.ExitStack()
+        try:
+            run.status(f"{group.name}: generating zones")
+            with spent.phase("generate"):
+                zones = zonegen.generate(group.first.zone_spec)
+                if len(zones.files) == 1:
+                    zone_file_sum(zones.files[0].path, zones.files[0].origin)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            algorithm = group.tsig_algorithm
+            tsig = new_tsig(algorithm=algorithm) if algorithm else None
+            self.live = RemoteCase(
+                group,
+                self.dir.name,
+                self.dir,
+                self.fleet,
+                self.binaries,
+                zones,
+                tsig,
+                run.sampler,
+                spent,
+            )  # type: ignore[assignment]
+            live: RemoteCase = self.live  # type: ignore[assignment]
+            run.status(f"{group.name}: pushing zones (ansible)")
+            with spent.phase("testbed"):
+                self.fleet.push(live.pushes())
+            self._stack.callback(self._close_remote)
+            run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
+            with spent.phase("primary_load"):
+                live.start_primary()
+        except (CaseFailed, XfrTimeout) as exc:
+            self.broken, self.broken_kind = str(exc), "server"
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        try:
+            self._write_case_files()
+        finally:
+            self._teardown()
+
+    def _close_remote(self) -> None:
+        live = self.live
+        try:
+            if live is not None:
+                live.close()  # type: ignore[attr-defined]
+        finally:
+            # The hosts' server folders (configs, logs, stdout, stderr) where the local
+            # backends put them: results/<run-id>/cases/<visit>/<host>/.
+            self.fleet.fetch([f"cases/{self.dir.name}"], self.dir.parent.parent)
+
+    def _write_case_files(self) -> None:
+        for plan in self.group.cases:
+            folder = self.dir if len(self.group.cases) == 1 else self.dir / slug(plan.name)
+            folder.mkdir(parents=True, exist_ok=True)
+            meta = CaseMeta(
+                format_version=FORMAT_VERSION,
+                case=plan.name,
+                axes=plan.case.axes,
+                transport=plan.transport,
+                xfr=plan.xfr,
+                scenario=plan.case.scenario.model_dump(mode="json"),
+                testbed={"topology": "inventory", **self.fleet.describe()},
+                backend="inventory",
+                primary=ServerInfo(**self.binaries[plan.primary.name].describe()),
+                secondary=ServerInfo(**self.binaries[plan.secondaries[0].name].describe()),
+                servers={n: ServerInfo(**b.describe()) for n, b in self.binaries.items()},
+                sites={h.name: h.site for h in plan.secondaries if h.site},
+            )
+            write_json_atomic(folder / "case.json", meta.to_json())
+
+
+PING = re.compile(
+    r"(?P<sent>\d+) packets transmitted, (?P<got>\d+) received.*?"
+    r"(?:= (?P<min>[\d.]+)/(?P<avg>[\d.]+)/(?P<max>[\d.]+)/(?P<mdev>[\d.]+) ms)?$",
+    re.S,
+)
+
+
+def parse_ping(text: str) -> dict[str, Any]:
+    """ping -q's summary: packets and the round trip's min/avg/max/mdev in seconds (pure)."""
+    match = PING.search(text.strip())
+    if not match:
+        return {"error": text.strip()[-200:]}
+    out: dict[str, Any] = {"sent": int(match["sent"]), "received": int(match["got"])}
+    for key in ("min", "avg", "max", "mdev"):
+        if match[key] is not None:
+            out[f"rtt_{key}_s"] = round(float(match[key]) / 1000, 6)
+    return out
+
+
+def measure_paths(inventory: Inventory, fleet: RemoteFleet) -> dict[str, Any]:
+    """The real path from each secondary to the primary: its round trip (ping, seen from
+    the secondary's host); retransmits are in every server sample."""
+    primary = inventory.primary.address
+    out = {}
+    for host in inventory.secondaries:
+        got = fleet.channel(host.name).call("ping", wait=30, address=primary)
+        out[host.name] = {"to": inventory.primary.name, **parse_ping(got["output"])}
+    return out
+
+
+def open_fleet(
+    loaded: LoadedScenario,
+    path: Path,
+    store: RunStore,
+    stack: contextlib.ExitStack,
+    say: Callable[[str], None],
+) -> tuple[RemoteFleet, list[CasePlan], dict[str, dict[str, ServerBinary]]]:
+    """The inventory read and matched, its hosts deployed (the fleet enters `stack`, which
+    tears it down), every host's servers versioned there; the plans on those hosts."""
+    inventory = load_inventory(path)
+    check_scenario(loaded)
+    matched = match_sites(inventory, loaded)
+    plans = [on_inventory(plan_case(case), matched, inventory.primary.name)
+             for case in loaded.cases]  # fmt: skip
+    say(f"deploying {len(inventory.hosts)} hosts of {path} with ansible-playbook")
+    fleet = stack.enter_context(RemoteFleet(inventory, store.run_id, store.folder / "ansible"))
+    per_case, distinct = remote_binaries(plans, fleet)
+    servers: dict[str, ServerInfo] = {}
+    for binary in distinct.values():
+        key = f"{binary.kind}@{binary.path}"
+        key = key if key not in servers else f"{key}#{binary.version}"
+        servers[key] = ServerInfo(path=str(binary.path), **binary.describe())
+    store.meta.backend = "inventory"
+    store.meta.servers = servers
+    store.meta.remote = fleet.describe() | {"paths": measure_paths(inventory, fleet)}
+    deploy = fleet.costs.get("deploy", {})
+    per_host = ", ".join(f"{h} {s:.1f} s" for h, s in sorted(deploy.get("per_host_s", {}).items()))
+    clocks = ", ".join(
+        f"{h} {c.offset_s * 1e3:+.3f} ms ± {c.error_s * 1e3:.3f}"
+        for h in fleet.channels
+        for c in [fleet.clock(h)]
+    )
+    say(f"deployed in {deploy.get('wall_s', 0):.1f} s (tasks per host: {per_host}); "
+        f"clock offsets: {clocks}")  # fmt: skip
+    return fleet, plans, per_case
+
+
+def finish_fleet(fleet: RemoteFleet, store: RunStore) -> list[str]:
+    """The end of the run on the hosts (clocks again, agents, teardown.yml), written into
+    run.json's `remote` before it is finished; returns what was flagged."""
+    try:
+        fleet.close()
+    finally:
+        paths = (store.meta.remote or {}).get("paths", {})
+        store.meta.remote = fleet.describe() | {"paths": paths,
+                                                "teardown": fleet.teardown_report}  # fmt: skip
+    return []

@@ -1,0 +1,173 @@
+"""A fleet on inventory hosts, end to end: a lab of 1 primary + 3 secondaries on two sites
+(namespaces with their own sshd), the shipped lab-fleet scenario through Ansible and the
+agents over SSH only, every copy verified, and nothing left on any host afterwards, nor
+after the driver is killed with SIGKILL and `xfrbench clean --inventory` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.inventory import load_inventory
+from harness.lab import Lab, lab_down, lab_up
+from harness.testbed import registry as reg
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.netns,
+    pytest.mark.servers,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
+]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+XFRBENCH = [sys.executable, "-m", "harness"]
+SCENARIO = """
+repeats = 2
+timeout = "60s"
+transports = ["tcp", "tcp-tsig"]
+xfr = ["axfr", "ixfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 2000
+origin = "lab."
+ixfr_changes = 10
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    folder = tmp_path_factory.mktemp("lab")
+    built = lab_up(3, ["near", "far"], folder / "lab.yml")
+    try:
+        yield built
+    finally:
+        lab_down(built.lab_id)
+
+
+def _leftovers(lab: Lab) -> list[str]:
+    """What is on the lab's hosts besides their sshd: processes in their namespaces (seen
+    from outside, by the test only), and files under their roots."""
+    found = []
+    for host in lab.hosts:
+        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True,
+                              text=True, check=True).stdout.split()  # fmt: skip
+        for pid in pids:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if not command.startswith(b"/usr/sbin/sshd") and b"sshd:" not in command:
+                found.append(f"{host.name}: pid {pid} {command.decode(errors='replace')}")
+    found += [str(path) for path in lab.roots.rglob("*")]
+    return found
+
+
+def _wait_clean(lab: Lab, limit: float = 15.0) -> list[str]:
+    deadline = time.monotonic() + limit
+    while (left := _leftovers(lab)) and time.monotonic() < deadline:
+        time.sleep(0.5)  # an ssh session ending as its master closes
+    return left
+
+
+def _scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "lab-fleet.toml"
+    path.write_text(SCENARIO)
+    return path
+
+
+def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
+    lab: Lab, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(_scenario(tmp_path)),
+         "--results", str(tmp_path), "--run-id", "lab"],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = tmp_path / "lab"
+    records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
+    assert len(records) == 4 * 2 * 3  # cases x repeats x secondaries
+    assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
+    # The inventory's names and sites, not the plan's near-1 / far.
+    assert {(r["host"], r["site"]) for r in records} == {
+        ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
+    }  # fmt: skip
+    for record in records:
+        clock = record["extra"]["clock"]
+        assert clock["primary"]["host"] == "ns0"
+        assert clock["secondary"]["host"] == record["host"]
+        # One kernel clock: the measured offset is within its own error bar (and small).
+        for end in ("primary", "secondary"):
+            assert abs(clock[end]["offset_s"]) <= clock[end]["error_s"] + 0.001
+        assert record["duration_error_s"] == pytest.approx(
+            clock["poll_error_s"] + clock["clock_error_s"], abs=2e-6
+        )
+        assert record["extra"]["wire"]["connections"] >= 1  # seen on the primary's host
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["backend"] == "inventory"
+    remote = meta["remote"]
+    assert set(remote["clocks"]) == {"ns0", "ns1", "ns2", "ns3"}
+    assert all(len(readings) == 2 for readings in remote["clocks"].values())  # start, end
+    assert set(remote["costs"]["deploy"]["per_host_s"]) == {"ns0", "ns1", "ns2", "ns3"}
+    assert remote["paths"]["ns3"]["received"] == remote["paths"]["ns3"]["sent"]
+    # The servers' folders came back where the local backends put them.
+    visits = sorted((run / "cases").iterdir())
+    assert (visits[0] / "ns0" / "named.conf").exists()
+    assert (visits[0] / "ns1" / "named.log").read_text().count("Transfer completed") >= 1
+    assert oct((visits[0] / "ns0" / "named.conf").stat().st_mode & 0o777) == "0o600"
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert {(s["host"], s.get("site")) for s in samples if s.get("role") == "secondary"} == {
+        ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
+    }  # fmt: skip
+    assert _wait_clean(lab) == []
+    assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
+
+
+def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
+    lab: Lab, tmp_path: Path
+) -> None:
+    scenario = _scenario(tmp_path)
+    scenario.write_text(SCENARIO.replace("repeats = 2", "repeats = 50"))
+    driver = subprocess.Popen(
+        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+         "--results", str(tmp_path), "--run-id", "killed"],
+        cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    transfers = tmp_path / "killed" / "transfers.jsonl"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and driver.poll() is None:
+        if transfers.exists() and transfers.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.5)
+    assert driver.poll() is None, "the run ended before it could be killed"
+    os.kill(driver.pid, signal.SIGKILL)  # the driver alone: its ssh channels live on
+    driver.wait()
+    assert _leftovers(lab), "servers and agents should still run on the hosts"
+    result = subprocess.run(
+        [*XFRBENCH, "clean", "--inventory", str(lab.inventory)],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "remote run killed" in result.stdout
+    assert _wait_clean(lab) == []
+    assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched

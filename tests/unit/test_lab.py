@@ -1,0 +1,59 @@
+"""The lab's layout, sshd config and inventory (pure): the inventory it writes is one the
+harness reads back through Ansible as any operator's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.core.errors import UserInputError
+from harness.inventory import load_inventory
+from harness.lab.build import Lab, LabHost, inventory_data, lab_layout, sshd_config
+
+
+def test_secondaries_are_spread_over_the_sites_in_runs() -> None:
+    assert lab_layout(3, ["near", "far"]) == [
+        ("ns0", "primary", ""),
+        ("ns1", "secondary", "near"),
+        ("ns2", "secondary", "near"),
+        ("ns3", "secondary", "far"),
+    ]
+    assert [site for _, _, site in lab_layout(4, ["a", "b", "c"])] == ["", "a", "a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("count", "sites", "words"),
+    [(0, ["a"], "1 to 30"), (2, ["a", "b", "c"], "distinct"), (2, ["a", "a"], "distinct"),
+     (2, ["Far"], "not a site name")],
+)  # fmt: skip
+def test_a_lab_that_cannot_be_built_is_refused(count: int, sites: list[str], words: str) -> None:
+    with pytest.raises(UserInputError, match=words):
+        lab_layout(count, sites)
+
+
+def test_each_sshd_listens_on_its_host_with_keys_only() -> None:
+    text = sshd_config("ns1", "198.18.0.34", Path("/run/xfrbench/labs/abc123"))
+    assert "ListenAddress 198.18.0.34\n" in text
+    assert "HostKey /run/xfrbench/labs/abc123/ns1/ssh_host_ed25519_key\n" in text
+    assert "PasswordAuthentication no\n" in text and "UsePAM no\n" in text
+
+
+def test_the_written_inventory_reads_back_through_ansible(tmp_path: Path) -> None:
+    hosts = tuple(
+        LabHost(name, role, site, f"198.18.0.{2 + 32 * i}", f"xfb-abc123-{i}")
+        for i, (name, role, site) in enumerate(lab_layout(3, ["near", "far"]))
+    )
+    lab = Lab("abc123", tmp_path, tmp_path / "lab.yml", hosts, "198.18.0.130", tmp_path / "r")
+    lab.inventory.write_text(yaml.safe_dump(inventory_data(lab, tmp_path / "k", tmp_path / "kh")))
+    inventory = load_inventory(lab.inventory)
+    assert inventory.primary.name == "ns0" and inventory.primary.address == "198.18.0.2"
+    assert {s: [h.name for h in hs] for s, hs in inventory.sites().items()} == {
+        "near": ["ns1", "ns2"],
+        "far": ["ns3"],
+    }
+    ns3 = inventory.host("ns3")
+    assert ns3.root == str(tmp_path / "r" / "ns3")
+    assert ns3.ssh.key_file == str(tmp_path / "k")
+    assert f"UserKnownHostsFile={tmp_path / 'kh'}" in ns3.ssh.options

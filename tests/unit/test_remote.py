@@ -1,0 +1,136 @@
+"""The inventory backend's pure parts: the clock exchange, a record's clock error, the
+real path's ping summary, a plan on the inventory's hosts, and what it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.core.errors import UserInputError
+from harness.inventory import load_inventory, match_sites
+from harness.plan.case import plan_case
+from harness.remote.channel import ClockReading, best_exchange
+from harness.results.model import TransferRecord
+from harness.run.remote import check_scenario, on_inventory, parse_ping, with_clock
+
+INVENTORY = """
+[primary]
+ns0 ansible_host=192.0.2.10
+[secondaries]
+ns1 ansible_host=192.0.2.11 site=near
+ns2 ansible_host=192.0.2.12 site=near
+ns3 ansible_host=192.0.2.13 site=far
+"""
+FLEET = """
+transports = ["tcp", "tcp-tsig"]
+xfr = ["axfr", "ixfr"]
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+count = 4
+"""
+
+
+def test_the_offset_comes_from_the_shortest_round_trip_and_is_bound_by_half_of_it() -> None:
+    # The host's clock runs 2 s ahead; the second exchange was the quickest.
+    exchanges = [(100.0, 102.004, 100.010), (101.0, 103.0005, 101.001), (102.0, 104.05, 102.1)]
+    reading = best_exchange(exchanges)
+    assert reading.offset_s == pytest.approx(2.0)
+    assert reading.error_s == pytest.approx(0.0005)
+    assert reading.rtt_s == pytest.approx(0.001)
+    with pytest.raises(ValueError):
+        best_exchange([])
+
+
+class _Fleet:
+    def __init__(self, errors: dict[str, float]) -> None:
+        self.errors = errors
+
+    def clock(self, host: str) -> ClockReading:
+        return ClockReading(0.0001, self.errors[host], 2 * self.errors[host], 0.0, 9)
+
+
+def _record(duration: float, trigger: str = "notify", method: str = "server-to-server"):
+    return TransferRecord(
+        run_id="r", case="c", repeat=1, primary_kind="bind", secondary_kind="bind",
+        host="ns1", site="near", transport="tcp", xfr="axfr", zone="lab.", serial=2,
+        records=1, bytes=1, messages=1, duration_s=duration, started_at=0.0, ok=True,
+        error=None, verified=True, trigger=trigger, method=method, duration_error_s=0.004,
+    )  # fmt: skip
+
+
+def test_a_duration_across_two_hosts_carries_both_clock_errors() -> None:
+    record = with_clock(_record(0.5), _Fleet({"ns0": 0.001, "ns1": 0.002}), "ns0")  # type: ignore[arg-type]
+    assert record.duration_error_s == pytest.approx(0.004 + 0.003)
+    clock = record.extra["clock"]
+    assert clock["poll_error_s"] == 0.004 and clock["clock_error_s"] == pytest.approx(0.003)
+    assert clock["primary"]["host"] == "ns0" and clock["secondary"]["host"] == "ns1"
+    assert clock["secondary"]["offset_s"] == 0.0001
+    assert clock["clock_error_over_10pct"] is False
+    short = with_clock(_record(0.02), _Fleet({"ns0": 0.001, "ns1": 0.002}), "ns0")  # type: ignore[arg-type]
+    assert short.extra["clock"]["clock_error_over_10pct"] is True
+
+
+def test_a_retransfer_is_timed_from_the_controller_and_one_host() -> None:
+    record = with_clock(_record(0.5, "retransfer"), _Fleet({"ns1": 0.002}), "ns0")  # type: ignore[arg-type]
+    assert "primary" not in record.extra["clock"]
+    assert record.duration_error_s == pytest.approx(0.006)
+
+
+def test_a_failed_transfer_or_a_pull_gets_no_clock() -> None:
+    failed = _record(0.5)
+    failed.duration_s = None
+    assert "clock" not in with_clock(failed, _Fleet({}), "ns0").extra  # type: ignore[arg-type]
+
+
+def test_ping_summaries_are_read_in_seconds() -> None:
+    text = (
+        "--- 198.18.0.2 ping statistics ---\n"
+        "5 packets transmitted, 4 received, 20% packet loss, time 801ms\n"
+        "rtt min/avg/max/mdev = 0.027/0.043/0.055/0.010 ms\n"
+    )
+    assert parse_ping(text) == {
+        "sent": 5, "received": 4, "rtt_min_s": 0.000027, "rtt_avg_s": 0.000043,
+        "rtt_max_s": 0.000055, "rtt_mdev_s": 0.00001,
+    }  # fmt: skip
+    assert parse_ping("connect: Network is unreachable")["error"]
+
+
+def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path) -> None:
+    (tmp_path / "lab.ini").write_text(INVENTORY)
+    (tmp_path / "s.toml").write_text(FLEET)
+    loaded = spec.load(tmp_path / "s.toml")
+    inventory = load_inventory(tmp_path / "lab.ini")
+    matched = match_sites(inventory, loaded)
+    plan = on_inventory(plan_case(loaded.cases[0]), matched, inventory.primary.name)
+    assert [(h.name, h.role, h.site) for h in plan.hosts] == [
+        ("ns0", "primary", ""),
+        ("ns1", "secondary", "near"),
+        ("ns2", "secondary", "near"),
+        ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
+    ]
+    check_scenario(loaded)  # nothing refused
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
+        ('[uplink]\nrate = "10mbit"\n', "uplink"),
+        ('[hosts.secondary]\ncongestion_control = "bbr"\n', "secondaries.near.host"),
+        ('client_pulls = ["own"]\n', "client_pulls"),
+        ('[[faults]]\nkind = "primary-restart"\n', "faults"),
+    ],
+)
+def test_what_the_inventory_backend_does_not_do_is_refused(
+    tmp_path: Path, extra: str, key: str
+) -> None:
+    text = extra + FLEET if not extra.startswith("[") else FLEET + extra
+    (tmp_path / "s.toml").write_text(text)
+    with pytest.raises(UserInputError) as caught:
+        check_scenario(spec.load(tmp_path / "s.toml"))
+    assert f"s.toml: {key}:" in str(caught.value)
+    assert caught.value.exit_status == 2
