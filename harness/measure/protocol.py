@@ -79,6 +79,10 @@ class Verification:
     problem: str | None
     records: int | None  # the copy's record count; None when it could not be read
     reread: str | None = None  # the first read's problem, when the copy was read twice
+    # Seconds the server took to send its copy (connect to last message; both reads when
+    # it was read twice): the part of the verification that is a transfer out of the
+    # secondary, not the harness's digest.
+    read_s: float | None = None
 
     @property
     def failure(self) -> Failure:
@@ -319,6 +323,7 @@ def update_repeat(
             "transfer_s": transfer.seconds,
             "verify_s": verify.seconds,
             "check_primary_s": checked.seconds,
+            **({"verify_read_s": check.read_s} if check.read_s is not None else {}),
             "observe_s": watch.seconds + watched.seconds + observe.seconds + observe_logs.seconds,
         }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")

@@ -20,6 +20,7 @@ from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_t
 from harness.plan.stream import StreamPlan
 from harness.servers.base import Capabilities, Support
 from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
+from harness.spec.scenario import DEFAULT_COLD_START_POLL
 from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -55,6 +56,8 @@ class CasePlan:
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # least seconds from one transfer's end to the next trigger
+    # A cold start's SOA queries per second to each secondary at most, or "off" (its log)
+    cold_start_poll: int | str = DEFAULT_COLD_START_POLL
     fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
     stream: StreamPlan | None = None  # trigger "stream": its schedule and target
 
@@ -163,6 +166,7 @@ def plan_case(case: Case) -> CasePlan:
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
+        cold_start_poll=scenario.cold_start_poll,
         fault=case.fault,
         stream=stream,
     )

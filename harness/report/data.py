@@ -82,6 +82,10 @@ class RunInfo:
     servers: list[ServerVersion]
     link_backend: str | None
     transfers: int
+    # Whose cores the harness and the servers ran on (run.json cpus' reason), and the CPU
+    # split in words; None for runs written before they were recorded.
+    cpu_placement: str | None = None
+    cpu_split: str | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -344,6 +348,25 @@ def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
         ],
         link_backend=meta.link_backend,
         transfers=transfers,
+        cpu_placement=(meta.cpus or {}).get("reason"),
+        cpu_split=_cpu_split_text(meta.cpu),
+    )
+
+
+def _cpu_split_text(cpu: dict[str, Any] | None) -> str | None:
+    """ "servers 812.3 s, driver 95.1 s (5.6 % of the wall), link emulator and tools 40.2 s"."""
+    if not cpu:
+        return None
+
+    def seconds(key: str) -> str:
+        value = cpu.get(key)
+        return "?" if value is None else f"{value:.1f} s"
+
+    share = cpu.get("driver_share_of_wall")
+    of_wall = "" if share is None else f" ({share:.1%} of the wall)"
+    return (
+        f"servers {seconds('servers_s')}, driver {seconds('driver_s')}{of_wall}, "
+        f"link emulator and tools {seconds('other_s')}"
     )
 
 

@@ -156,6 +156,8 @@ def meta_rows(run: RunInfo, uniform_link: str | None) -> list[tuple[str, str]]:
         ("CPU", run.cpu or "-"),
         ("servers", servers or "-"),
         ("link backend", run.link_backend or "-"),
+        ("CPU placement", run.cpu_placement or "-"),
+        ("CPU used", run.cpu_split or "-"),
     ]
     if uniform_link:
         rows.append(("link", uniform_link))

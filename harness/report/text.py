@@ -348,6 +348,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         + (f"; link {data.uniform_link}" if data.uniform_link else ""),
         f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}",
     ]
+    if run.cpu_placement or run.cpu_split:
+        placement = run.cpu_placement or "placement not recorded"
+        lines.append(f"CPU: {run.cpu_split or '-'}; {placement}")
     if shared:
         lines.append(f"every case is {shared}; the tables show what * stands for")
     for line in lines:

@@ -104,6 +104,12 @@ class RunMeta(_Meta):
     # Which RRSUM implementation verified the copies: {"implementation": "rust", "version"}
     # or {"implementation": "python", "reason"} (harness.xfr.rrsum_native.implementation).
     digest: dict[str, str] | None = None
+    # The CPUs of the harness and of the servers: {"isolation": "disjoint" | "shared" |
+    # "remote", "reason", "online", "harness", "servers", "method"} (harness.observe.cpuset).
+    cpus: dict[str, Any] | None = None
+    # Where the CPU went: servers_s, driver_s (of which sampler_s), other_s (the link
+    # emulator and tools) and driver_share_of_wall (harness.run.runner.cpu_split).
+    cpu: dict[str, Any] | None = None
 
     @property
     def state(self) -> str:

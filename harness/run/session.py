@@ -65,6 +65,8 @@ class RunContext:
     sampler: Sampler | None = None
     status: Callable[[str], None] = lambda text: None
     spent: WallClock = field(default_factory=WallClock)  # where the run's wall time goes
+    server_cpus: str | None = None  # the servers' CPUs when held apart (observe/cpuset.py)
+    servers_cpu_s: float = 0.0  # CPU seconds of the servers stopped so far (their cgroups)
     remote: Any = None  # run --inventory: the hosts' RemoteFleet (harness/remote/fleet.py)
 
 
@@ -134,6 +136,7 @@ class GroupSession:
                         self.dir / "testbed",
                         label=group.first.name,
                         provider=provider,
+                        server_cpus=run.server_cpus,
                         faults=group.faults,
                     )
                 )
@@ -170,7 +173,11 @@ class GroupSession:
 
     def _teardown(self) -> None:
         with self.run_ctx.spent.phase("teardown"):
-            self._stack.close()
+            try:
+                self._stack.close()
+            finally:
+                if self.bed is not None:
+                    self.run_ctx.servers_cpu_s += self.bed.cgroup_cpu_s
 
     def _close_live(self) -> None:
         assert self.live is not None

@@ -53,6 +53,7 @@ class FakeBench:
         self.primary_wrong = script.get("primary_wrong", {})  # serial -> what differs
         self.zone_times = script.get("zone_times", {})
         self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
+        self.read_s = script.get("read_s")  # of which the secondary sending it (None: unknown)
         # Seconds before a host served (or a zone was served) that the last SOA query it
         # answered without the serial went out; missing: it answered none so.
         self.unserved_before = script.get("unserved_before", {})
@@ -153,7 +154,9 @@ class FakeBench:
     def verify(self, host: str, zone: str, serial: int) -> Verification:
         self.now += self.verify_s
         ok = self.verified.get(host, True)
-        return Verification(ok, None if ok else "digest differs: primary 1234…", 42)
+        return Verification(
+            ok, None if ok else "digest differs: primary 1234…", 42, read_s=self.read_s
+        )
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         return {zone: self.verify(host, zone, serial) for zone in zones}
@@ -487,6 +490,14 @@ def test_each_repeat_says_where_its_wall_time_went(tmp_path: Path) -> None:
     servers = split.phases["first_copies"] + 1.3 + 2 * 0.2 + 2 * 1.1
     assert split.servers_s == pytest.approx(servers)
     assert "verify 2.8" in describe(split)
+    assert "verify_read_s" not in wall  # the bench did not say how long the read took
+
+
+def test_each_repeat_says_how_long_the_secondary_took_to_send_its_copy_back(
+    tmp_path: Path,
+) -> None:
+    records = _run(FakeBench(_plan(tmp_path, "repeats = 2\n"), verify_s=0.7, read_s=0.6))
+    assert [r.extra["wall"]["verify_read_s"] for r in records] == [0.6, 0.6]
 
 
 def test_sizes_no_log_says_stay_unknown() -> None:
