@@ -119,6 +119,20 @@ class CaseRow:
     unstable_why: str | None
     # The secondaries' failed attempts by category, counted in their own logs' words
     logged_failures: list[LoggedFailures] = field(default_factory=list)
+    # An IXFR case's counted transfers that came as whole zones by a fallback a server
+    # logged (extra.xfr_seen), and the fallbacks' kinds: (kind, how many), most first
+    whole_zones: int = 0
+    whole_zone_kinds: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def whole_zone_note(self) -> str | None:
+        """'came as AXFR: 5 of 5 (delta too large)', when any IXFR did."""
+        if not self.whole_zones:
+            return None
+        kinds = ", ".join(
+            kind if n == self.whole_zones else f"{kind} {n}" for kind, n in self.whole_zone_kinds
+        )
+        return f"came as AXFR: {self.whole_zones} of {self.ok}" + (f" ({kinds})" if kinds else "")
 
     @property
     def label(self) -> str:
@@ -234,6 +248,16 @@ class ReportData:
         return Labels(*short_labels([g.key for g in self.transports]))
 
     @property
+    def whole_zone_notes(self) -> list[str]:
+        """The IXFR cases whose transfers came as whole zones, for the first screen: their
+        figures are AXFR times however the case is named."""
+        return [
+            f"{self.labels(row.label)}: {note}, as the servers logged: AXFR times, not IXFR"
+            for row in self.cases
+            if (note := row.whole_zone_note)
+        ]
+
+    @property
     def unlogged_failures_note(self) -> str | None:
         """What the secondaries' servers never log (so never count), said once for the run."""
         return unlogged_note(item for row in self.cases for item in row.logged_failures)
@@ -267,6 +291,18 @@ def _bounds(records: list[TransferRecord]) -> dict[str, float]:
     return {key: statistics.median(items) for key, items in values.items()}
 
 
+def whole_zone_answers(counted: list[TransferRecord]) -> tuple[int, list[tuple[str, int]]]:
+    """How many of an IXFR case's counted transfers a server logged as a whole zone sent in
+    answer (a logged fallback: the harness counts it, the row must say it), and the kinds of
+    fallback, most frequent first."""
+    kinds: Counter[str] = Counter()
+    for record in counted:
+        seen = record.extra.get("xfr_seen") or {}
+        if record.xfr == "ixfr" and seen.get("xfr") == "axfr":
+            kinds[str(seen.get("fallback_kind") or "no reason logged")] += 1
+    return sum(kinds.values()), kinds.most_common()
+
+
 def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[CaseRow]:
     """One row per (case, method), in the order they first ran."""
     groups: dict[tuple[str, str], list[TransferRecord]] = {}
@@ -290,6 +326,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
             elif summary.cv is not None:
                 why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
         failed = [r for r in items if not r.counts and not r.unsupported]
+        whole = whole_zone_answers(counted)
         rows.append(
             CaseRow(
                 case=case,
@@ -316,6 +353,8 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 unstable=summary.unstable,
                 unstable_why=why,
                 logged_failures=logged_failures(items),
+                whole_zones=whole[0],
+                whole_zone_kinds=whole[1],
             )
         )
     return rows

@@ -101,6 +101,8 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             "What each transport costs: no pair, zone and kind ran TCP and another transport",
             soft_wrap=True,
         )
+    for note in data.whole_zone_notes:
+        console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
 
     if data.phases:
         table = folding_table(
@@ -374,6 +376,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         notes = []
         if row.unstable_why:
             notes.append(f"unstable: {row.unstable_why}")
+        if row.whole_zone_note:
+            notes.append(row.whole_zone_note)
         if row.failed:
             notes.append("failed: " + ", ".join(data.failures.case_notes(row.label)))
         if row.unsupported_reasons:
