@@ -41,9 +41,6 @@ from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
 from harness.xfr import XfrTimeout
 from harness.xfr.served_times import (
-    error_summary,
-    served_curve,
-    served_distribution,
     served_error,
 )
 
@@ -202,7 +199,7 @@ class Bench(Protocol):
     def pull(self, method: str, host: str) -> Pulled: ...
 
 
-def _names(plan: CasePlan) -> list[str]:
+def secondary_names(plan: CasePlan) -> list[str]:
     return [host.name for host in plan.secondaries]
 
 
@@ -214,7 +211,7 @@ def prepare_updates(bench: Bench) -> int:
     """Start the secondaries, wait for their first copy, and run one unrecorded warm-up
     update; returns the serial the warm-up published (the next repeat publishes +1)."""
     plan = bench.plan
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     with bench.spent.phase("first_copies"):
         bench.prepare_secondaries()
         bench.start_secondaries()
@@ -234,7 +231,7 @@ def unrecorded_update(bench: Bench, serial: int, what: str) -> tuple[Publication
     and wait for every secondary, measuring nothing; returns the publication and when each
     secondary served it. PublishFailed when the primary serves something else."""
     plan = bench.plan
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     published = bench.publish(serial)
     if plan.trigger == "retransfer":
         for host in hosts:
@@ -253,7 +250,7 @@ def update_repeat(
     `serial`, trigger, wait for every secondary, verify, record. `extra` goes into every
     record (the repeat's place in the schedule)."""
     plan = ctx.plan
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     spent = bench.spent
     with spent.phase("settle") as settle:
         bench.between_repeats()
@@ -403,7 +400,7 @@ def _no_notify_text(timeout: float, host: str, serial: int) -> str:
 def _trigger(bench: Bench, serial: int, zone: str) -> _Triggered:
     """Publish `serial` and trigger the transfers."""
     plan = bench.plan
-    hosts = _names(plan)
+    hosts = secondary_names(plan)
     try:
         published = bench.publish(serial)
     except XfrTimeout as exc:
@@ -448,104 +445,6 @@ def _failed(
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 
-def cold_start_repeat(
-    bench: Bench, ctx: RecordContext, repeat: int, emit: Emit, extra: dict[str, Any]
-) -> None:
-    """Secondaries with every zone configured and none on disk, started from nothing."""
-    plan = ctx.plan
-    hosts = _names(plan)
-    serial, origins = bench.base_serial, bench.zones
-    label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
-    spent = bench.spent
-    with spent.phase("settle") as settle:
-        bench.between_repeats()
-    with spent.phase("testbed") as prepare:
-        bench.prepare_secondaries()
-    started_at = bench.wall()
-    with spent.phase("cold_start") as cold:
-        t0 = bench.clock()
-        bench.start_secondaries()
-        bench.mark("transfer-start", repeat)
-        served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
-        bench.mark("transfer-end", repeat)
-    for host in hosts:
-        if host not in served:
-            # Timed out: what the secondary logged (the cliff's failures, their first time)
-            # and how many zones it served are the evidence of why; keep them.
-            with spent.phase("observe"):
-                log = bench.cold_start_log(host)
-                polling = bench.cold_start_polling(host)
-            observed = failure(serial, errors[host], started_at, kind="timeout")
-            observed.server_logged = _cold_start_logged(log)
-            observed.extra = {"zones": len(origins), "polling": polling} | extra
-            emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
-            continue
-        times = sorted(served[host].values())
-        duration = times[-1] - t0
-        unserved = bench.zones_last_unserved(host)
-        late = {z: served_error(at, unserved.get(z), t0) for z, at in served[host].items()}
-        last = max(served[host], key=served[host].__getitem__)
-        problems, records = [], 0
-        with spent.phase("verify") as verify:
-            checks = bench.verify_zones(host, origins, serial)
-        for origin, check in checks.items():
-            records += check.records or 0
-            if not check.ok:
-                problems.append(f"{origin}: {check.problem}")
-        with spent.phase("observe") as observe:
-            log = bench.cold_start_log(host)
-            polling = bench.cold_start_polling(host)
-        wall = {
-            "settle_s": settle.seconds,
-            "prepare_s": prepare.seconds,
-            "cold_start_s": cold.seconds,
-            "verify_s": verify.seconds,
-            "observe_s": observe.seconds,
-        }
-        observed = Observed(
-            serial=serial,
-            duration_s=duration,
-            started_at=started_at,
-            ok=not problems,
-            error="; ".join(problems[:5]) or None,
-            verified=not problems,
-            failure=None if not problems else "verification",
-            records=records,
-            bytes=log.bytes,
-            messages=log.messages,
-            phases=zones_served_phases(times, t0) | {"served": duration},
-            duration_error_s=round(late[last], 6),
-            server_logged=_cold_start_logged(log),
-            extra={
-                "zones": len(origins),
-                "served_curve": served_curve(times, t0),
-                "served_error_s": error_summary(late.values()),
-                "polling": polling,
-                "wall": {k: round(v, 4) for k, v in wall.items()},
-            }
-            | extra,
-        )
-        emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
-    with spent.phase("teardown"):
-        bench.stop_secondaries()
-
-
-def _cold_start_logged(log: ColdStartLog) -> dict[str, Any]:
-    return {
-        "secondary_transfers": log.transfers,
-        "secondary_failures": log.failures,
-        "secondary_last_transfer_s": log.last_transfer_s,
-        "stamp_resolution_s": log.stamp_resolution_s,
-    }
-
-
-def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:
-    """When the first zone, the median zone and the 95th-percentile zone were served,
-    seconds since the start (nearest rank: each is the time a real zone was served)."""
-    dist = served_distribution(times, t0)
-    return {f"zones_{key}": value for key, value in dist.items() if key != "last"}
-
-
 def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> None:
     """Pulls from the primary by a client on the first secondary's host, across its link:
     one per method the case asks for."""
@@ -585,18 +484,3 @@ def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> N
             ctx, host=host, repeat=repeat, zone=bench.first_zone, observed=observed, method=name
         )
         emit(record)
-
-
-def run_flows(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
-    """One case alone, its repeats in a row: its trigger's flow, each repeat followed by
-    the client pulls it asks for (the schedule of harness/run/campaign.py interleaves
-    cases the same way, one repeat at a time)."""
-    plan = ctx.plan
-    serial = None if plan.cold_start else prepare_updates(bench)
-    for repeat in range(1, plan.repeats + 1):
-        if serial is None:
-            cold_start_repeat(bench, ctx, repeat, emit, {})
-        else:
-            serial += 1
-            update_repeat(bench, ctx, repeat, serial, emit, {})
-        client_pulls(bench, ctx, repeat, emit)

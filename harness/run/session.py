@@ -24,6 +24,7 @@ from harness.compose.backend import Backend
 from harness.core.errors import ToolFailed
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.client_pull import TLS_HOSTNAME
+from harness.measure.cold_start_flow import cold_start_repeat
 from harness.measure.faults import fault_repeat
 from harness.measure.live import LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
@@ -32,7 +33,6 @@ from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
     client_pulls,
-    cold_start_repeat,
     prepare_updates,
     update_repeat,
 )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness import spec
-from harness.measure import protocol
+from harness.measure import flows, protocol
 from harness.measure.live import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
@@ -220,7 +220,7 @@ def _plan(tmp_path: Path, text: str, secondaries: int = 1) -> CasePlan:
 
 def _run(bench: FakeBench) -> list[TransferRecord]:
     records: list[TransferRecord] = []
-    protocol.run_flows(bench, RecordContext("run-1", bench.plan), records.append)
+    flows.run_flows(bench, RecordContext("run-1", bench.plan), records.append)
     return records
 
 
@@ -331,7 +331,7 @@ def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     )  # fmt: skip
     records: list[TransferRecord] = []
     with pytest.raises(protocol.PublishFailed) as raised:
-        protocol.run_flows(bench, RecordContext("run-1", plan), records.append)
+        flows.run_flows(bench, RecordContext("run-1", plan), records.append)
     assert raised.value.recorded  # the session records the later slots, not these again
     assert [(r.repeat, r.ok, r.failure) for r in records] == [(1, True, None)] * 3 + [
         (2, False, "publish")
@@ -351,7 +351,7 @@ def test_a_primary_that_serves_another_version_is_a_publish_error_not_a_copy_fai
     bench = FakeBench(plan, primary_wrong={12: wrong})
     records: list[TransferRecord] = []
     with pytest.raises(protocol.PublishFailed):
-        protocol.run_flows(bench, RecordContext("run-1", plan), records.append)
+        flows.run_flows(bench, RecordContext("run-1", plan), records.append)
     assert [(r.repeat, r.failure, r.verified) for r in records] == [(1, "publish", False)] * 2
     assert all(r.error == f"publish error at serial 12: {wrong}" for r in records)
     # Asked after the transfers (it delays no secondary's polling), before verification.
