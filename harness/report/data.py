@@ -6,15 +6,14 @@ renderers (figures, HTML, terminal) only format what is here, so tests check the
 once and the rendering separately.
 
 Per-case duration figures come from ``harness.results.summary`` over transfers.jsonl (the
-same code that writes summary.json), so an interrupted run without summary.json reports the
-same figures a finished one would. Resource figures come from summary.json["resources"]
-when the run wrote it, else from samples.jsonl through ``harness.results.resources``.
+same code that writes summary.json; report/case_rows.py), so an interrupted run without
+summary.json reports the same figures a finished one would. Resource figures come from
+summary.json["resources"] when the run wrote it, else from samples.jsonl through
+``harness.results.resources``.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -23,13 +22,11 @@ from typing import Any
 from harness.core.fmt import short_labels
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
+from harness.report.case_rows import CaseRow, case_rows
 from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.logged_failures import (
-    LoggedFailures,
-    logged_failures,
-    logged_failures_text,
     unlogged_note,
 )
 from harness.report.phases import CasePhases, case_phases
@@ -39,14 +36,10 @@ from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
 from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
 from harness.results.meta import CaseMeta, RunMeta
-from harness.results.model import FAILURE_WORDS, TransferRecord
+from harness.results.model import FAILURE_WORDS
 from harness.results.resources import summarize_resources
 from harness.results.summary import (
-    MAX_STABLE_CV,
-    MIN_STABLE_N,
     case_label,
-    summarize_case,
-    transfer_rate,
 )
 
 REPORT_HTML = "report.html"
@@ -90,74 +83,6 @@ class RunInfo:
     @property
     def interrupted(self) -> bool:
         return self.state != "complete"
-
-
-@dataclass
-class CaseRow:
-    case: str
-    method: str
-    transport: str | None
-    xfr: str | None
-    primary: str | None
-    secondary: str | None
-    link: str | None  # the emulated link of the case, from cases/*/case.json
-    n: int
-    ok: int
-    failed: int
-    unsupported: int
-    failure_reasons: list[tuple[str, int]]  # (error, how many), most frequent first
-    unsupported_reasons: list[tuple[str, int]]
-    durations_s: list[float]  # the transfers that count, in the order they ran
-    median_s: float | None
-    p10_s: float | None
-    p90_s: float | None
-    cv: float | None
-    throughputs_bps: list[float]
-    throughput_bps: float | None  # median
-    bound_bps: dict[str, float]  # TransferRecord.bound keys, median over the case's records
-    unstable: bool
-    unstable_why: str | None
-    # The secondaries' failed attempts by category, counted in their own logs' words
-    logged_failures: list[LoggedFailures] = field(default_factory=list)
-    # An IXFR case's counted transfers that came as whole zones by a fallback a server
-    # logged (extra.xfr_seen), and the fallbacks' kinds: (kind, how many), most first
-    whole_zones: int = 0
-    whole_zone_kinds: list[tuple[str, int]] = field(default_factory=list)
-
-    @property
-    def whole_zone_note(self) -> str | None:
-        """'came as AXFR: 5 of 5 (delta too large)', when any IXFR did."""
-        if not self.whole_zones:
-            return None
-        kinds = ", ".join(
-            kind if n == self.whole_zones else f"{kind} {n}" for kind, n in self.whole_zone_kinds
-        )
-        return f"came as AXFR: {self.whole_zones} of {self.ok}" + (f" ({kinds})" if kinds else "")
-
-    @property
-    def label(self) -> str:
-        return case_label(self.case, self.method)
-
-    @property
-    def logged_failures_text(self) -> str:
-        return logged_failures_text(self.logged_failures)
-
-    @property
-    def model_bound_bps(self) -> float | None:
-        if "model" in self.bound_bps:
-            return self.bound_bps["model"]
-        return min(self.bound_bps.values()) if self.bound_bps else None
-
-    @property
-    def limited_by(self) -> str | None:
-        """Which bound the model figure is (rate, receive_window, ...), when it says."""
-        model = self.model_bound_bps
-        if model is None:
-            return None
-        for key, value in self.bound_bps.items():
-            if key != "model" and value == model:
-                return key
-        return None
 
 
 @dataclass
@@ -272,92 +197,6 @@ class ReportData:
         """The link description when every case ran on the same link, else None."""
         links = {row.link for row in self.cases if row.link is not None}
         return links.pop() if len(links) == 1 else None
-
-
-def _reasons(records: list[TransferRecord]) -> list[tuple[str, int]]:
-    counts = Counter(
-        (r.error or ("not verified" if r.ok and not r.verified else "no reason recorded")).strip()
-        for r in records
-    )
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-
-
-def _bounds(records: list[TransferRecord]) -> dict[str, float]:
-    values: dict[str, list[float]] = {}
-    for record in records:
-        for key, value in record.bound.items():
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                values.setdefault(key, []).append(float(value))
-    return {key: statistics.median(items) for key, items in values.items()}
-
-
-def whole_zone_answers(counted: list[TransferRecord]) -> tuple[int, list[tuple[str, int]]]:
-    """How many of an IXFR case's counted transfers a server logged as a whole zone sent in
-    answer (a logged fallback: the harness counts it, the row must say it), and the kinds of
-    fallback, most frequent first."""
-    kinds: Counter[str] = Counter()
-    for record in counted:
-        seen = record.extra.get("xfr_seen") or {}
-        if record.xfr == "ixfr" and seen.get("xfr") == "axfr":
-            kinds[str(seen.get("fallback_kind") or "no reason logged")] += 1
-    return sum(kinds.values()), kinds.most_common()
-
-
-def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[CaseRow]:
-    """One row per (case, method), in the order they first ran."""
-    groups: dict[tuple[str, str], list[TransferRecord]] = {}
-    for record in records:
-        groups.setdefault((record.case, record.method), []).append(record)
-    rows = []
-    for (case, method), items in groups.items():
-        summary = summarize_case(case, items)
-        counted = [r for r in items if r.counts]
-        durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
-        why = None  # a case with no result is not "unstable": the failures say why
-        if summary.unstable and durations:
-            if len(durations) < MIN_STABLE_N:
-                counted_text = (
-                    "1 verified transfer"
-                    if len(durations) == 1
-                    else (f"{len(durations)} verified transfers")
-                )
-                why = f"only {counted_text} (fewer than {MIN_STABLE_N})"
-            elif summary.cv is not None:
-                why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
-        failed = [r for r in items if not r.counts and not r.unsupported]
-        whole = whole_zone_answers(counted)
-        rows.append(
-            CaseRow(
-                case=case,
-                method=method,
-                transport=summary.transport,
-                xfr=summary.xfr,
-                primary=summary.primary_kind,
-                secondary=summary.secondary_kind,
-                link=links.get(case),
-                n=summary.n,
-                ok=summary.ok,
-                failed=summary.failed,
-                unsupported=summary.unsupported,
-                failure_reasons=_reasons(failed),
-                unsupported_reasons=_reasons([r for r in items if r.unsupported]),
-                durations_s=durations,
-                median_s=summary.median_s,
-                p10_s=summary.p10_s,
-                p90_s=summary.p90_s,
-                cv=summary.cv,
-                throughputs_bps=rates,
-                throughput_bps=summary.throughput_bps,
-                bound_bps=_bounds(items),
-                unstable=summary.unstable,
-                unstable_why=why,
-                logged_failures=logged_failures(items),
-                whole_zones=whole[0],
-                whole_zone_kinds=whole[1],
-            )
-        )
-    return rows
 
 
 def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
