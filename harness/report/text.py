@@ -107,7 +107,8 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
     if data.phases:
         table = folding_table(
             "Where the time went: the median transfer's phases, from the reload command "
-            "(notify), the control command (retransfer) or the start (cold start)",
+            "(notify), the control command (retransfer), the start (cold start) or the primary "
+            "serving the serial (stream)",
             ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
             left=2,
             names=max(len(short.get(x.label, x.label)) for x in data.phases),
