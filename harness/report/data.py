@@ -174,13 +174,23 @@ class ReportData:
 
     @property
     def whole_zone_notes(self) -> list[str]:
-        """The IXFR cases whose transfers came as whole zones, for the first screen: their
-        figures are AXFR times however the case is named."""
-        return [
-            f"{self.labels(row.label)}: {note}, as the servers logged: AXFR times, not IXFR"
-            for row in self.cases
-            if (note := row.whole_zone_note)
-        ]
+        """The IXFR cases whose transfers came as whole zones, for the first screen (their
+        figures are AXFR times however the case is named), one line per fallback reason."""
+        groups: dict[str, list[CaseRow]] = {}
+        for row in self.cases:
+            if row.whole_zones:
+                kinds = ", ".join(kind for kind, _ in row.whole_zone_kinds)
+                groups.setdefault(kinds, []).append(row)
+        lines = []
+        for kinds, rows in groups.items():
+            names = ", ".join(self.labels(row.label) for row in rows)
+            came = sum(row.whole_zones for row in rows)
+            of = sum(row.ok for row in rows)
+            lines.append(
+                f"IXFR answered with whole zones, as the servers logged ({kinds}): {came} of "
+                f"{of} transfers of {names}. Their times are AXFR times."
+            )
+        return lines
 
     @property
     def unlogged_failures_note(self) -> str | None:

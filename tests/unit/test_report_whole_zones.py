@@ -14,7 +14,7 @@ from harness.report.text import print_summary
 from harness.results import RunStore
 from tests.unit.test_report import RUN_META, record
 
-TINY, TLD = "bind-bind/tcp/ixfr", "bind-bind/xot/ixfr"
+TINY, TINY_TSIG, TLD = "bind-bind/tcp/ixfr", "bind-bind/tcp-tsig/ixfr", "bind-bind/xot/ixfr"
 RATIO = (
     "IXFR delta size (270 bytes) exceeds the maximum ratio to database size (130 bytes), "
     "falling back to AXFR"
@@ -38,6 +38,9 @@ def run(tmp_path: Path) -> Path:
             store.append(
                 record("w1", TINY, repeat, xfr="ixfr", extra=seen("axfr", "delta too large"))
             )
+            store.append(
+                record("w1", TINY_TSIG, repeat, xfr="ixfr", extra=seen("axfr", "delta too large"))
+            )
             store.append(record("w1", TLD, repeat, xfr="ixfr", extra=seen("ixfr", None)))
         store.append(record("w1", "bind-bind/tcp/axfr", 0, extra=seen("axfr", None)))
     return store.folder
@@ -49,12 +52,16 @@ def test_ixfr_rows_that_were_whole_zones_say_so(tmp_path: Path) -> None:
     assert rows[TINY].whole_zone_note == "came as AXFR: 3 of 3 (delta too large)"
     assert rows[TLD].whole_zone_note is None  # its IXFRs were IXFRs
     assert rows["bind-bind/tcp/axfr"].whole_zone_note is None  # an AXFR case's AXFR
-    (note,) = data.whole_zone_notes
-    assert "came as AXFR: 3 of 3" in note and "AXFR times, not IXFR" in note
+    (note,) = data.whole_zone_notes  # one line for the cases of one reason
+    assert note == (
+        "IXFR answered with whole zones, as the servers logged (delta too large): 6 of 6 "
+        f"transfers of {data.labels(TINY)}, {data.labels(TINY_TSIG)}. Their times are AXFR "
+        "times."
+    )
 
     out = io.StringIO()
     print_summary(data, Console(file=out, width=240))
     first_screen = out.getvalue().split("cases (ok = verified")[0]
-    assert "came as AXFR: 3 of 3 (delta too large), as the servers logged" in first_screen
+    assert "IXFR answered with whole zones, as the servers logged (delta too large)" in first_screen
     page = render_html(data)
-    assert 'id="whole-zones"' in page and "came as AXFR: 3 of 3" in page
+    assert 'id="whole-zones"' in page and "came as AXFR: 3 of 3" in page  # the row's note
