@@ -151,7 +151,7 @@ class RoleResources:
 @dataclass
 class CaseResources:
     case: str
-    roles: dict[str, RoleResources]
+    roles: dict[str, RoleResources]  # row label ("primary", "secondary ns1, near") -> figures
     link: dict[str, dict[str, int]]  # direction -> {"passed": n, "dropped": n}
 
 
@@ -344,6 +344,24 @@ def _int(value: Any) -> int | None:
     return int(value)
 
 
+def _resource_rows(by_host: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(row label, role, figures) of a case's servers: a 1+1 case's are keyed by role; a
+    fleet's by host, with their role and site among their figures ("secondary ns1, near":
+    an inventory's primary is not called "primary"), primary first."""
+    rows = []
+    for key, figures in by_host.items():
+        if not isinstance(figures, dict) or key == "link":
+            continue
+        role = key if key in SERVER_ROLES else figures.get("role")
+        if role not in SERVER_ROLES:
+            continue
+        site = figures.get("site")
+        label = key if key == role else f"{role} {key}" + (f", {site}" if site else "")
+        rows.append((label, str(role), figures))
+    rows.sort(key=lambda row: SERVER_ROLES.index(row[1]))  # stable: the hosts' order
+    return rows
+
+
 def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
     """summary["resources"] (the contract's per-case resource summary) as dataclasses; a key
     that is missing or not a number becomes None rather than an error."""
@@ -352,13 +370,10 @@ def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
         if not isinstance(by_role, dict):
             continue
         roles = {}
-        for role in SERVER_ROLES:
-            figures = by_role.get(role)
-            if not isinstance(figures, dict):
-                continue
+        for label, role, figures in _resource_rows(by_role):
             cpu = figures.get("cpu_s_per_transfer")
             cpu = cpu if isinstance(cpu, dict) else {}
-            roles[role] = RoleResources(
+            roles[label] = RoleResources(
                 role=role,
                 cpu_user_s_per_transfer=_float(cpu.get("user")),
                 cpu_system_s_per_transfer=_float(cpu.get("system")),

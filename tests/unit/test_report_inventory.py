@@ -1,0 +1,77 @@
+"""The report of a run on inventory hosts (`run --inventory`): hosts named as the inventory
+names them (the primary is "ns0", not "primary"), on a synthetic run shaped like the lab's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.report.data import load_report_data
+from harness.report.html import render_html
+from harness.report.text import print_summary
+from harness.results import RunStore
+from tests.unit.test_report import RUN_META, Page
+from tests.unit.test_report_answers import SAMPLE, record
+
+CASE = "bind-bind/tcp/axfr"
+HOSTS = {"ns0": ("primary", ""), "ns1": ("secondary", "near"), "ns3": ("secondary", "far")}
+
+
+def lab_samples() -> list[dict[str, Any]]:
+    """Each host's start and end marks of two transfers: ns0 spends 0.2 s of CPU per
+    transfer, ns1 0.3 s, ns3 0.5 s."""
+    cpu = {"ns0": 0.2, "ns1": 0.3, "ns3": 0.5}
+    out = []
+    for repeat in (1, 2):
+        for event, spent in (("transfer-start", repeat - 1), ("transfer-end", repeat)):
+            for host, (role, site) in HOSTS.items():
+                out.append(
+                    SAMPLE
+                    | {"t": 10.0 * repeat + (event == "transfer-end"), "event": event,
+                       "case": CASE, "repeat": repeat, "role": role, "host": host,
+                       "cpu_user_s": round(cpu[host] * spent, 6), "anon_bytes": 3 << 20}
+                    | ({"site": site} if site else {})
+                )  # fmt: skip
+    return out
+
+
+def make_lab_run(root: Path, records: list[Any] | None = None) -> Path:
+    with RunStore.create(root, "lab", None, dict(RUN_META)) as store:
+        for item in records or [
+            record("lab", CASE, repeat, 0.5, host=host, site=HOSTS[host][1])
+            for repeat in (1, 2)
+            for host in ("ns1", "ns3")
+        ]:
+            store.append(item)
+        lines = "".join(json.dumps(s) + "\n" for s in lab_samples())
+        (store.folder / "samples.jsonl").write_text(lines)
+    return store.folder
+
+
+def test_the_resources_table_has_a_row_per_inventory_host(tmp_path: Path) -> None:
+    """summary.json keys a fleet's figures by host: the tables printed none of the lab's,
+    whose primary is not called "primary" (nor the secondaries of any fleet)."""
+    folder = make_lab_run(tmp_path)
+    stored = json.loads((folder / "summary.json").read_text())["resources"][CASE]
+    assert set(stored) == {"ns0", "ns1", "ns3", "link"}
+    data = load_report_data(folder)
+    (item,) = data.resources
+    rows = {label: (r.role, r.cpu_total_s_per_transfer) for label, r in item.roles.items()}
+    assert rows == {
+        "primary ns0": ("primary", 0.2),
+        "secondary ns1, near": ("secondary", 0.3),
+        "secondary ns3, far": ("secondary", 0.5),
+    }
+    console = Console(record=True, width=240)
+    print_summary(data, console)
+    out = console.export_text()
+    table = out[out.index("resources per case") :]
+    for label, seconds in (("primary ns0", "200"), ("secondary ns1, near", "300"),
+                           ("secondary ns3, far", "500")):  # fmt: skip
+        line = next(line for line in table.splitlines() if label in line)
+        assert seconds in line, line
+    page = Page(render_html(data))
+    assert page.cells[(CASE, "secondary ns3, far", "cpu-per-transfer")]["value"] == "0.5"
