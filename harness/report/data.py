@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import fmt
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
 from harness.report.fleetview import FleetData, fleet_data
@@ -106,6 +107,10 @@ class CaseRow:
     unstable_why: str | None
     # The secondaries' failed attempts by category, counted in their own logs' words
     logged_failures: list[LoggedFailures] = field(default_factory=list)
+    # Counted transfers timed across two hosts' clocks (run --inventory) whose clocks' error
+    # exceeds 10 % of the duration (extra.clock.clock_error_over_10pct), and the largest
+    clock_flagged: int = 0
+    clock_error_max_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -216,6 +221,36 @@ def _bounds(records: list[TransferRecord]) -> dict[str, float]:
     return {key: statistics.median(items) for key, items in values.items()}
 
 
+CLOCK_MARK = "‡"  # beside a median some of whose transfers carry a clock flag
+
+
+def clock_note(rows: list[CaseRow]) -> str | None:
+    """The line under the cases table when a case has transfers timed across two hosts'
+    clocks with an error over 10 % of their duration (None when none has)."""
+    flagged = [row for row in rows if row.clock_flagged]
+    if not flagged:
+        return None
+    count = sum(row.clock_flagged for row in flagged)
+    largest = max(row.clock_error_max_s or 0.0 for row in flagged)
+    return (
+        f"{CLOCK_MARK} {count} transfer{'s' if count != 1 else ''} of the marked cases were "
+        "timed across two hosts' clocks whose measured error (up to "
+        f"{fmt.duration(largest)}) exceeds 10 % of the duration: read each with its "
+        "duration_error_s (transfers.jsonl extra.clock; the clocks in run.json remote.clocks)."
+    )
+
+
+def clock_flags(records: list[TransferRecord]) -> tuple[int, float | None]:
+    """(how many of these counted records carry a clock error over 10 % of their duration,
+    the largest such clock error)."""
+    errors = []
+    for record in records:
+        clock = record.extra.get("clock")
+        if record.counts and isinstance(clock, dict) and clock.get("clock_error_over_10pct"):
+            errors.append(_float(clock.get("clock_error_s")) or 0.0)
+    return len(errors), max(errors, default=None)
+
+
 def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[CaseRow]:
     """One row per (case, method), in the order they first ran."""
     groups: dict[tuple[str, str], list[TransferRecord]] = {}
@@ -239,6 +274,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
             elif summary.cv is not None:
                 why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
         failed = [r for r in items if not r.counts and not r.unsupported]
+        clock_flagged, clock_error_max = clock_flags(items)
         rows.append(
             CaseRow(
                 case=case,
@@ -265,6 +301,8 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 unstable=summary.unstable,
                 unstable_why=why,
                 logged_failures=logged_failures(items),
+                clock_flagged=clock_flagged,
+                clock_error_max_s=clock_error_max,
             )
         )
     return rows

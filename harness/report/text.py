@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from harness.core import fmt
 from harness.core.ui import folding_table, print_table
-from harness.report.data import ReportData
+from harness.report.data import CLOCK_MARK, ReportData, clock_note
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
@@ -374,6 +374,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         if row.unsupported_reasons:
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
+        mark = f" {CLOCK_MARK}" if row.clock_flagged else ""
+        if row.clock_flagged:
+            notes.append(f"clock error > 10 %: {row.clock_flagged} of {row.ok}")
         table.add_row(
             escape(short.get(row.label, row.label)),
             _method(row.method),
@@ -381,7 +384,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             str(row.ok),
             str(row.failed),
             str(row.unsupported),
-            fmt.duration(row.median_s),
+            fmt.duration(row.median_s) + mark,
             fmt.duration(row.p10_s),
             fmt.duration(row.p90_s),
             fmt.rate(row.throughput_bps),
@@ -390,6 +393,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             escape("; ".join(notes)),
         )
     print_table(console, table)
+    if note := clock_note(data.cases):
+        console.print(escape(note), soft_wrap=True)
 
     if data.resources:
         resources = folding_table(

@@ -9,10 +9,13 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.report.data import load_report_data
+from harness.core.terms import SERVER_TO_SERVER
+from harness.report.data import CLOCK_MARK, load_report_data
 from harness.report.html import render_html
 from harness.report.text import print_summary
 from harness.results import RunStore
+from harness.run.remote import with_clock
+from tests.unit.test_remote import _Fleet
 from tests.unit.test_report import RUN_META, Page
 from tests.unit.test_report_answers import SAMPLE, record
 
@@ -75,3 +78,45 @@ def test_the_resources_table_has_a_row_per_inventory_host(tmp_path: Path) -> Non
         assert seconds in line, line
     page = Page(render_html(data))
     assert page.cells[(CASE, "secondary ns3, far", "cpu-per-transfer")]["value"] == "0.5"
+
+
+def clocked_records() -> list[Any]:
+    """ns3's clock error (40 ms) plus the primary's (2 ms) is over 10 % of its 0.3 s
+    transfers; ns1's (1 ms) is not of its 0.5 s ones."""
+    fleet = _Fleet({"ns0": 0.002, "ns1": 0.001, "ns3": 0.040})
+    out = []
+    for repeat in (1, 2):
+        for host, duration in (("ns1", 0.5), ("ns3", 0.3)):
+            item = record("lab", CASE, repeat, duration, host=host, site=HOSTS[host][1],
+                          method=SERVER_TO_SERVER, duration_error_s=0.005)  # fmt: skip
+            out.append(with_clock(item, fleet, "ns0"))  # type: ignore[arg-type]
+    return out
+
+
+def test_durations_over_10_percent_clock_error_are_flagged(tmp_path: Path) -> None:
+    records = clocked_records()
+    assert [r.extra["clock"]["clock_error_over_10pct"] for r in records] == [False, True] * 2
+    data = load_report_data(make_lab_run(tmp_path, records))
+    (row,) = data.cases
+    assert (row.clock_flagged, row.clock_error_max_s) == (2, 0.042)
+    page = render_html(data)
+    cells = Page(page).cells
+    assert CLOCK_MARK in cells[(CASE, SERVER_TO_SERVER, "median")]["text"]
+    assert "clock error > 10 %: 2 of 4" in cells[(CASE, SERVER_TO_SERVER, "notes")]["text"]
+    assert 'id="clock-note"' in page and "42.0 ms" in page
+    console = Console(record=True, width=240)
+    print_summary(data, console)
+    out = console.export_text()
+    assert "clock error > 10 %: 2 of 4" in out
+    assert f"{CLOCK_MARK} 2 transfers of the marked cases" in out and "42.0 ms" in out
+
+
+def test_no_clock_flag_no_mark(tmp_path: Path) -> None:
+    records = [r for r in clocked_records() if r.host == "ns1"]
+    data = load_report_data(make_lab_run(tmp_path, records))
+    assert data.cases[0].clock_flagged == 0
+    page = render_html(data)
+    assert CLOCK_MARK not in page and 'id="clock-note"' not in page
+    console = Console(record=True, width=240)
+    print_summary(data, console)
+    assert CLOCK_MARK not in console.export_text()
