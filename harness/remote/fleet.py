@@ -219,6 +219,14 @@ def teardown(inventory_path: Path, run_id: str, work: Path, log_dir: Path) -> Pl
     return result
 
 
+def remove_work(work: Path) -> None:
+    """A run's folder on the controller (its ssh sockets, playbook variables), and the
+    folder of all runs' when this was the last one in it."""
+    shutil.rmtree(work, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: another run's
+        work.parent.rmdir()
+
+
 def _undo_remote_run(action: reg.Action) -> str:
     detail = action.detail
     work = Path(detail["work"])
@@ -230,7 +238,7 @@ def _undo_remote_run(action: reg.Action) -> str:
     problems = [f"{host}: {what}: {message}" for host, what, message in result.problems()]
     if problems:
         return "!teardown.yml: " + "; ".join(problems)
-    shutil.rmtree(work, ignore_errors=True)  # this run's sockets and logs on the controller
+    remove_work(work)
     hosts = ", ".join(f"{h}:{d}" for h, d in sorted(detail.get("hosts", {}).items()))
     return f"remote run {detail['run']} on {hosts} ({result.wall_s:.1f} s)"
 

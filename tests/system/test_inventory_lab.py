@@ -19,6 +19,7 @@ import pytest
 
 from harness.inventory import load_inventory
 from harness.lab import Lab, lab_down, lab_up
+from harness.remote.fleet import CONTROL_ROOT
 from harness.testbed import registry as reg
 
 pytestmark = [
@@ -140,6 +141,7 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     }  # fmt: skip
     assert _wait_clean(lab) == []
     assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
+    assert not CONTROL_ROOT.exists()  # no run's folder left on the controller, nor theirs
 
 
 def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(

@@ -12,6 +12,7 @@ from harness.core.errors import UserInputError
 from harness.inventory import load_inventory, match_sites
 from harness.plan.case import plan_case
 from harness.remote.channel import ClockReading, best_exchange
+from harness.remote.fleet import remove_work
 from harness.results.model import TransferRecord
 from harness.run.remote import check_scenario, on_inventory, parse_ping, with_clock
 
@@ -133,3 +134,15 @@ def test_what_the_inventory_backend_does_not_do_is_refused(
         check_scenario(spec.load(tmp_path / "s.toml"))
     assert f"s.toml: {key}:" in str(caught.value)
     assert caught.value.exit_status == 2
+
+
+def test_a_runs_controller_folder_goes_and_the_shared_one_when_empty(tmp_path: Path) -> None:
+    shared = tmp_path / "remote"
+    first, second = shared / "run1-abc", shared / "run2-def"
+    for work in (first, second):
+        (work / "cp").mkdir(parents=True)
+        (work / "deploy.vars.json").write_text("{}")
+    remove_work(first)
+    assert sorted(shared.iterdir()) == [second]  # another run's is left alone
+    remove_work(second)
+    assert not shared.exists()
