@@ -6,6 +6,7 @@ after the driver is killed with SIGKILL and `xfrbench clean --inventory` runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -144,9 +145,30 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert not CONTROL_ROOT.exists()  # no run's folder left on the controller, nor theirs
 
 
+def _agent_channels(driver: int) -> list[int]:
+    """The driver's ssh clients that carry an agent's channel (its children)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == driver and command.startswith(b"ssh\0") and b"remote.agent" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _agents(lab: Lab) -> list[str]:
+    return [line for line in _leftovers(lab) if "harness.remote.agent" in line]
+
+
 def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
     lab: Lab, tmp_path: Path
 ) -> None:
+    """The driver killed while its hosts cannot hear it: its ssh channels frozen (a
+    controller that crashed or lost the network), so that no agent learns the channel
+    closed and stops on its own. `clean --inventory` must stop the agents too."""
     scenario = _scenario(tmp_path)
     scenario.write_text(SCENARIO.replace("repeats = 2", "repeats = 50"))
     driver = subprocess.Popen(
@@ -162,14 +184,24 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
             break
         time.sleep(0.5)
     assert driver.poll() is None, "the run ended before it could be killed"
-    os.kill(driver.pid, signal.SIGKILL)  # the driver alone: its ssh channels live on
-    driver.wait()
-    assert _leftovers(lab), "servers and agents should still run on the hosts"
-    result = subprocess.run(
-        [*XFRBENCH, "clean", "--inventory", str(lab.inventory)],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "remote run killed" in result.stdout
-    assert _wait_clean(lab) == []
+    channels = _agent_channels(driver.pid)
+    assert len(channels) == len(lab.hosts), channels
+    try:
+        for pid in channels:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        time.sleep(2)
+        assert len(_agents(lab)) == len(lab.hosts), "the agents should outlive the driver"
+        result = subprocess.run(
+            [*XFRBENCH, "clean", "--inventory", str(lab.inventory)],
+            cwd=REPOSITORY, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "remote run killed" in result.stdout
+        assert _wait_clean(lab) == []
+    finally:
+        for pid in channels:  # their sessions end on the hosts as they go
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched
