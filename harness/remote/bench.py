@@ -216,6 +216,7 @@ class RemoteCase:
             )  # fmt: skip
             self.setups[host.name] = setup
             switched = True
+        self._watch()  # the samples from now on are this case's
         return switched
 
     def close(self) -> None:
@@ -484,14 +485,19 @@ class RemoteCase:
         return {}
 
     def _watch(self) -> None:
+        """Point each host's sampler at its server, under the selected case (all at once)."""
         if self.sampler is None:
             return
-        for name in self.running:
+
+        def watch(name: str) -> list[dict[str, Any]]:
             host = self._host(name)
             target = {"name": name, "role": host.role, "server": self.binaries[name].kind,
                       "host": name, "site": host.site if self.plan.is_fleet else ""}  # fmt: skip
-            lines = self.fleet.channel(name).call(
+            return self.fleet.channel(name).call(  # type: ignore[no-any-return]
                 "sample_watch", case=self.plan.name, targets=[target],
                 interval=self.sampler.interval,
             )  # fmt: skip
+
+        names = list(self.running)
+        for name, lines in zip(names, self.pool.map(watch, names), strict=True):
             self._record(name, lines)

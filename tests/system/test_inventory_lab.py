@@ -124,6 +124,16 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
             clock["poll_error_s"] + clock["clock_error_s"], abs=2e-6
         )
         assert record["extra"]["wire"]["connections"] >= 1  # seen on the primary's host
+    # Each case's resources are its own, every host's (the cases share the servers).
+    resources = json.loads((run / "summary.json").read_text())["resources"]
+    assert set(resources) == {r["case"] for r in records}
+    for case, hosts in resources.items():
+        assert set(hosts) - {"link"} == {"ns0", "ns1", "ns2", "ns3"}, case
+        assert all(
+            hosts[h]["cpu_s_per_transfer"]["total"] is not None for h in hosts if h != "link"
+        )
+    table = result.stdout[result.stdout.index("resources per case") :]
+    assert "primary ns0" in table and "secondary ns3, far" in table
     meta = json.loads((run / "run.json").read_text())
     assert meta["backend"] == "inventory"
     remote = meta["remote"]
@@ -171,19 +181,20 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
     closed and stops on its own. `clean --inventory` must stop the agents too."""
     scenario = _scenario(tmp_path)
     scenario.write_text(SCENARIO.replace("repeats = 2", "repeats = 50"))
-    driver = subprocess.Popen(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
-         "--results", str(tmp_path), "--run-id", "killed"],
-        cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    output = tmp_path / "driver.log"
+    with output.open("w") as out:
+        driver = subprocess.Popen(
+            [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+             "--results", str(tmp_path), "--run-id", "killed"],
+            cwd=REPOSITORY, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     transfers = tmp_path / "killed" / "transfers.jsonl"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and driver.poll() is None:
         if transfers.exists() and transfers.read_text().count("\n") >= 3:
             break
         time.sleep(0.5)
-    assert driver.poll() is None, "the run ended before it could be killed"
+    assert driver.poll() is None, "the run ended before it was killed: " + output.read_text()
     channels = _agent_channels(driver.pid)
     assert len(channels) == len(lab.hosts), channels
     try:
