@@ -87,6 +87,7 @@ class Inventory:
     path: Path
     primary: InventoryHost
     secondaries: tuple[InventoryHost, ...]
+    lab: str | None = None  # the lab whose hosts these are (`xfrbench lab up` writes it)
 
     @property
     def hosts(self) -> tuple[InventoryHost, ...]:
@@ -205,7 +206,10 @@ def load_inventory(path: Path) -> Inventory:
         )
     primaries: list[InventoryHost] = []
     secondaries: list[InventoryHost] = []
+    labs: set[str] = set()
     for name, groups, values in _read(path):
+        if values.get("xfrbench_lab"):
+            labs.add(str(values["xfrbench_lab"]))
         roles = [g for g in (PRIMARY_GROUP, SECONDARIES_GROUP) if g in groups]
         if len(roles) > 1:
             raise UserInputError(
@@ -243,7 +247,7 @@ def load_inventory(path: Path) -> Inventory:
                 fix="each host's server needs an address of its own",
             )
         addresses[host.address] = host.name
-    return Inventory(path, primaries[0], tuple(secondaries))
+    return Inventory(path, primaries[0], tuple(secondaries), labs.pop() if len(labs) == 1 else None)
 
 
 def match_sites(inventory: Inventory, loaded: LoadedScenario) -> dict[str, list[InventoryHost]]:

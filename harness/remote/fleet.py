@@ -98,6 +98,7 @@ class RemoteFleet:
             hosts={h.name: remote_run_dir(h, self.run_id) for h in self.inventory.hosts},
             work=str(self.work),
             logs=str(self.log_dir),
+            lab=self.inventory.lab,
         )
         began = time.monotonic()
         bundle = build_bundle()
@@ -232,6 +233,11 @@ def _undo_remote_run(action: reg.Action) -> str:
     work = Path(detail["work"])
     inventory = Path(detail["inventory"])
     if not inventory.is_file():
+        lab = detail.get("lab")
+        if lab and not (reg.registry_dir() / f"{lab}.json").exists():
+            # `lab down` stopped whatever ran in the lab's namespaces and removed its roots.
+            remove_work(work)
+            return f"remote run {detail['run']}: its lab {lab} is gone, and its hosts with it"
         return f"!inventory {inventory} is gone: give it with `xfrbench clean --inventory`"
     load_inventory(inventory)  # still readable, or say so
     result = teardown(inventory, detail["run"], work, Path(detail.get("logs") or work / "logs"))

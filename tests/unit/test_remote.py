@@ -15,6 +15,7 @@ from harness.remote.channel import ClockReading, best_exchange
 from harness.remote.fleet import remove_work
 from harness.results.model import TransferRecord
 from harness.run.remote import check_scenario, on_inventory, parse_ping, with_clock
+from harness.testbed import registry as reg
 
 INVENTORY = """
 [primary]
@@ -146,3 +147,28 @@ def test_a_runs_controller_folder_goes_and_the_shared_one_when_empty(tmp_path: P
     assert sorted(shared.iterdir()) == [second]  # another run's is left alone
     remove_work(second)
     assert not shared.exists()
+
+
+def test_a_killed_runs_record_goes_with_the_lab_its_hosts_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed on a lab whose teardown could not run, and the lab then taken down
+    (its namespaces, processes and roots with it): `clean` removes the run's record and
+    its folder here, instead of asking for an inventory that no longer exists."""
+    directory = tmp_path / "testbeds"
+    directory.mkdir()
+    monkeypatch.setenv("XFRBENCH_REGISTRY_DIR", str(directory))
+    (directory / "abc123.json").write_text("{}")  # the lab is up (its registry)
+    work = tmp_path / "remote" / "killed-def456"
+    (work / "cp").mkdir(parents=True)
+    registry = reg.Registry.create(directory, "def456", label="remote run killed", remote=True)
+    registry.add("remote_run", inventory=str(tmp_path / "gone.yml"), run="killed", hosts={},
+                 work=str(work), logs=str(tmp_path), lab="abc123")  # fmt: skip
+    done, notes, problems = reg.undo(registry)
+    assert "is gone: give it with `xfrbench clean --inventory`" in " ".join(notes + problems)
+    assert work.exists()  # the lab's hosts may still hold what the run left
+    (directory / "abc123.json").unlink()  # lab down
+    done, notes, problems = reg.undo(reg.Registry.load(directory / "def456.json"))
+    assert problems == [] and "its lab abc123 is gone" in " ".join(done)
+    assert not work.exists() and not work.parent.exists()
+    assert not (directory / "def456.json").exists()
