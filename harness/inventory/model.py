@@ -71,6 +71,7 @@ class InventoryHost:
     root: str  # its working folder (xfrbench_root)
     ssh: SshTarget
     connection: dict[str, Any] = field(default_factory=dict)  # its connection variables
+    metrics_port: int | None = None  # xfrbench_metrics_port: where its agent serves /metrics
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -193,8 +194,26 @@ def _host(name: str, role: str, values: dict[str, Any], path: Path) -> Inventory
     )
     connection = {k: values[k] for k in CONNECTION_VARS if k in values}
     return InventoryHost(
-        name, role, site, _address(name, values, path), root.rstrip("/"), ssh, connection
-    )
+        name, role, site, _address(name, values, path), root.rstrip("/"), ssh, connection,
+        _port(name, values.get("xfrbench_metrics_port"), path),
+    )  # fmt: skip
+
+
+def _port(name: str, value: Any, path: Path) -> int | None:
+    if value is None:
+        return None
+    try:
+        port = int(str(value))
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise UserInputError(
+            f"host {name}: xfrbench_metrics_port {value!r} is not a TCP port",
+            file=path,
+            key=f"{name}.xfrbench_metrics_port",
+            fix="e.g. 9100 (0: any free port), or leave it out for --prometheus-port's",
+        )
+    return port
 
 
 def load_inventory(path: Path) -> Inventory:

@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
@@ -102,6 +103,7 @@ class Agent:
         self.wire: WireWatch | None = None
         self.sampler: Sampler | None = None
         self.lines: list[dict[str, Any]] = []  # sample lines not yet sent
+        self.exporter: Exporter | None = None  # this host's samples, for the run's Prometheus
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
         # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
         self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
@@ -348,11 +350,26 @@ class Agent:
 
     # --- samples ----------------------------------------------------------------------------
 
+    def op_metrics_serve(
+        self, run_id: str, scenario: str, spec_hash: str, address: str, port: int
+    ) -> int | None:
+        """Serve this host's samples on http://ADDRESS:PORT/metrics (0: any free port),
+        under the names and labels of the run's own exporter; returns the port."""
+        if self.exporter is None:
+            exporter = Exporter(run_id, scenario, spec_hash, port, address, run_info=False)
+            self.exporter = exporter.__enter__()
+        return self.exporter.port
+
+    def _sampled(self, line: dict[str, Any]) -> None:
+        self.lines.append(line)
+        if self.exporter is not None:
+            self.exporter.observe_sample(line)
+
     def op_sample_watch(
         self, case: str, targets: list[dict[str, Any]], interval: float
     ) -> list[dict[str, Any]]:
         if self.sampler is None:
-            self.sampler = Sampler(self.run_dir / "samples.jsonl", interval, self.lines.append)
+            self.sampler = Sampler(self.run_dir / "samples.jsonl", interval, self._sampled)
             self.sampler.__enter__()
         chosen, ranges = [], {}
         port_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
@@ -396,6 +413,9 @@ class Agent:
         if self.sampler is not None:
             self.sampler.close()
             self.sampler = None
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "agent.json").unlink()
 

@@ -443,11 +443,13 @@ class RemoteCase:
             self._record(name, lines)
 
     def _record(self, host: str, lines: list[dict[str, Any]]) -> None:
-        """A host's sample lines, their times put on the controller's clock."""
+        """A host's sample lines, their times put on the controller's clock (not passed to
+        the run's exporter when the host's agent serves them to Prometheus itself)."""
         if self.sampler is None or not lines:
             return
         offset = self.fleet.clock(host).offset_s
-        self.sampler.record([line | {"t": round(line["t"] - offset, 6)} for line in lines])
+        shifted = [line | {"t": round(line["t"] - offset, 6)} for line in lines]
+        self.sampler.record(shifted, passed_on=host not in self.fleet.metrics)
 
     def mark(self, event: str, repeat: int) -> None:
         if event == "transfer-end":

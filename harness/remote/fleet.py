@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import XfrbenchError
+from harness.core.errors import UserInputError, XfrbenchError
 from harness.inventory import Inventory, InventoryHost, load_inventory
 from harness.remote.bundle import build_bundle, python_tag
-from harness.remote.channel import AgentChannel, ClockReading, open_channel
+from harness.remote.channel import AgentChannel, AgentError, ClockReading, open_channel
 from harness.remote.playbooks import PlaybookResult, close_masters, run_playbook
 from harness.testbed import registry as reg
 
@@ -56,6 +56,7 @@ class RemoteFleet:
         self.costs: dict[str, Any] = {}  # wall seconds per stage, and per host
         self.registry: reg.Registry | None = None
         self.teardown_report: list[str] = []
+        self.metrics: dict[str, str] = {}  # host -> "address:port" its agent serves
 
     # --- paths ---------------------------------------------------------------------------
 
@@ -164,6 +165,38 @@ class RemoteFleet:
             "clocks": {n: [r.to_json() for r in rs] for n, rs in self.clocks.items()},
             "costs": self.costs,
         }
+
+    def serve_metrics(self, run_id: str, scenario: str, spec_hash: str, port: int) -> None:
+        """Each host's agent serves its own samples on /metrics at the host's address, on
+        its xfrbench_metrics_port or else `port` (0: any free one), for the run's
+        Prometheus to scrape there (self.metrics: host -> "address:port")."""
+
+        def serve(host: InventoryHost) -> str:
+            wanted = port if host.metrics_port is None else host.metrics_port
+            try:
+                got = self.channel(host.name).call(
+                    "metrics_serve", run_id=run_id, scenario=scenario, spec_hash=spec_hash,
+                    address=host.address, port=wanted,
+                )  # fmt: skip
+            except AgentError as exc:
+                raise UserInputError(
+                    f"host {host.name}: its agent cannot serve /metrics on port {wanted}: {exc}",
+                    file=self.inventory.path,
+                    key=f"{host.name}.xfrbench_metrics_port",
+                    fix="give the host a free port as xfrbench_metrics_port (0: any)",
+                ) from None
+            address = f"[{host.address}]" if ":" in host.address else host.address
+            return f"{address}:{got}"
+
+        hosts = self.inventory.hosts
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            served = list(pool.map(serve, hosts))
+        self.metrics = {host.name: target for host, target in zip(hosts, served, strict=True)}
+
+    def record_file(self, path: Path) -> None:
+        """A file of the controller's that goes with the run (at teardown, or `clean`)."""
+        assert self.registry is not None
+        self.registry.add("file", path=str(path))
 
     # --- per visit -----------------------------------------------------------------------
 

@@ -309,6 +309,39 @@ def open_fleet(
     return fleet, plans, per_case
 
 
+# Where a run on inventory hosts lists its Prometheus targets while it lasts, beside the
+# run folders: a Prometheus's file_sd_configs take results/prometheus-targets/*.json (a glob
+# may name files, not folders).
+PROMETHEUS_TARGETS = "prometheus-targets"
+
+
+def prometheus_targets(controller: str, agents: dict[str, str]) -> list[dict[str, Any]]:
+    """Prometheus file_sd targets of a run on inventory hosts (pure): the run's exporter
+    (transfers, fleet figures) and each host's agent (its servers' samples)."""
+    out = [{"targets": [controller], "labels": {"xfrbench_host": "controller"}}]
+    out += [
+        {"targets": [target], "labels": {"xfrbench_host": host}} for host, target in agents.items()
+    ]
+    return out
+
+
+def serve_host_metrics(
+    fleet: RemoteFleet, store: RunStore, loaded: LoadedScenario, exporter: Any, port: int
+) -> str:
+    """The run is served to Prometheus: each host's agent serves its own servers' samples
+    where they run, and results/prometheus-targets/<run-id>.json (for file_sd_configs)
+    lists them beside the run's exporter while the run lasts. Returns what to tell."""
+    fleet.serve_metrics(store.run_id, loaded.scenario.name, loaded.spec_hash, port)
+    address = exporter.address if exporter.address not in ("0.0.0.0", "::") else "127.0.0.1"
+    controller = f"[{address}]:{exporter.port}" if ":" in address else f"{address}:{exporter.port}"
+    path = store.folder.parent / PROMETHEUS_TARGETS / f"{store.run_id}.json"
+    path.parent.mkdir(exist_ok=True)
+    fleet.record_file(path)  # the targets go with the run, a killed one's with `clean`
+    write_json_atomic(path, prometheus_targets(controller, fleet.metrics))
+    hosts = ", ".join(f"{host} {target}" for host, target in fleet.metrics.items())
+    return f"each host serves its samples for Prometheus ({hosts}); targets in {path}"
+
+
 def finish_fleet(fleet: RemoteFleet, store: RunStore) -> list[str]:
     """The end of the run on the hosts (clocks again, agents, teardown.yml), written into
     run.json's `remote` before it is finished; returns what was flagged."""

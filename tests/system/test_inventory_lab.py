@@ -14,14 +14,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from harness.inventory import load_inventory
 from harness.lab import Lab, lab_down, lab_up
+from harness.metrics.promserver import PrometheusServer
 from harness.remote.fleet import CONTROL_ROOT
+from harness.results.folder import read_run
+from harness.run.remote import PROMETHEUS_TARGETS
 from harness.testbed import registry as reg
+from tests.system.test_prometheus import ScrapedRun, empty_panels
 
 pytestmark = [
     pytest.mark.root,
@@ -33,6 +38,7 @@ pytestmark = [
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 XFRBENCH = [sys.executable, "-m", "harness"]
+SCRAPE = 0.5  # seconds: Prometheus's scrapes and the agents' samples
 SCENARIO = """
 repeats = 2
 timeout = "60s"
@@ -96,16 +102,38 @@ def _scenario(tmp_path: Path) -> Path:
     return path
 
 
+@dataclass
+class LabRun:
+    result: subprocess.CompletedProcess[str]
+    folder: Path
+    prom: PrometheusServer  # scraping the run's exporter and every host's agent
+    start: float
+    end: float
+
+
+@pytest.fixture(scope="module")
+def lab_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabRun]:
+    """The lab fleet run once, served to a Prometheus that takes its targets from the
+    file the run writes (file_sd), as an operator's would."""
+    root = tmp_path_factory.mktemp("run")
+    targets = str(root / PROMETHEUS_TARGETS / "*.json")
+    with PrometheusServer([], root / "prom", SCRAPE, file_sd=[targets]) as prom:
+        start = time.time()
+        result = subprocess.run(
+            [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(_scenario(root)),
+             "--results", str(root), "--run-id", "lab", "--prometheus-port", "0",
+             "--sample-interval", str(SCRAPE)],
+            cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        yield LabRun(result, root / "lab", prom, start, time.time())
+
+
 def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
-    lab: Lab, tmp_path: Path
+    lab: Lab, lab_run: LabRun
 ) -> None:
-    result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(_scenario(tmp_path)),
-         "--results", str(tmp_path), "--run-id", "lab"],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    result = lab_run.result
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = tmp_path / "lab"
+    run = lab_run.folder
     records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
     assert len(records) == 4 * 2 * 3  # cases x repeats x secondaries
     assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
@@ -153,6 +181,42 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert _wait_clean(lab) == []
     assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
     assert not CONTROL_ROOT.exists()  # no run's folder left on the controller, nor theirs
+
+
+def test_each_hosts_samples_are_scraped_where_its_server_runs(lab: Lab, lab_run: LabRun) -> None:
+    """The run's Prometheus scrapes each host's agent for that host's servers (targets from
+    the inventory), the run's exporter for its transfers; the dashboard shows them all."""
+    assert lab_run.result.returncode == 0, lab_run.result.stdout[-3000:]
+    prom, start, end = lab_run.prom, lab_run.start, lab_run.end
+    inventory = load_inventory(lab.inventory)
+    cpu = prom.query_range(
+        'xfrbench_server_cpu_seconds_total{run_id="lab", mode="user"}', start, end, SCRAPE
+    )
+    seen = {(s["metric"]["host"], s["metric"].get("site", "")): s["metric"] for s in cpu}
+    assert set(seen) == {(h.name, h.site) for h in inventory.hosts}
+    for host in inventory.hosts:  # scraped on the host itself, at its inventory address
+        labels = seen[(host.name, host.site)]
+        assert labels["instance"].startswith(f"{host.address}:"), labels
+        assert labels["xfrbench_host"] == host.name
+    done = prom.query_range('xfrbench_transfers_total{run_id="lab", result="ok"} > 0', start, end)
+    assert {s["metric"]["host"] for s in done} == {h.name for h in inventory.secondaries}
+    assert {s["metric"]["xfrbench_host"] for s in done} == {"controller"}
+    # The primary's cost per repeat comes from the primary's host.
+    cost = prom.query_range('xfrbench_primary_repeat_transmit_bytes{run_id="lab"}', start, end)
+    assert cost and {s["metric"]["xfrbench_host"] for s in cost} == {"ns0"}
+    # Once each: a server's series is never also relayed by the run's exporter.
+    everywhere = prom.query_range(
+        'count by (case, host, mode) (xfrbench_server_cpu_seconds_total{run_id="lab"})', start, end
+    )
+    assert max(float(v) for s in everywhere for _, v in s["values"]) == 1
+    meta, records = read_run(lab_run.folder)
+    scraped = ScrapedRun(prom, lab_run.folder, meta, records, start, end)
+    empty, unexpected = empty_panels(scraped, prom, start, end, lambda span, width: SCRAPE, SCRAPE)
+    # Real paths emulate no link: no link packets to draw.
+    assert [e for e in empty if "xfrbench_link_packets" not in e] == []
+    assert not unexpected
+    # The targets went with the run.
+    assert not list((lab_run.folder.parent / PROMETHEUS_TARGETS).glob("*.json"))
 
 
 def _agent_channels(driver: int) -> list[int]:

@@ -549,3 +549,15 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
     )
     problems = (done.stdout + done.stderr).decode()
     assert done.returncode == 0 and not problems.strip(), problems
+
+
+def test_an_agents_exporter_serves_its_samples_but_not_the_run() -> None:
+    """An inventory host's agent serves its servers' samples beside the run's exporter,
+    which alone says what the run is (one xfrbench_run_info per run)."""
+    agent = Exporter("r1", "quick", "h", port=None, run_info=False)
+    agent.observe_sample(server_sample(host="ns1", site="near"))
+    text = agent.exposition()
+    assert value(text, "xfrbench_run_info", run_id="r1") is None
+    cpu = value(text, "xfrbench_server_cpu_seconds_total", mode="user", host="ns1", site="near")
+    assert cpu == 1.25
+    assert value(Exporter("r1", "quick", "h", port=None).exposition(), "xfrbench_run_info") == 1

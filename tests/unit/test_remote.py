@@ -3,6 +3,8 @@ real path's ping summary, a plan on the inventory's hosts, and what it refuses."
 
 from __future__ import annotations
 
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from harness import spec
 from harness.core.errors import UserInputError
 from harness.inventory import load_inventory, match_sites
 from harness.plan.case import plan_case
+from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import ClockReading, best_exchange
 from harness.remote.fleet import remove_work
 from harness.results.model import TransferRecord
@@ -172,3 +175,34 @@ def test_a_killed_runs_record_goes_with_the_lab_its_hosts_were(
     assert problems == [] and "its lab abc123 is gone" in " ".join(done)
     assert not work.exists() and not work.parent.exists()
     assert not (directory / "def456.json").exists()
+
+
+HOST_PYTHON = Path("/usr/bin/python3")
+
+
+def _host_tag() -> str:
+    code = "import platform, sys; print('%d.%d %s' % (*sys.version_info[:2], platform.machine()))"
+    return subprocess.run([HOST_PYTHON, "-c", code], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(
+    not HOST_PYTHON.exists() or _host_tag() != python_tag(),
+    reason="needs a python3 the bundle is built for",
+)
+def test_the_bundle_alone_runs_the_agent_and_its_metrics(tmp_path: Path) -> None:
+    """What deploy.yml unpacks is all a host's python3 gets: the agent, the exporter that
+    serves its samples, and every library they import come from the bundle."""
+    bundle = build_bundle(tmp_path / "cache")
+    unpacked = tmp_path / "agent"
+    with tarfile.open(bundle) as archive:
+        archive.extractall(unpacked, filter="data")
+    code = (
+        "import harness.remote.agent, harness.metrics.exporter, prometheus_client, pydantic\n"
+        "print(harness.__file__, prometheus_client.__file__, pydantic.__file__)"
+    )
+    done = subprocess.run(
+        ["env", "-i", f"PYTHONPATH={unpacked}", str(HOST_PYTHON), "-c", code],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(path.startswith(str(unpacked)) for path in done.stdout.split()), done.stdout
