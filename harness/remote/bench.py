@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,27 @@ from harness.xfr.wire_watch import WireEvent
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 
 POLL_INTERVAL = 0.005
+# A host's time put on the controller's clock and back is off by float round-off (~1e-6 s
+# at unix times): packets read in one batch with the NOTIFY share its time exactly, and
+# would fall out of a window that starts at the NOTIFY.
+ROUND_OFF_S = 1e-4
+
+
+def wire_window(t0: float, served: float, to_host: Callable[[float], float]) -> tuple[float, float]:
+    """The primary's wire events of a transfer, [t0, served] on the controller's clock, as
+    the primary's host times to ask its agent for, widened by the conversions' round-off."""
+    return to_host(t0) - ROUND_OFF_S, to_host(served) + ROUND_OFF_S
+
+
+def on_bench(
+    events: list[dict[str, Any]], t0: float, to_bench: Callable[[float], float]
+) -> list[WireEvent]:
+    """The agent's wire events on the controller's clock, none before t0 (the NOTIFY
+    they were read with)."""
+    return [
+        WireEvent(max(t0, to_bench(e["at"])), e["kind"], e["peer"], e["serial"], e["port"])
+        for e in events
+    ]
 
 
 def _key(key: TsigKey | None) -> dict[str, str] | None:
@@ -472,12 +494,11 @@ class RemoteCase:
 
     def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
         primary = self.plan.primary.name
+        since, until = wire_window(t0, served, lambda at: self.to_host(primary, at))
         events = self.fleet.channel(primary).call(
-            "wire_events", peer=self.address(host), since=self.to_host(primary, t0),
-            until=self.to_host(primary, served),
-        )  # fmt: skip
-        seen = [WireEvent(self.to_bench(primary, e["at"]), e["kind"], e["peer"], e["serial"],
-                          e["port"]) for e in events]  # fmt: skip
+            "wire_events", peer=self.address(host), since=since, until=until
+        )
+        seen = on_bench(events, t0, lambda at: self.to_bench(primary, at))
         facts: dict[str, Any] = {"wire": wire_facts(seen, t0)}
         if host in self.poll_gaps:
             facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)

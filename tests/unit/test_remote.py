@@ -12,7 +12,9 @@ import pytest
 from harness import spec
 from harness.core.errors import UserInputError
 from harness.inventory import load_inventory, match_sites
+from harness.measure.watch import wire_facts
 from harness.plan.case import plan_case
+from harness.remote.bench import on_bench, wire_window
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import ClockReading, best_exchange
 from harness.remote.fleet import remove_work
@@ -206,3 +208,23 @@ def test_the_bundle_alone_runs_the_agent_and_its_metrics(tmp_path: Path) -> None
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert all(path.startswith(str(unpacked)) for path in done.stdout.split()), done.stdout
+
+
+def test_wire_events_read_with_the_notify_count_in_its_transfer() -> None:
+    """A lab record saw no SOA query and no connection although the secondary's log had
+    them: read in one batch with the NOTIFY on the primary's host, they shared its time,
+    and t0 put on the controller's clock and back came out 0.3 µs later than them."""
+    offset, shift_then, shift_now = 2.5e-5, 1795631300.123456, 1795631300.1234563
+    notify_at = 1795631351.470123  # the primary's host clock, unix seconds
+    t0 = notify_at - offset - shift_then  # on the controller's monotonic clock
+    since, until = wire_window(t0, t0 + 0.003, lambda at: at + offset + shift_now)
+    assert since <= notify_at <= until
+    raw = [
+        {"at": notify_at, "kind": kind, "peer": "198.18.7.66", "serial": serial, "port": port}
+        for kind, serial, port in (("soa_query", None, 40000), ("connect", None, 40001))
+    ]
+    seen = on_bench(raw, t0, lambda at: at - offset - shift_now)
+    assert all(event.at >= t0 for event in seen)  # never before the NOTIFY
+    facts = wire_facts(seen, t0)
+    assert (facts["soa_queries"], facts["connections"]) == (1, 1)
+    assert facts["soa_query_s"] >= 0 and facts["connect_s"] >= 0
