@@ -9,12 +9,13 @@ XFRBENCH := $(VENV)/bin/xfrbench
 PYTHON := $(VENV)/bin/python
 # Debian packages the harness drives; installed only when missing.
 APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dnssecutils \
+	pdns-server pdns-backend-sqlite3 pdns-tools sqlite3 \
 	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl \
 	docker.io docker-compose debootstrap openssh-server
 # System services the packages above start; the harness runs its own servers, never these.
 # Not ssh: a machine's own sshd is left alone; openssh-server (the lab's sshd binary), when
 # setup installs it, is never started and is kept from starting (sshd_not_to_be_run).
-SERVICES := named bind9 knot nsd prometheus docker containerd
+SERVICES := named bind9 knot nsd pdns prometheus docker containerd
 
 .PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean \
 	compose-images compose-stop-dockerd

@@ -6,8 +6,10 @@ import json
 from dataclasses import asdict, dataclass
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from harness.core import ui
 from harness.core.errors import EnvironmentProblem
 from harness.core.terms import SERVER_KINDS, ServerKind
 from harness.link.probe import KernelFeatures, probe_kernel
@@ -24,7 +26,12 @@ class ServerReport:
     xot_primary: bool
     xot_secondary: bool
     ixfr_primary: bool
+    ixfr_secondary: bool
+    tsig: bool
     notes: tuple[str, ...]
+
+
+NOTHING = (False,) * 5  # a server that is missing or says no version can do nothing
 
 
 def probe_servers() -> list[ServerReport]:
@@ -32,12 +39,12 @@ def probe_servers() -> list[ServerReport]:
     for kind in SERVER_KINDS:
         binary = find_binary(kind)
         if binary is None:
-            reports.append(ServerReport(kind, None, None, False, False, False, ("not installed",)))
+            reports.append(ServerReport(kind, None, None, *NOTHING, ("not installed",)))
             continue
         try:
             version = probe_version(kind, binary)
         except (EnvironmentProblem, OSError) as exc:
-            reports.append(ServerReport(kind, str(binary), None, False, False, False, (str(exc),)))
+            reports.append(ServerReport(kind, str(binary), None, *NOTHING, (str(exc),)))
             continue
         caps = server_class(kind).capabilities(version)
         reports.append(
@@ -48,6 +55,8 @@ def probe_servers() -> list[ServerReport]:
                 caps.xot_primary.ok,
                 caps.xot_secondary.ok,
                 caps.ixfr_primary.ok,
+                caps.ixfr_secondary.ok,
+                caps.tsig.ok,
                 caps.notes,
             )
         )
@@ -83,28 +92,27 @@ def render(
     for note in kernel.notes:
         host.add_row("note", note)
     console.print(host)
+    # Short columns that never cut; the paths and the notes go below, whole.
     table = Table(title="servers")
-    for column in (
-        "kind",
-        "binary",
-        "version",
-        "XoT primary",
-        "XoT secondary",
-        "IXFR primary",
-        "notes",
-    ):
-        table.add_column(column)
+    for column in ("kind", "version", "XoT primary", "XoT secondary", "IXFR primary"):
+        table.add_column(column, overflow="fold")
+    for column in ("IXFR secondary", "TSIG"):
+        table.add_column(column, overflow="fold")
     for server in servers:
         table.add_row(
             server.kind,
-            server.binary or "-",
             server.version or "-",
             _mark(server.xot_primary),
             _mark(server.xot_secondary),
             _mark(server.ixfr_primary),
-            "\n".join(server.notes),
+            _mark(server.ixfr_secondary),
+            _mark(server.tsig),
         )
     console.print(table)
+    for server in servers:
+        console.print(f"{server.kind}: {escape(server.binary or 'not found')}", soft_wrap=True)
+        for note in server.notes:
+            console.print(f"  {escape(note)}", soft_wrap=True)
 
 
 def run(as_json: bool) -> int:
@@ -115,5 +123,5 @@ def run(as_json: bool) -> int:
         report = {"host": kernel.to_json(), "servers": [asdict(s) for s in servers]}
         print(json.dumps({**report, "digest": digest}, indent=2))
     else:
-        render(kernel, servers, Console(), digest)
+        render(kernel, servers, ui.console(), digest)
     return 0

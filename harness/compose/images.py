@@ -1,13 +1,14 @@
 """The compose backend's images, built locally: no registry is needed or used.
 
     xfrbench/debian:<suite>          debootstrap --variant=minbase + `docker import` (cached)
-    xfrbench/server:<variant>        BIND, Knot and NSD of one Debian release (Dockerfile.server)
+    xfrbench/server:<variant>        the four DNS servers of one Debian release (Dockerfile.server)
     xfrbench/link:<suite>            the router: iproute2, iptables, linkem (Dockerfile.link)
     xfrbench/prometheus:<suite>      Debian's Prometheus scraping the driver
     xfrbench/driver:bookworm         xfrbench itself (Python 3.11 is Debian 12's)
 
-Server variants: `bookworm` (BIND 9.18, Knot 3.2, NSD 4.6), `bookworm-backports` (BIND 9.20
-from backports, the rest as bookworm) and `trixie` (BIND 9.20, Knot 3.4, NSD 4.12).
+Server variants: `bookworm` (BIND 9.18, Knot 3.2, NSD 4.6, PowerDNS 4.7), `bookworm-backports`
+(BIND 9.20 from backports, the rest as bookworm) and `trixie` (BIND 9.20, Knot 3.4, NSD 4.12,
+PowerDNS 4.9).
 
     python -m harness.compose.images --servers trixie --link-suite trixie
     python -m harness.compose.images --all

@@ -13,7 +13,7 @@ XfrKind = Literal["axfr", "ixfr"]
 Trigger = Literal["notify", "retransfer", "cold-start"]
 Role = Literal["primary", "secondary"]  # a server's part in the relation
 Method = Literal["server-to-server", "client-pull-own", "client-pull-kdig"]
-ServerKind = Literal["bind", "knot", "nsd"]
+ServerKind = Literal["bind", "knot", "nsd", "pdns"]
 
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 XFR_KINDS: tuple[XfrKind, ...] = get_args(XfrKind)

@@ -6,7 +6,6 @@ cgroup of its own, with its stdout and stderr kept in its working folder.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -141,8 +140,7 @@ def stop(testbed: Testbed, running: RunningServer) -> None:
     if running.proc is not None:
         testbed.stop(running.proc)
         running.proc = None
-    with contextlib.suppress(FileNotFoundError):
-        running.server.setup.socket_path.unlink()
+    running.server.remove_control_socket()
 
 
 def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:

@@ -8,9 +8,9 @@ server-to-server duration means (docs/architecture.md, "Measuring a transfer"):
 - trigger "notify": from the moment the primary's own NOTIFY to that secondary leaves its host
   (seen on the wire) until the secondary first serves the new serial. The primary's reload
   time and its NOTIFY delay are phases beside it, both counted from the reload command.
-- trigger "retransfer": from the control command (rndc retransfer / knotc zone-retransfer /
-  nsd-control force_transfer for AXFR; refresh / zone-refresh / transfer for IXFR) until the
-  secondary serves the new serial. The primary sends no NOTIFY in this mode.
+- trigger "retransfer": from the secondary's control command (its dialect's retransfer for
+  AXFR, e.g. rndc retransfer; its refresh for IXFR, e.g. rndc refresh) until the secondary
+  serves the new serial. The primary sends no NOTIFY in this mode.
 - trigger "cold-start": from spawning a secondary with every zone configured and none on disk
   until it serves the last of them.
 
@@ -114,8 +114,9 @@ class Logged:
 @dataclass(frozen=True)
 class ColdStartLog:
     transfers: int  # incoming transfers the secondary logged
-    bytes: int
-    messages: int
+    # Their sizes summed; None when its log does not say them (NSD 4.6, PowerDNS).
+    bytes: int | None
+    messages: int | None
     # Failed attempts by category in its own wording, and the first one's time since it
     # started (harness.servers.failures.FailureCounts.to_json()).
     failures: dict[str, Any]

@@ -37,7 +37,7 @@ CPU_BUDGET = 0.1
 @dataclass
 class Target:
     role: str  # "primary" | "secondary"
-    server: str  # "bind" | "knot" | "nsd"
+    server: str  # its kind: "bind", "knot", "nsd", "pdns"
     pid: int
     cgroup: Cgroup | None = None
     host: str = ""  # the testbed host ("primary", "secondary", "seoul-1"); default: the role

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
-from harness.servers.base import Capabilities
+from harness.servers.base import Capabilities, Support
 from harness.spec import Case, HostSpec, LinkSpec, ServerSpec
 from harness.testbed.topology import Endpoint
 
@@ -151,15 +151,23 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
 
     `servers`: host name -> ("<kind> <version>", its capabilities).
     """
+    needs = (  # (the case needs it, the primary's capability, each secondary's)
+        (plan.tls, "xot_primary", "xot_secondary"),
+        (plan.tsig_algorithm is not None, "tsig", "tsig"),
+        (plan.ixfr, "ixfr_primary", "ixfr_secondary"),
+    )
     primary, caps = servers[plan.primary.name]
-    if plan.tls and not caps.xot_primary.ok:
-        return f"primary {primary}: {caps.xot_primary.reason}"
-    for host in plan.secondaries:
-        secondary, theirs = servers[host.name]
-        if plan.tls and not theirs.xot_secondary.ok:
-            return f"secondary {secondary}: {theirs.xot_secondary.reason}"
-    if plan.ixfr and not caps.ixfr_primary.ok:
-        return f"primary {primary}: {caps.ixfr_primary.reason}"
+    for needed, as_primary, as_secondary in needs:
+        if not needed:
+            continue
+        support: Support = getattr(caps, as_primary)
+        if not support.ok:
+            return f"primary {primary}: {support.reason}"
+        for host in plan.secondaries:
+            secondary, theirs = servers[host.name]
+            support = getattr(theirs, as_secondary)
+            if not support.ok:
+                return f"secondary {secondary}: {support.reason}"
     return None
 
 

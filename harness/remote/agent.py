@@ -245,8 +245,7 @@ class Agent:
                 proc.wait(5)
         if running.group is not None:
             cgroups.remove(running.group.paths)
-        with contextlib.suppress(FileNotFoundError):
-            running.server.setup.socket_path.unlink()
+        running.server.remove_control_socket()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / f"{name}.json").unlink()
         return proc.returncode
@@ -332,10 +331,15 @@ class Agent:
             self.wire.__exit__(None, None, None)
             self.wire = None
 
-    def op_wire_notify(self, serial: int, timeout: float, peer: str) -> float | None:
+    def op_wire_notify(
+        self, serial: int, timeout: float, peer: str, since: float = 0.0
+    ) -> float | None:
+        """When the first NOTIFY for `serial` to `peer` left at or after `since` (this host's
+        unix time, as the answer)."""
         assert self.wire is not None
-        at = self.wire.wait_notify(serial, timeout, peer)
-        return None if at is None else at + real_minus_mono()
+        shift = real_minus_mono()
+        at = self.wire.wait_notify(serial, timeout, peer, since=since - shift)
+        return None if at is None else at + shift
 
     def op_wire_events(self, peer: str, since: float, until: float) -> list[dict[str, Any]]:
         assert self.wire is not None

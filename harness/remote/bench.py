@@ -380,8 +380,9 @@ class RemoteCase:
         for host in self.plan.secondaries:
             left = max(0.0, deadline - self.clock())
             at = channel.call("wire_notify", wait=left + 5, serial=serial,
-                              peer=self.address(host.name), timeout=left)  # fmt: skip
-            if at is not None and self.to_bench(name, at) >= since:
+                              peer=self.address(host.name), timeout=left,
+                              since=self.to_host(name, since))  # fmt: skip
+            if at is not None:
                 notified[host.name] = self.to_bench(name, at)
         return notified
 

@@ -28,14 +28,18 @@ from harness.inventory import Inventory, InventoryHost, load_inventory
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import AgentChannel, AgentError, ClockReading, open_channel
 from harness.remote.playbooks import PlaybookResult, close_masters, run_playbook
+from harness.servers import DIALECTS
 from harness.testbed import registry as reg
 
 CONTROL_ROOT = Path("/run/xfrbench/remote")  # ssh control sockets, playbook logs, results
-# What deploy.yml installs when missing: the same Debian packages as `make setup` for the
-# servers and their tools, and what the agent runs (ip, ping).
-PACKAGES = ("bind9", "bind9-utils", "bind9-dnsutils", "nsd", "knot", "knot-dnsutils",
-            "iproute2", "iputils-ping", "procps", "tar")  # fmt: skip
-SERVICES = ("named", "bind9", "knot", "nsd")
+# What deploy.yml installs when missing: each dialect's packages (the servers and their
+# tools, as `make setup` installs them), and what the agent runs (ip, ping); and the system
+# services the server packages start, which it stops.
+PACKAGES = (
+    *(package for dialect in DIALECTS.values() for package in dialect.packages),
+    "iproute2", "iputils-ping", "procps", "tar",
+)  # fmt: skip
+SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
 
 
 def remote_run_dir(host: InventoryHost, run_id: str) -> str:

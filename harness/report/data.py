@@ -24,7 +24,12 @@ from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
-from harness.report.logged_failures import LoggedFailures, logged_failures, logged_failures_text
+from harness.report.logged_failures import (
+    LoggedFailures,
+    logged_failures,
+    logged_failures_text,
+    unlogged_note,
+)
 from harness.report.phases import CasePhases, case_phases
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
@@ -196,6 +201,16 @@ class ReportData:
     port_ranges: dict[str, tuple[int, bool]] = field(default_factory=dict)
     failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
+
+    @property
+    def unlogged_failures_note(self) -> str | None:
+        """What the secondaries' servers never log (so never count), said once for the run."""
+        return unlogged_note(item for row in self.cases for item in row.logged_failures)
+
+    @property
+    def failures_logged(self) -> bool:
+        """Whether any secondary logged a failed attempt."""
+        return any(item.found for row in self.cases for item in row.logged_failures)
 
     @property
     def uniform_link(self) -> str | None:

@@ -2,10 +2,11 @@
 
 Every server-to-server record carries its secondary's failure counts by category
 (``server_logged.secondary_failures``, ``harness.servers.failures.FailureCounts``), counted
-in that server's own wording. A case's cell sums them per server kind:
-"refused 5, timed out 2; retries not logged (BIND)". A category the server does not log is
-"not logged", never 0; a count where it does not log every one is a floor ("≥3"); records
-of before these rules (0 for every category) read as they were written.
+in that server's own wording. A case's cell sums them per server kind: "refused 5, timed
+out ≥2 (BIND)", or "none". A category the server does not log is never 0: it is left out of
+the cell and said once under the table ("not logged, so never counted: retries (BIND)"); a
+count where it does not log every one is a floor ("≥3"); records of before these rules (0
+for every category) read as they were written.
 """
 
 from __future__ import annotations
@@ -37,17 +38,27 @@ class LoggedFailures:
     records: int  # records that carried counts
 
     @property
+    def name(self) -> str:
+        return SERVER_NAMES.get(self.server, self.server)
+
+    @property
+    def found(self) -> bool:
+        """Whether any failure was logged."""
+        return any(self.counts.values())
+
+    @property
     def text(self) -> str:
         found = [
             f"{CATEGORY_WORDS[c]} {'≥' if c in self.floors else ''}{n}"
             for c, n in self.counts.items()
             if n
         ]
-        silent = [CATEGORY_WORDS[c] for c, n in self.counts.items() if n is None]
-        text = ", ".join(found) or "none"
-        if silent:
-            text += f"; {', '.join(silent)} not logged"
-        return f"{text} ({SERVER_NAMES.get(self.server, self.server)})"
+        return f"{', '.join(found)} ({self.name})" if found else "none"
+
+    @property
+    def silent(self) -> list[str]:
+        """The categories this server kind does not log."""
+        return [CATEGORY_WORDS[c] for c, n in self.counts.items() if n is None]
 
 
 def logged_failures(records: Iterable[TransferRecord]) -> list[LoggedFailures]:
@@ -72,5 +83,27 @@ def logged_failures(records: Iterable[TransferRecord]) -> list[LoggedFailures]:
 
 
 def logged_failures_text(items: list[LoggedFailures]) -> str:
-    """The cell: each server kind's text, "-" where no record carried counts."""
-    return " | ".join(item.text for item in items) or "-"
+    """The cell: each server kind's counts, "none" when none logged a failure, "-" where no
+    record carried counts."""
+    if not items:
+        return "-"
+    if not any(item.found for item in items):
+        return "none"
+    return " | ".join(item.text for item in items if item.found)
+
+
+def unlogged_note(items: Iterable[LoggedFailures]) -> str | None:
+    """The line under the table: what each server kind never logs, so never counts."""
+    silent: dict[str, dict[str, None]] = {}
+    for item in items:
+        if item.silent:
+            silent.setdefault(item.name, {}).update(dict.fromkeys(item.silent))
+    if not silent:
+        return None
+    order = list(CATEGORY_WORDS.values())
+    parts = [
+        f"{', '.join(sorted(words, key=order.index))} ({name})" for name, words in silent.items()
+    ]
+    return "failures logged: counted in each server's own words; not logged, so never counted: " + (
+        "; ".join(parts)
+    )

@@ -357,7 +357,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_answers(data, console, short)
     print_fleet(data, console, short)
 
-    logged = any(row.logged_failures for row in data.cases)
+    logged = data.failures_logged
     table = folding_table(
         "cases (ok = verified transfers that count)",
         [*CASE_COLUMNS[:-1], *([LOGGED_COLUMN] if logged else []), CASE_COLUMNS[-1]],
@@ -393,6 +393,11 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             escape("; ".join(notes)),
         )
     print_table(console, table)
+    if any(row.logged_failures for row in data.cases):
+        if not logged:
+            console.print("failures logged by the secondaries: none", soft_wrap=True)
+        if data.unlogged_failures_note:
+            console.print(escape(data.unlogged_failures_note), soft_wrap=True)
     if note := clock_note(data.cases):
         console.print(escape(note), soft_wrap=True)
 

@@ -27,10 +27,11 @@ from harness.servers.failures import classify as _classify
 from harness.servers.failures import count_failures as _count_failures
 from harness.servers.knot import Knot
 from harness.servers.nsd import Nsd
+from harness.servers.pdns import Pdns
 from harness.servers.refusals import RefusalCount
 from harness.servers.refusals import count_refusals as _count_refusals
 
-DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd}
+DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd, "pdns": Pdns}
 
 __all__ = [
     "DIALECTS",
@@ -40,6 +41,7 @@ __all__ = [
     "Knot",
     "LoggedTransfer",
     "Nsd",
+    "Pdns",
     "RefusalCount",
     "Server",
     "ServerSetup",

@@ -1,12 +1,12 @@
 """What every server dialect provides, and the pieces they share.
 
-A dialect (servers/bind.py, knot.py, nsd.py) is one `Server` subclass holding everything the
-harness knows about that server: its binary and version probe, the tuning options an operator
-may set, what a version can do (structured `Capabilities`, never prose to grep), its config
-templates (servers/<kind>/ at the top of the repository), argv and control commands, its
-transfer log lines, its failure phrases, its refusals as a primary and how it writes a peer's
-address. The runner and the
-flows only ever talk to this interface; adding a server is one new module plus its templates.
+A dialect (servers/bind.py, knot.py, nsd.py, pdns.py) is one `Server` subclass holding
+everything the harness knows about that server: its binary and version probe, the tuning
+options an operator may set, what a version can do (structured `Capabilities`, never prose
+to grep), its config templates (servers/<kind>/ at the top of the repository), argv and
+control commands, its transfer log lines, its failure phrases, its refusals as a primary and
+how it writes a peer's address. The runner and the flows only ever talk to this interface;
+adding a server is one new module plus its templates.
 
 Rendering and parsing are pure. A dialect's I/O is writing its own working folder and, as a
 primary, putting a new version of a zone on itself (`Server.publish`) through the `Reach`
@@ -32,7 +32,9 @@ from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles, write_private
+from harness.xfr.update import send_update, serial_update
 from harness.zonegen.cache import link_or_copy
+from harness.zonegen.digest import read_diff
 from harness.zonegen.model import ChangeSet
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
@@ -145,17 +147,26 @@ class Support:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What one installed version can do. `caveats`: known problems that do not stop a case
-    (a bug on lossy links, say), shown beside its results."""
+    """What one installed version can do: XoT and IXFR in each role, and TSIG. `caveats`:
+    known problems that do not stop a case (a bug on lossy links, say), shown beside its
+    results."""
 
     xot_primary: Support
     xot_secondary: Support
-    ixfr_primary: Support
+    ixfr_primary: Support  # serves IXFR (out)
+    ixfr_secondary: Support  # asks for and applies IXFR (in)
+    tsig: Support  # signs and checks transfers and NOTIFYs with TSIG, in both roles
     caveats: tuple[str, ...] = ()
 
     @property
     def notes(self) -> tuple[str, ...]:
-        missing = (self.xot_primary, self.xot_secondary, self.ixfr_primary)
+        missing = (
+            self.xot_primary,
+            self.xot_secondary,
+            self.ixfr_primary,
+            self.ixfr_secondary,
+            self.tsig,
+        )
         return tuple(dict.fromkeys(s.reason for s in missing if not s.ok)) + self.caveats
 
 
@@ -223,6 +234,11 @@ class Server(ABC):
     # (servers/refusals.py); None while no such line is known: "not logged", never 0.
     refusals: ClassVar[RefusalWording | None] = None
     footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
+    # The Debian packages of the server and the tools the harness runs with it, and the system
+    # services they start (stopped: the harness runs its own). The Makefile's and the server
+    # image's package lists say the same for this machine and the images.
+    packages: ClassVar[tuple[str, ...]]
+    services: ClassVar[tuple[str, ...]]
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -334,6 +350,11 @@ class Server(ABC):
     def control(self, *command: str) -> list[str]:
         """argv of the server's control tool with its per-run channel."""
 
+    def remove_control_socket(self) -> None:
+        """Remove the control channel a stopped server leaves behind (outside its workdir:
+        `ServerSetup.control_socket`). The runner calls it after each stop."""
+        self.setup.socket_path.unlink(missing_ok=True)
+
     @abstractmethod
     def reload_argv(self, zone: str) -> list[str]: ...
 
@@ -348,6 +369,30 @@ class Server(ABC):
     @abstractmethod
     def refresh_argv(self, zone: str) -> list[str]:
         """Check the primary's SOA now and transfer incrementally when it changed."""
+
+
+class PublishesByUpdate(Server):
+    """A primary that takes a new version as one signed dynamic update (RFC 2136): the new
+    SOA, and the change set when there is one. It costs milliseconds at any zone size, where
+    reading the whole file again costs seconds to minutes. The harness sets such a primary
+    up with the per-run update key (`ServerSetup.update_key`); its dialect renders that key
+    as the only one allowed to update."""
+
+    @classmethod
+    def publishes_zone_files(cls, ixfr: bool) -> bool:
+        return False
+
+    def publish(self, version: NewVersion, reach: Reach) -> str:
+        key = self.setup.update_key
+        assert key is not None, f"a {self.kind} primary is set up with an update key"
+        deleted, added = (
+            read_diff(version.change.diff_path, version.zone) if version.change else ([], [])
+        )
+        update = serial_update(
+            version.zone, version.soa, version.serial, key, deleted=deleted, added=added
+        )
+        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout)
+        return "dynamic update"
 
 
 def last_incoming(server: type[Server], text: str, zone: str, serial: int) -> LoggedTransfer | None:

@@ -28,17 +28,13 @@ from harness.servers.base import (
     Capabilities,
     Footprint,
     LoggedTransfer,
-    NewVersion,
-    Reach,
-    Server,
+    PublishesByUpdate,
     Support,
     parse_semver,
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.servers.refusals import RefusalWording
-from harness.xfr.update import send_update, serial_update
-from harness.zonegen.digest import read_diff
 
 _IN = re.compile(
     r"^(?P<at>\S+) xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
@@ -51,8 +47,10 @@ _STATUS = re.compile(
     r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
     r"Transfer status: (?P<status>.+)$"
 )
+# "client @0x... 198.18.10.130#55471 (tld):", or with TSIG "... 198.18.10.130#55471/key
+# xfrbench-xfr (tld):"
 _OUT = re.compile(
-    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>\S+) \([^)]*\): transfer of "
+    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key \S+)? \([^)]*\): transfer of "
     r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
     r"records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
 )
@@ -64,7 +62,8 @@ _OUT = re.compile(
 _BIND_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) ")
 
 
-def bind_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+def bind_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`near` is unused: the stamp has its year."""
     match = _BIND_STAMP.match(line)
     return local_epoch(match[1], "%Y-%m-%dT%H:%M:%S.%f", tz) if match else None
 
@@ -142,7 +141,10 @@ REFUSALS = RefusalWording(
 )
 
 
-class Bind(Server):
+class Bind(PublishesByUpdate):
+    """A primary publishes by signed update: `rndc reload` reads the whole file (about a
+    minute at 14 M records)."""
+
     kind = "bind"
     daemon = "named"
     config_name = "named.conf"
@@ -165,28 +167,8 @@ class Bind(Server):
     refusals = REFUSALS
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
-
-    @classmethod
-    def publishes_zone_files(cls, ixfr: bool) -> bool:
-        return False
-
-    def publish(self, version: NewVersion, reach: Reach) -> str:
-        # A signed UPDATE replaces the SOA (and applies a change set) in milliseconds where
-        # `rndc reload` reads the whole file (about a minute at 14 M records).
-        assert self.setup.update_key is not None, "a BIND primary is set up with an update key"
-        deleted, added = (
-            read_diff(version.change.diff_path, version.zone) if version.change else ([], [])
-        )
-        update = serial_update(
-            version.zone,
-            version.soa,
-            version.serial,
-            self.setup.update_key,
-            deleted=deleted,
-            added=added,
-        )
-        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout)
-        return "dynamic update"
+    packages = ("bind9", "bind9-utils", "bind9-dnsutils")
+    services = ("named", "bind9")
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -194,7 +176,13 @@ class Bind(Server):
         xot = Support.since(
             parse_semver(version), (9, 18, 0), f"BIND {version} has no XoT (added in 9.18)"
         )
-        return Capabilities(xot_primary=xot, xot_secondary=xot, ixfr_primary=Support(True))
+        return Capabilities(
+            xot_primary=xot,
+            xot_secondary=xot,
+            ixfr_primary=Support(True),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
+        )
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:

@@ -1,15 +1,19 @@
 """Failure lines in the servers' own logs, counted by category: pure functions over log text.
 
 Every server words a failed transfer its own way, so each dialect module (bind.py, knot.py,
-nsd.py) holds a `FailureWording` of its own, written from lines captured in real runs of
-BIND 9.18.49, Knot 3.2.6 and NSD 4.6.1 as secondaries (tests/fixtures/failures/, whose README
-lists each wording); this module only applies one. A wording has:
+nsd.py, pdns.py) holds a `FailureWording` of its own, written from lines captured in real runs
+of BIND 9.18.49, Knot 3.2.6, NSD 4.6.1 and PowerDNS 4.7.3 as secondaries
+(tests/fixtures/failures/, whose README lists each wording); this module only applies one. A
+wording has:
 
 - attempt patterns: the one line per failed network attempt, with a `reason` group holding
   the server's error text; that server's REASONS table maps the text to a category, and any
   text it does not know is `other_failure`;
 - fixed patterns: lines whose category does not depend on a reason text (a retry scheduled,
-  a query that ran out of retries, an attempt skipped);
+  a query that ran out of retries, an attempt skipped). One with a `count` group reports
+  that many attempts at once (PowerDNS: "had 10 timeouts" for one round of SOA queries);
+  attempts it includes that had a line of their own since the last such line (`recounted`:
+  PowerDNS's SOA query answered with an error rcode) are left out of its count;
 - follow-up patterns: further lines the same failed attempt writes. They count as failing
   lines but not again as an attempt;
 - the categories it does not log, or not every time (`unlogged`): BIND 9.18 logs no retry,
@@ -39,7 +43,9 @@ FailureCategory = Literal[
     "address_not_available", "refused", "timed_out", "unreachable", "retry", "other_failure"
 ]
 CATEGORIES: tuple[FailureCategory, ...] = get_args(FailureCategory)
-Stamp = Callable[[str, "tzinfo | None"], "float | None"]
+# (line, the zone a server wrote its local-time stamps in, a unix time the stamp lies near:
+# the server's start, for stamps written without a year) -> unix time, or None
+Stamp = Callable[[str, "tzinfo | None", "float | None"], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class FailureWording:
     resolution_s: float
     # Categories it does not log, or not every time: None where it logged none (see above).
     unlogged: frozenset[FailureCategory] = field(kw_only=True)
+    # Attempt lines that the next `count` line counts again (see the module's docstring).
+    recounted: tuple[re.Pattern[str], ...] = field(default=(), kw_only=True)
 
 
 def local_epoch(text: str, fmt: str, tz: tzinfo | None) -> float:
@@ -76,6 +84,16 @@ def classify(wording: FailureWording, line: str) -> FailureCategory | Literal["f
             return category
     if any(pattern.search(line) for pattern in wording.follow_ups):
         return "follow-up"
+    return None
+
+
+def reported_count(wording: FailureWording, line: str) -> int | None:
+    """How many failed attempts a line of a fixed pattern with a `count` group reports; None
+    for any other line (one attempt)."""
+    for pattern, _category in wording.fixed:
+        match = pattern.search(line)
+        if match and "count" in pattern.groupindex:
+            return int(match["count"])
     return None
 
 
@@ -183,19 +201,26 @@ def count_failures(
     failing = 0
     first_s: float | None = None
     first_line: str | None = None
+    recounted = 0  # attempts with a line of their own that the next count line includes
     for line in log_text.splitlines():
         category = classify(wording, line)
         if category is None:
             continue
         stamp = None
         if started_at is not None:
-            stamp = wording.timestamp(line, tz)
+            stamp = wording.timestamp(line, tz, started_at)
             if stamp is not None and stamp <= started_at - wording.resolution_s:
                 continue  # an earlier run's line
         failing += 1
         if category == "follow-up":
             continue
-        counts[category] += 1
+        reported = reported_count(wording, line)
+        if reported is None:
+            counts[category] += 1
+            recounted += any(pattern.search(line) for pattern in wording.recounted)
+        else:
+            counts[category] += max(0, reported - recounted)
+            recounted = 0
         if first_line is None:
             first_line = line
             if started_at is not None and stamp is not None:

@@ -67,8 +67,8 @@ _SERIAL = re.compile(r"serial (?:\d+ -> )?(?P<serial>\d+)")
 _KNOT_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) ")
 
 
-def knot_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
-    """`tz` is unused: Knot writes its offset."""
+def knot_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`tz` and `near` are unused: Knot writes its offset and year."""
     match = _KNOT_STAMP.match(line)
     if not match:
         return None
@@ -135,6 +135,8 @@ class Knot(Server):
     refusals = None
     # Secondary RSS: 169 MiB at 500 k records (tld), 186 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
+    packages = ("knot", "knot-dnsutils")
+    services = ("knot",)
 
     @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:
@@ -161,7 +163,13 @@ class Knot(Server):
         xot = Support.since(
             parse_semver(version), (3, 4, 0), f"Knot {version} has no XoT (added in 3.4)"
         )
-        return Capabilities(xot_primary=xot, xot_secondary=xot, ixfr_primary=Support(True))
+        return Capabilities(
+            xot_primary=xot,
+            xot_secondary=xot,
+            ixfr_primary=Support(True),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
+        )
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:

@@ -55,7 +55,8 @@ _COMMIT = re.compile(
 _NSD_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\] ")
 
 
-def nsd_timestamp(line: str, tz: tzinfo | None = None) -> float | None:
+def nsd_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """`near` is unused: the stamp has its year."""
     match = _NSD_STAMP.match(line)
     if not match:
         return None
@@ -129,6 +130,8 @@ class Nsd(Server):
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)
+    packages = ("nsd",)
+    services = ("nsd",)
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -148,6 +151,8 @@ class Nsd(Server):
                 (4, 6, 0),
                 f"NSD {version} cannot serve IXFR from zone-file differences (needs 4.6)",
             ),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
             caveats=caveats,
         )
 

@@ -58,7 +58,7 @@ def count_refusals(
     for line in log_text.splitlines():
         if not wording.line.search(line):
             continue
-        stamp = wording.timestamp(line, tz)
+        stamp = wording.timestamp(line, tz, since)
         if stamp is None or stamp <= since - wording.resolution_s:
             continue
         if until is not None and stamp > until:

@@ -18,7 +18,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -175,6 +175,18 @@ def _is_soa_query(payload: bytes) -> bool:
     return pos + 2 <= len(payload) and struct.unpack_from("!H", payload, pos)[0] == SOA
 
 
+def first_notify(events: Iterable[WireEvent], serial: int, peer: str, since: float) -> float | None:
+    """When the first NOTIFY to `peer` at or after `since` that may announce `serial` left.
+    A NOTIFY without a serial (PowerDNS sends none) may announce any, so one that left
+    before `since` (the last serial's, or its repeat) must not stand for the new one."""
+    for event in events:
+        if event.kind != "notify" or event.peer != peer or event.at < since:
+            continue
+        if event.serial == 0 or serial_ge(event.serial or 0, serial):
+            return event.at
+    return None
+
+
 class WireWatch:
     """Context manager: watch the primary's wire in `netns` for its `peers` (secondaries'
     addresses). Events are kept for the watch's life, only those about peers."""
@@ -227,17 +239,17 @@ class WireWatch:
                 if e.peer == peer and e.at >= since and (until is None or e.at <= until)
             ]
 
-    def wait_notify(self, serial: int, timeout: float, peer: str) -> float | None:
-        """When the NOTIFY for `serial` (or later) to `peer` left, or None if none did
-        within `timeout`."""
+    def wait_notify(
+        self, serial: int, timeout: float, peer: str, since: float = 0.0
+    ) -> float | None:
+        """When the first NOTIFY for `serial` (or later) to `peer` left at or after `since`
+        (monotonic), or None if none did within `timeout`."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                for event in self._events:
-                    if event.kind != "notify" or event.peer != peer:
-                        continue
-                    if event.serial == 0 or serial_ge(event.serial or 0, serial):
-                        return event.at
+                found = first_notify(self._events, serial, peer, since)
+                if found is not None:
+                    return found
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None

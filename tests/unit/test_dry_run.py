@@ -26,10 +26,26 @@ def dry_run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     return capsys.readouterr().out
 
 
-def test_quick_lists_transfers_an_estimate_and_the_alpha_warning(
+def quick_with(tmp_path: Path, repeats: int) -> str:
+    """quick.toml with another number of repeats (its own has enough for p < 0.05)."""
+    text = (SCENARIOS / "quick.toml").read_text().replace("repeats = 5", f"repeats = {repeats}")
+    path = tmp_path / "quick.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_demo_has_repeats_enough_for_its_transport_table(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = dry_run(capsys, str(SCENARIOS / "quick.toml"))
+    assert out.splitlines()[0].endswith("16 cases x 5 repeats: 80 transfers")
+    assert "warning:" not in out
+
+
+def test_quick_lists_transfers_an_estimate_and_the_alpha_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = dry_run(capsys, quick_with(tmp_path, 3))
     lines = out.splitlines()
     assert lines[0].endswith("16 cases x 3 repeats: 48 transfers")
     assert "│ transfers ┃" in out.replace("┃ transfers ┃", "│ transfers ┃")
@@ -44,9 +60,12 @@ def test_quick_lists_transfers_an_estimate_and_the_alpha_warning(
     assert "set repeats = 5 (at least 4)" in out
 
 
-def test_the_warning_follows_the_chosen_alpha(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "warning" not in dry_run(capsys, str(SCENARIOS / "quick.toml"), "--alpha", "0.2")
-    out = dry_run(capsys, str(SCENARIOS / "quick.toml"), "--alpha", "0.01")
+def test_the_warning_follows_the_chosen_alpha(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    quick = quick_with(tmp_path, 3)
+    assert "warning:" not in dry_run(capsys, quick, "--alpha", "0.2")
+    out = dry_run(capsys, quick, "--alpha", "0.01")
     assert "can never give p < 0.01" in out and "set repeats = 5 (at least 5)" in out
 
 
@@ -61,7 +80,7 @@ def test_the_estimate_grows_with_what_a_run_does() -> None:
     small = estimate(group_cases(quick), passes, order)
     tld, tld_passes, tld_order = plans("tld.toml")
     big = estimate(group_cases(tld), tld_passes, tld_order)
-    assert small.transfers == 48 and small.visits == 4
+    assert small.transfers == 80 and small.visits == 4
     assert big.seconds > 5 * small.seconds  # 3 transfers of 14 M records against 48 small
     # every repeat adds its own time: settle, round trips, bytes, verification
     assert all(repeat_seconds(case) > case.settle for case in quick)

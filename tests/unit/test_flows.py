@@ -15,6 +15,7 @@ import pytest
 
 from harness import spec
 from harness.measure import protocol
+from harness.measure.live import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
     Logged,
@@ -467,3 +468,12 @@ def test_each_repeat_says_where_its_wall_time_went(tmp_path: Path) -> None:
     servers = split.phases["first_copies"] + 1.3 + 2 * 0.2 + 2 * 1.1
     assert split.servers_s == pytest.approx(servers)
     assert "verify 2.8" in describe(split)
+
+
+def test_sizes_no_log_says_stay_unknown() -> None:
+    # A cold start's transfers summed as the secondary logged them: NSD 4.6 and PowerDNS
+    # log no sizes, and a sum of 0 bytes would print as a throughput of 0 bit/s.
+    assert logged_sum([4000, 250]) == 4250
+    assert logged_sum([None, None]) is None
+    assert logged_sum([4000, None]) is None  # never a sum of some
+    assert logged_sum([]) is None

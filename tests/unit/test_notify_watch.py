@@ -13,7 +13,7 @@ import dns.rrset
 import pytest
 
 from harness.measure.watch import wire_facts
-from harness.xfr.wire_watch import WireEvent, parse_packet
+from harness.xfr.wire_watch import WireEvent, first_notify, parse_packet
 
 
 def _notify(serial: int | None, *, response: bool = False) -> bytes:
@@ -99,3 +99,22 @@ def test_connections_are_counted_distinct_by_source_port() -> None:
     again = wire_facts([*events, WireEvent(20.0, "connect", peer, port=40002)], 10.0)
     assert (again["syns"], again["connections"]) == (4, 2)
     assert again["connect_s"] == pytest.approx(10.0)
+
+
+def test_a_notify_without_serial_counts_only_from_the_publish_on() -> None:
+    # PowerDNS NOTIFYs carry no serial and are repeated a tick later; the last serial's
+    # NOTIFY (10.0) and its repeat (11.0) left before serial 4 was published at 11.5.
+    peer = "198.18.7.130"
+    events = [
+        WireEvent(10.0, "notify", peer, 0),
+        WireEvent(11.0, "notify", peer, 0),
+        WireEvent(11.2, "notify", "198.18.7.131", 0),
+        WireEvent(12.0, "soa_query", peer),
+        WireEvent(12.5, "notify", peer, 0),
+    ]
+    assert first_notify(events, 4, peer, since=11.5) == 12.5
+    assert first_notify(events, 4, peer, since=13.0) is None
+    # A NOTIFY that names its serial counts from that serial on, never for an older one.
+    named = [WireEvent(10.0, "notify", peer, 3), WireEvent(10.5, "notify", peer, 4)]
+    assert first_notify(named, 4, peer, since=0.0) == 10.5
+    assert first_notify(named, 5, peer, since=0.0) is None

@@ -11,7 +11,7 @@ import pytest
 from harness import spec
 from harness.core.errors import EnvironmentProblem
 from harness.plan.case import CasePlan, plan_case, support_problem
-from harness.servers import DIALECTS
+from harness.servers import DIALECTS, Support
 from harness.testbed import emulation, topology
 from harness.testbed import registry as reg
 from harness.testbed.hosts import netns_build_steps
@@ -69,6 +69,26 @@ def test_support_problems_are_structured_reasons(tmp_path: Path) -> None:
     )  # type: ignore[arg-type]
     assert reason is not None and "ALPN" in reason
     assert DIALECTS["nsd"].capabilities("4.6.1").caveats  # the XoT IXFR hang of 4.6
+
+
+def test_every_capability_a_case_needs_is_checked_in_both_roles(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, 'transports = ["tcp-tsig"]\nxfr = ["ixfr"]\n')
+    able = DIALECTS["bind"].capabilities("9.18.49")
+    servers = {"primary": ("bind 9.18.49", able), "secondary": ("bind 9.18.49", able)}
+    assert support_problem(plan, servers) is None
+    for field, reason in (("tsig", "no TSIG here"), ("ixfr_secondary", "asks for AXFR only")):
+        unable = dataclasses.replace(able, **{field: Support(False, reason)})
+        secondary = {**servers, "secondary": ("x 1.0.0", unable)}
+        assert support_problem(plan, secondary) == f"secondary x 1.0.0: {reason}"
+        assert reason in unable.notes
+    no_tsig = dataclasses.replace(able, tsig=Support(False, "no TSIG here"))
+    assert support_problem(plan, {**servers, "primary": ("x 1.0.0", no_tsig)}) == (
+        "primary x 1.0.0: no TSIG here"
+    )
+    # Without TSIG and IXFR the same servers can run it.
+    plain = _plan(tmp_path, 'transports = ["tcp"]\nxfr = ["axfr"]\n')
+    unable = dataclasses.replace(able, tsig=Support(False, "t"), ixfr_secondary=Support(False, "i"))
+    assert support_problem(plain, {"primary": ("b", able), "secondary": ("x", unable)}) is None
 
 
 def test_one_primary_and_three_secondaries_build_and_tear_down(tmp_path: Path) -> None:

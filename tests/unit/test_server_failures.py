@@ -1,4 +1,5 @@
-"""Failure lines counted per server, from logs of real BIND, Knot and NSD secondaries.
+"""Failure lines counted per server, from logs of real BIND, Knot, NSD and PowerDNS
+secondaries.
 
 The fixtures are excerpts of real captures (tests/fixtures/failures/README.md says how each
 was made); every expected count below was checked against the fixture with grep.
@@ -12,9 +13,11 @@ import pytest
 
 from harness import servers
 from harness.core.terms import SERVER_KINDS, ServerKind
+from harness.servers import pdns
 from harness.servers.bind import bind_timestamp
 from harness.servers.knot import knot_timestamp
 from harness.servers.nsd import nsd_timestamp
+from harness.servers.pdns import pdns_timestamp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURES = FIXTURES / "failures"
@@ -29,6 +32,7 @@ STARTED = {
     "nsd-refused.log": 1795430892.213,
     "bind-lossy.log": 1795430672.1210685,
     "knot-lossy.log": 1795430706.7948196,
+    "pdns-refused.log": 1795625354.536,
 }
 
 
@@ -99,6 +103,25 @@ EXPECTED = {
     "nsd-reset-idle.log": (0, 0, None, 0, None, 1, 2),
     # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
     "nsd-timed-out.log": (0, 0, None, 0, None, 0, 0),
+    # PowerDNS: "unable to xfr zone" per transfer; one "had N timeouts" line per round of SOA
+    # checks counts N (one query per zone), "Unable to retrieve SOA" lines follow it. It
+    # logs no retry.
+    # It logs no retry, and an ICMP host unreachable as a timeout.
+    "pdns-address-not-available.log": (12, 0, 5, None, None, 0, 17),
+    # One SOA round timed out, then the operator's retrieve: axfr-fetch-timeout (10 s).
+    "pdns-fetch-timed-out.log": (0, 0, 2, None, None, 0, 3),
+    # TCP dropped, tcp_syn_retries 2: the kernel's connect timeout (7 s) came first.
+    "pdns-connect-timed-out.log": (0, 0, 16, None, None, 0, 16),
+    # 10 rounds: 6 of all 10 zones, then 4 of the 2 refreshed ones; 2 retrievals refused.
+    "pdns-refused.log": (0, 2, 68, None, None, 0, 24),
+    "pdns-timed-out.log": (0, 0, 300, None, None, 0, 55),
+    # A primary without 4 of the 10 zones: each round, 4 SOA queries answered REFUSED, which
+    # the round's "had 4 timeouts" counts again (left out there).
+    "pdns-refused-rcode.log": (0, 36, 0, None, None, 0, 48),
+    # TCP connects reset (UDP passes): a refused connect per zone and tick (an excerpt).
+    "pdns-tcp-reset.log": (0, 17, 0, None, None, 0, 17),
+    # ICMP host unreachable: only its SOA queries, as timeouts.
+    "pdns-host-unreachable.log": (0, 0, 80, None, None, 0, 18),
 }
 
 
@@ -163,6 +186,8 @@ def test_each_form_on_its_captured_line(name: str, form: str, category: str) -> 
         ("bind-lossy.log", UTC, datetime(2026, 11, 23, 10, 45, 3, 274000, UTC), "retry limit"),
         # Knot writes whole seconds with the offset: the zone passed in does not matter.
         ("knot-lossy.log", IST, datetime(2026, 11, 23, 10, 45, 13, 0, UTC), "timeout"),
+        # PowerDNS writes local time, whole seconds, and no year (read near the start).
+        ("pdns-refused.log", IST, datetime(2026, 11, 25, 22, 19, 18, 0, IST), "10 timeouts"),
     ],
 )
 def test_first_failure_since_start(
@@ -184,7 +209,7 @@ def test_knot_failure_in_the_second_of_the_start_is_zero_not_negative() -> None:
     assert counts.refused == EXPECTED["knot-refused.log"][1]
 
 
-@pytest.mark.parametrize("name", ["bind-refused.log", "nsd-refused.log"])
+@pytest.mark.parametrize("name", ["bind-refused.log", "nsd-refused.log", "pdns-refused.log"])
 def test_local_stamps_read_in_the_wrong_zone_are_hours_off(name: str) -> None:
     right = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=IST)
     wrong = servers.count_failures(kind_of(name), read(name), STARTED[name], tz=UTC)
@@ -203,6 +228,7 @@ def test_timestamp_functions_read_each_servers_own_form() -> None:
     bind_line = read("bind-refused.log").splitlines()[0]
     knot_line = read("knot-refused.log").splitlines()[0]
     nsd_line = read("nsd-refused.log").splitlines()[0]
+    pdns_line = read("pdns-refused.log").splitlines()[0]
     assert bind_timestamp(bind_line, IST) == pytest.approx(
         datetime(2026, 11, 23, 10, 45, 6, 462000, UTC).timestamp()
     )
@@ -210,11 +236,16 @@ def test_timestamp_functions_read_each_servers_own_form() -> None:
     assert nsd_timestamp(nsd_line, IST) == pytest.approx(
         datetime(2026, 11, 23, 10, 48, 12, 236000, UTC).timestamp()
     )
+    near = STARTED["pdns-refused.log"]
+    assert pdns_timestamp(pdns_line, IST, near) == (
+        datetime(2026, 11, 25, 16, 49, 14, tzinfo=UTC).timestamp()
+    )
     # Each reads only its own form.
     for read_stamp, others in (
-        (bind_timestamp, (knot_line, nsd_line)),
-        (knot_timestamp, (bind_line, nsd_line)),
-        (nsd_timestamp, (bind_line, knot_line)),
+        (bind_timestamp, (knot_line, nsd_line, pdns_line)),
+        (knot_timestamp, (bind_line, nsd_line, pdns_line)),
+        (nsd_timestamp, (bind_line, knot_line, pdns_line)),
+        (pdns_timestamp, (bind_line, knot_line, nsd_line)),
     ):
         assert all(read_stamp(line, UTC) is None for line in others)
 
@@ -246,6 +277,7 @@ SUCCESS = {
     "bind": ("Transfer status: success", "transferred serial", "AXFR ended"),
     "knot": (", finished, ", "zone updated"),
     "nsd": (' committed "received update', " is updated to ", "info: axfr for "),
+    "pdns": ("zone committed with serial", "AXFR finished"),
 }
 
 
@@ -346,3 +378,28 @@ def test_counts_read_back_from_a_record() -> None:
     assert loaded.attempts == 5 and loaded.first_failure_s == 31.2
     assert servers.FailureCounts.from_json({}) is None
     assert servers.FailureCounts.from_json(None) is None
+
+
+def test_a_year_less_stamp_is_read_near_the_start_not_today(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PowerDNS's "Nov 25 22:19:18" has no year: the server's start decides it, so the counts
+    # of a log read a year later (today's date moved on) are the same.
+    text, start = read("pdns-refused.log"), STARTED["pdns-refused.log"]
+    now = servers.count_failures("pdns", text, start, tz=IST)
+    assert now.first_failure_s == pytest.approx(3.464, abs=1e-3)
+    monkeypatch.setattr(pdns.time, "time", lambda: start + 365 * 86400)
+    assert servers.count_failures("pdns", text, start, tz=IST) == now
+
+
+def test_a_round_count_leaves_out_what_was_counted_line_by_line() -> None:
+    # PowerDNS: an SOA query answered REFUSED has a line of its own, and its round's summary
+    # ("had 4 timeouts") counts it again among the timeouts: counted once, as refused.
+    text = read("pdns-refused-rcode.log")
+    rounds = [line for line in text.splitlines() if "had 4 timeouts" in line]
+    refusals = [line for line in text.splitlines() if "(RCode: Query Refused)" in line]
+    assert (len(rounds), len(refusals)) == (8, 36)
+    counts = servers.count_failures("pdns", text, None)
+    assert (counts.refused, counts.timed_out) == (36, 0)
+    # A summary alone counts all it says.
+    assert servers.count_failures("pdns", rounds[0], None).timed_out == 4

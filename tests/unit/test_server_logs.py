@@ -118,3 +118,17 @@ def test_each_logged_transfer_carries_its_stamp_as_unix_time() -> None:
     nsd = Nsd.parse_log((FIXTURES / "nsd_xfer.log").read_text())
     assert nsd[1].at_unix is not None and nsd[0].at_unix is not None
     assert round(nsd[1].at_unix - nsd[0].at_unix, 3) == 0.048
+
+
+def test_bind_outgoing_signed_transfers() -> None:
+    # A BIND 9.18.49 primary of a PowerDNS secondary: three TSIG-signed AXFRs name the key
+    # after the client ("198.18.10.130#55471/key xfrbench-xfr"), the fourth is unsigned.
+    entries = Bind.parse_log((FIXTURES / "bind_xfer_out_tsig.log").read_text())
+    assert [(e.direction, e.xfr, e.serial, e.bytes) for e in entries] == [
+        ("out", "axfr", 1, 2900854),
+        ("out", "axfr", 2, 2900854),
+        ("out", "axfr", 3, 2900854),
+        ("out", "axfr", 4, 2880445),
+    ]
+    assert entries[0].peer == "198.18.10.130#55471"
+    assert all(Bind.peer_is(e.peer, "198.18.10.130") for e in entries)

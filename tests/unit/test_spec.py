@@ -21,7 +21,7 @@ BAD_SCENARIOS = {
     "unknown server kind": (
         '[servers.primary]\nkind="powerdns"',
         "servers.primary.kind",
-        "'bind', 'knot' or 'nsd'",
+        "'bind', 'knot', 'nsd' or 'pdns'",
     ),
     "unparsable duration unit": ('[link]\ndelay="5 parsecs"', "link.delay", "use us, ms, s"),
     "rate in bytes": ('[link]\nrate="10mbps"', "link.rate", "bits per second"),

@@ -1,0 +1,420 @@
+"""PowerDNS Authoritative (pdns_server, gsqlite3 backend): everything the harness knows about it.
+
+Written for Debian 12's 4.7.3 from real runs (tests/fixtures/, and the research notes these
+facts come from). The gsqlite3 backend serves both roles: zones are `domains` rows, TSIG keys
+and per-zone settings (who may transfer, whom to NOTIFY, IXFR, the update key) are rows the
+dialect writes into pdns.sqlite3 with the packaged schema (servers/pdns/schema.sqlite3.sql).
+The bind backend is not used: it logs an IXFR as committed and keeps serving the old serial.
+
+Facts that shape transfers:
+- One communicator thread works on a 1 s loop: a NOTIFY leaves 0-1 s after the change that
+  queues it, a secondary starts its SOA check 0-1 s after a NOTIFY arrives, and the primary's
+  own change check and the secondary's SOA checks and retries run every xfr-cycle-interval
+  (default 60 s; rendered 1 s). A NOTIFY carries no serial.
+- retrieval-threads 2 (two inbound transfers at once); max-tcp-connections 20 (the accept
+  loop blocks there: a 21st client waits in the backlog); axfr-fetch-timeout 10 s (connect
+  and idle); xfr-max-received-mbytes 100 by default, about 3.3 M records of the tld preset
+  (rendered 0: no limit). The primary builds the whole zone in memory for each AXFR out.
+- IXFR out: none. An IXFR query is answered with the whole zone, AXFR style, so the harness
+  records IXFR cases with a PowerDNS primary as unsupported (capabilities()). IXFR in: with
+  the zone's IXFR metadata, rendered when the case asks for IXFR.
+- No XoT in 4.7 (no TLS setting at all). TSIG both ways; NOTIFYs are signed with the
+  zone's transfer key.
+- New serials as a primary: a signed dynamic update (PublishesByUpdate), 2-4 ms at 1 M
+  records; with NOTIFY-DNSUPDATE it NOTIFYs by itself. A primary's zone files are loaded
+  into the database before the start (start.sh): `pdnsutil load-zone` per zone for a few,
+  zone2sql in one transaction for many (11.5 ms a zone with pdnsutil).
+- Control: pdns_control through a socket directory, with a fixed 7 s wait for an answer.
+  `retrieve ZONE` transfers now without an SOA check (AXFR when the zone has no IXFR
+  metadata; 4.7 has no command that forces an AXFR). A retrieve that reaches the other
+  retrieval thread while the zone's last transfer is still finishing (it serves the new
+  serial before that ends) is dropped without a word: the harness's settle keeps repeats
+  apart (seen at 100 k records when a repeat followed its warm-up at once). There is no
+  refresh command: a NOTIFY from 127.0.0.1, a trusted-notification-proxy, starts an SOA
+  check (pdns_notify).
+
+Log (stderr with disable-syslog, kept as stderr.log): loglevel 5 has every transfer and
+failure line; stamps are "Nov 25 16:09:02", local time, whole seconds and no year. Nothing
+logs a transfer's bytes, records, messages or duration; the commit line of an incoming
+transfer names its serial, an outgoing transfer names only its client.
+
+Failures (FAILURES, from tests/fixtures/failures/pdns-*.log): the attempt is "XFR-in zone:
+'<zone>', primary: '<addr>', unable to xfr zone (<exception>): <reason> (This was attempt
+number N. Excluding zone from slave-checks until <time>)". With no ephemeral port left it
+fails to bind before it connects ("Address already in use"). SOA queries are checked in
+rounds: one answered with an error rcode writes "While checking domain freshness: ...
+(RCode: Query Refused)", and the round ends with "Received serial number updates for N
+zones, had M timeouts", which counts every query without a usable answer within 3 s: the
+unanswered, those answered by ICMP (port or host unreachable: PowerDNS says timeout), and
+those answered with an error rcode again (left out there). "Unable to retrieve SOA for
+<zone>, this was the first time" follows per zone (then only every 10th time). No connect is
+tried without an SOA answer; a failed transfer is tried again on the next tick, and retries
+are not logged as such. As a primary it refuses no transfer for want of a slot (the accept
+loop waits at max-tcp-connections): `refusals` stays None.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import time
+from contextlib import closing
+from datetime import tzinfo
+from pathlib import Path
+from typing import ClassVar
+
+from harness.servers.base import (
+    TEMPLATES,
+    Capabilities,
+    Footprint,
+    LoggedTransfer,
+    PublishesByUpdate,
+    ServerSetup,
+    Support,
+    zone_name,
+)
+from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.xfr.secrets import write_private
+
+SCHEMA = TEMPLATES / "pdns" / "schema.sqlite3.sql"  # the 4.7.3 package's gsqlite3 schema
+DATABASE = "pdns.sqlite3"
+# Up to this many zones a primary loads each with `pdnsutil load-zone` (the faster for a
+# large zone: 9 s at 1 M records against 12 s through zone2sql); more in one transaction.
+LOAD_EACH_UP_TO = 10
+
+# --- log lines ---------------------------------------------------------------------------
+
+_STAMP = re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) ")
+_AT = r"^(?P<at>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) "
+# "AXFR-in zone: 'tld', primary: '192.0.2.1', zone committed with serial 3",
+# "IXFR-in zone: 'tld', primary: '192.0.2.1', got 1 delta, zone committed with serial 101"
+_IN = re.compile(
+    _AT + r"(?P<xfr>[AI])XFR-in zone: '(?P<zone>[^']+)', primary: '(?P<peer>[^']+)', "
+    r"(?:got (?P<deltas>\d+) deltas?, )?zone committed with serial (?P<serial>\d+)$"
+)
+# "AXFR-out zone 'tld', client '192.0.2.2', AXFR finished" (after "transfer initiated");
+# "IXFR-out zone 'tld', client '192.0.2.2', IXFR finished": the client was up to date and
+# got the SOA alone. An IXFR answered with the whole zone logs "IXFR fallback to AXFR" and
+# then the AXFR-out lines: it counts once, as the AXFR it was on the wire.
+_OUT = re.compile(
+    _AT + r"[AI]XFR-out zone '(?P<zone>[^']+)', client '(?P<peer>[^':]+)', "
+    r"(?P<xfr>[AI])XFR finished$"
+)
+
+
+def pdns_timestamp(line: str, tz: tzinfo | None = None, near: float | None = None) -> float | None:
+    """Unix time of a stamp ("Nov 25 16:09:02", local time in `tz`, None: this host's). It
+    has no year: the one that puts it nearest to `near` (the server's start; None: now)."""
+    match = _STAMP.match(line)
+    return year_less_epoch(match[1], tz, near) if match else None
+
+
+def year_less_epoch(text: str, tz: tzinfo | None, near: float | None) -> float | None:
+    """The unix time of "Mon DD HH:MM:SS" in the year, of the one before or after the year
+    of `near` (None: now), that lies nearest to `near`."""
+    near = time.time() if near is None else near
+    year = time.localtime(near).tm_year
+    candidates = []
+    for guess in (year - 1, year, year + 1):
+        try:
+            candidates.append(local_epoch(f"{guess} {text}", "%Y %b %d %H:%M:%S", tz))
+        except ValueError:  # Feb 29 outside a leap year
+            continue
+    return min(candidates, key=lambda at: abs(at - near), default=None)
+
+
+# --- failures, in this server's own wording (harness/servers/failures.py) ---
+
+# An SOA query of a round of checks answered with an error rcode (resolver.cc).
+_SOA_RCODE = re.compile(
+    r"While checking domain freshness: Query to '\S+' for SOA of '[^']+' produced no "
+    r"results \((?P<reason>RCode: [^)]+)\)$"
+)
+PDNS_ATTEMPTS = (
+    # slavecommunicator.cc suck(): the transfer failed (connect, or the primary's answer).
+    re.compile(
+        r"XFR-in zone: '[^']+', primary: '[^']+', unable to xfr zone \([\w:]+\): (?P<reason>.+?)"
+        r"(?: \(This was attempt number \d+\. Excluding zone from slave-checks until \d+\))?$"
+    ),
+    _SOA_RCODE,
+)
+PDNS_REASONS: dict[str, FailureCategory] = {
+    # No ephemeral port left: it binds the TCP socket (query-local-address, unset here)
+    # before it connects, and the bind fails.
+    "Resolver binding to local TCP socket on '0.0.0.0': Address already in use": (
+        "address_not_available"
+    ),
+    "Error connecting: Connection refused": "refused",
+    "RCode: Query Refused": "refused",
+    # The kernel gave the connect up (tcp_syn_retries) before axfr-fetch-timeout did...
+    "Error connecting: Connection timed out": "timed_out",
+    # ...or axfr-fetch-timeout (10 s) came first.
+    "Timeout connecting to server": "timed_out",
+}
+PDNS_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = (
+    # One line per round of SOA checks: `count` queries (one per zone) got no usable answer
+    # within 3 s. That includes a query answered with an error rcode, logged on its own line
+    # (_SOA_RCODE) and counted there; and an ICMP port or host unreachable is a timeout here.
+    (re.compile(r"Received serial number updates for \d+ zones?, had (?P<count>[1-9]\d*) "
+                r"timeouts?$"), "timed_out"),
+)  # fmt: skip
+PDNS_FOLLOW_UPS = (
+    re.compile(r"Unable to retrieve SOA for \S+, this was the "),
+    re.compile(r"IXFR-in zone '[^']+', primary '[^']+', got exception "),
+)
+
+FAILURES = FailureWording(
+    PDNS_ATTEMPTS,
+    PDNS_REASONS,
+    PDNS_FIXED,
+    PDNS_FOLLOW_UPS,
+    pdns_timestamp,
+    1.0,
+    # A failed transfer is tried again on the next tick, with no line of its own; an ICMP
+    # host unreachable reads as a timeout.
+    unlogged=frozenset({"retry", "unreachable"}),
+    recounted=(_SOA_RCODE,),
+)
+
+
+# --- the database: zones, keys and per-zone settings --------------------------------------
+
+# Metadata kinds the dialect owns; a re-render replaces exactly these.
+_KINDS = (
+    "ALLOW-AXFR-FROM",
+    "ALSO-NOTIFY",
+    "AXFR-MASTER-TSIG",
+    "IXFR",
+    "NOTIFY-DNSUPDATE",
+    "TSIG-ALLOW-AXFR",
+    "TSIG-ALLOW-DNSUPDATE",
+)
+
+
+def zone_metadata(setup: ServerSetup) -> list[tuple[str, str]]:
+    """(kind, content) rows every zone of this server gets."""
+    rows: list[tuple[str, str]] = []
+    if setup.role == "primary":
+        if setup.tsig:
+            rows.append(("TSIG-ALLOW-AXFR", setup.tsig.name))
+        if not (setup.tsig and setup.tsig_only):
+            rows += [("ALLOW-AXFR-FROM", f"{peer}/32") for peer in setup.peers]
+        if setup.notify:
+            rows += [("ALSO-NOTIFY", peer) for peer in setup.peers]
+        if setup.update_key:
+            rows.append(("TSIG-ALLOW-DNSUPDATE", setup.update_key.name))
+            rows.append(("NOTIFY-DNSUPDATE", "1" if setup.notify else "0"))
+    else:
+        if setup.tsig:
+            rows.append(("AXFR-MASTER-TSIG", setup.tsig.name))
+        if setup.ixfr:
+            rows.append(("IXFR", "1"))
+    return rows
+
+
+def write_database(db: Path, setup: ServerSetup) -> None:
+    """Zones, TSIG keys and their settings into `db` (mode 0600: it holds the secrets).
+
+    A primary's database is new at each start (start.sh loads its records). A secondary's
+    is created once and then only its keys and settings are replaced, while it runs: its
+    copies stay, and the server reads the rows at each use (zone-metadata-cache-ttl 0)."""
+    if setup.role == "primary":
+        db.unlink(missing_ok=True)
+    fresh = not db.exists()
+    if fresh:
+        write_private(db, "")
+    with closing(sqlite3.connect(db, timeout=30)) as con:
+        if fresh:
+            con.executescript(SCHEMA.read_text())
+        with con:  # one transaction: a running server sees the old rows or the new
+            kind = "MASTER" if setup.role == "primary" else "SLAVE"
+            master = None if setup.role == "primary" else setup.primary
+            for zone in setup.zones:
+                name = zone.origin.rstrip(".")
+                con.execute(
+                    "INSERT OR IGNORE INTO domains (name, type) VALUES (?, ?)", (name, kind)
+                )
+                con.execute(
+                    "UPDATE domains SET type = ?, master = ? WHERE name = ?", (kind, master, name)
+                )
+            con.execute("DELETE FROM tsigkeys")
+            keys = {k.name: k for k in (setup.tsig_known or setup.tsig, setup.update_key) if k}
+            con.executemany(
+                "INSERT INTO tsigkeys (name, algorithm, secret) VALUES (?, ?, ?)",
+                [(k.name.rstrip("."), k.algorithm, k.secret) for k in keys.values()],
+            )
+            marks = ", ".join("?" * len(_KINDS))
+            con.execute(f"DELETE FROM domainmetadata WHERE kind IN ({marks})", _KINDS)
+            rows = zone_metadata(setup)
+            con.executemany(
+                "INSERT INTO domainmetadata (domain_id, kind, content) "
+                "SELECT id, ?, ? FROM domains",
+                rows,
+            )
+
+
+# --- the dialect -------------------------------------------------------------------------
+
+
+class Pdns(PublishesByUpdate):
+    kind = "pdns"
+    daemon = "pdns_server"
+    config_name = "pdns.conf"
+    # disable-syslog: the log is stderr, which the runner keeps in the workdir.
+    log_name = "stderr.log"
+    version_argv = ("--version",)  # printed on stderr, exit status 99
+    version_patterns = (r"PowerDNS Authoritative Server (\d+\.\d+\.\d+)",)
+    options: ClassVar[dict[str, type]] = {
+        "max-tcp-connections": int,
+        "max-tcp-connections-per-client": int,
+        "retrieval-threads": int,
+        "receiver-threads": int,
+        "distributor-threads": int,
+        "axfr-fetch-timeout": int,
+        "tcp-idle-timeout": int,
+        "xfr-cycle-interval": int,
+        "xfr-max-received-mbytes": int,
+    }
+    failures = FAILURES
+    # gsqlite3 secondary: 62 MiB idle, VmHWM 278-284 MB taking 1 M records of the tld
+    # preset (~230 B a record); per zone not separable at 1000 hosting zones.
+    footprint = Footprint(base_mib=62, record_bytes=230, zone_bytes=3_000)
+    packages = ("pdns-server", "pdns-backend-sqlite3", "pdns-tools", "sqlite3")
+    services = ("pdns",)
+
+    @classmethod
+    def capabilities(cls, version: str) -> Capabilities:
+        name = f"PowerDNS Authoritative {version}"
+        no_xot = Support(False, f"{name} has no XoT")
+        return Capabilities(
+            xot_primary=no_xot,
+            xot_secondary=no_xot,
+            ixfr_primary=Support(
+                False, f"{name} serves no IXFR: it answers one with the whole zone"
+            ),
+            ixfr_secondary=Support(True),
+            tsig=Support(True),
+            caveats=(
+                f"{name} works off a 1 s loop: a secondary starts a transfer 0-1 s after the "
+                "NOTIFY, and a primary sends its NOTIFY 0-1 s after the change",
+            ),
+        )
+
+    @classmethod
+    def parse_log(cls, text: str, near: float | None = None) -> list[LoggedTransfer]:
+        """Transfers as logged; `near`: a unix time the log was written near (its stamps
+        have no year; None: now). An up-to-date IXFR asked for by `retrieve` ("got 0
+        deltas, zone committed with serial 0") is no transfer."""
+        out: list[LoggedTransfer] = []
+        for line in text.splitlines():
+            if match := _IN.match(line):
+                if match["deltas"] == "0" and match["serial"] == "0":
+                    continue
+                direction, serial = "in", int(match["serial"])
+            elif match := _OUT.match(line):
+                direction, serial = "out", None
+            else:
+                continue
+            out.append(
+                LoggedTransfer(
+                    "pdns",
+                    direction,
+                    zone_name(match["zone"]),
+                    f"{match['xfr'].lower()}xfr",
+                    serial,
+                    None,
+                    None,
+                    None,
+                    None,
+                    match["at"],
+                    match["peer"],
+                    pdns_timestamp(line, None, near),
+                )
+            )
+        return out
+
+    @classmethod
+    def peer_is(cls, peer: str | None, address: str) -> bool:
+        # Transfer lines name a bare address; "allowed:" and NOTIFY lines add ":port".
+        return (peer or "") == address or (peer or "").startswith(f"{address}:")
+
+    # --- one configured server -------------------------------------------------------------
+
+    @property
+    def database(self) -> Path:
+        return self.setup.workdir / DATABASE
+
+    @property
+    def socket_dir(self) -> Path:
+        """pdns_server and pdns_control take a directory, where the server puts
+        pdns.controlsocket and pdns.pid: one of its own beside the runner's short path."""
+        return self.setup.socket_path.with_suffix("")
+
+    def _tool(self, name: str) -> str:
+        # PowerDNS's tools are in bin/, beside the sbin/ of pdns_server.
+        beside = self.binary.parent.parent / "bin" / name
+        return str(beside) if self.in_container or beside.exists() else name
+
+    def _context(self) -> dict[str, object]:
+        return super()._context() | {
+            "binary": self.binary,
+            "database": self.database,
+            "socket_dir": self.socket_dir,
+            "pdnsutil": self._tool("pdnsutil"),
+            "zone2sql": self._tool("zone2sql"),
+            "load_each": len(self.setup.zones) <= LOAD_EACH_UP_TO,
+        }
+
+    def _render_files(self) -> list[Path]:
+        wd = self.setup.workdir
+        self.socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        files = [
+            self._render("pdns/pdns.conf.j2", self.config),
+            self._render("pdns/start.sh.j2", wd / "start.sh"),
+        ]
+        if self.setup.role == "primary" and len(self.setup.zones) > LOAD_EACH_UP_TO:
+            files.append(self._render("pdns/zones.conf.j2", wd / "zones.conf"))
+        write_database(self.database, self.setup)
+        return [*files, self.database]
+
+    def argv(self) -> list[str]:
+        # start.sh loads a primary's zones, then execs pdns_server (the same pid).
+        return ["/bin/bash", str(self.setup.workdir / "start.sh")]
+
+    def control(self, *command: str) -> list[str]:
+        return [
+            self._tool("pdns_control"),
+            f"--config-dir={self.setup.workdir}",
+            f"--socket-dir={self.socket_dir}",
+            *command,
+        ]
+
+    def remove_control_socket(self) -> None:
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def reload_argv(self, zone: str) -> list[str]:
+        # No file to re-read: the zone is loaded again (an atomic replace; 9 s at 1 M).
+        entry = next(z for z in self.setup.zones if z.origin == zone_name(zone))
+        return [
+            self._tool("pdnsutil"),
+            f"--config-dir={self.setup.workdir}",
+            "load-zone",
+            entry.origin,
+            str(entry.file),
+        ]
+
+    def reconfig_argv(self) -> list[str]:
+        # What a case switches (TSIG, IXFR, NOTIFY) is in rows render() replaced, read at
+        # each use: nothing to reload. `rping` checks that the server still answers.
+        return self.control("rping")
+
+    def retransfer_argv(self, zone: str) -> list[str]:
+        # A transfer now, without an SOA check: an AXFR, since the zone has no IXFR
+        # metadata in an AXFR case.
+        return self.control("retrieve", zone_name(zone))
+
+    def refresh_argv(self, zone: str) -> list[str]:
+        # An SOA check now: a NOTIFY from 127.0.0.1 (trusted-notification-proxy), sent in
+        # the secondary's namespace; it transfers only when the primary's serial is newer.
+        return [self._tool("pdns_notify"), "127.0.0.1", zone_name(zone)]
