@@ -212,8 +212,9 @@ def test_each_hosts_samples_are_scraped_where_its_server_runs(lab: Lab, lab_run:
     meta, records = read_run(lab_run.folder)
     scraped = ScrapedRun(prom, lab_run.folder, meta, records, start, end)
     empty, unexpected = empty_panels(scraped, prom, start, end, lambda span, width: SCRAPE, SCRAPE)
-    # Real paths emulate no link: no link packets to draw.
-    assert [e for e in empty if "xfrbench_link_packets" not in e] == []
+    # Real paths emulate no link: no link packets, and no configured link to bound them.
+    unlinked = ("xfrbench_link_packets", "xfrbench_transfer_bound_bytes_per_second")
+    assert [e for e in empty if not any(family in e for family in unlinked)] == []
     assert not unexpected
     # The targets went with the run.
     assert not list((lab_run.folder.parent / PROMETHEUS_TARGETS).glob("*.json"))
