@@ -49,17 +49,20 @@ class SshTarget:
     become: bool = False  # run the agent through `sudo -n` (become_method sudo)
     become_user: str = "root"
 
-    def argv(self, command: list[str]) -> list[str]:
-        """`ssh ... HOST COMMAND`: no prompt ever (BatchMode), no terminal."""
+    def ssh(self) -> list[str]:
+        """`ssh ...` up to the host: no prompt ever (BatchMode), no terminal."""
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-p", str(self.port)]
         if self.user:
             argv += ["-l", self.user]
         if self.key_file:
             argv += ["-i", self.key_file]
-        argv += [*self.options, self.host, "--"]
+        return [*argv, *self.options]
+
+    def argv(self, command: list[str]) -> list[str]:
+        """`ssh ... HOST COMMAND`."""
         if self.become:
             command = ["sudo", "-n", "-u", self.become_user, *command]
-        return [*argv, shlex.join(command)]
+        return [*self.ssh(), self.host, "--", shlex.join(command)]
 
 
 @dataclass(frozen=True)

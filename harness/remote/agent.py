@@ -175,13 +175,6 @@ class Agent:
 
     # --- files ----------------------------------------------------------------------------
 
-    def op_put(self, path: str, data: str, mode: int = 0o600) -> None:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(base64.b64decode(data))
-
     def op_read(self, path: str, offset: int = 0, limit: int = 8 << 20) -> dict[str, Any]:
         try:
             with open(path, "rb") as handle:

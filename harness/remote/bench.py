@@ -311,11 +311,6 @@ class RemoteCase:
 
     # --- publishing and triggers ----------------------------------------------------------
 
-    def _put(self, host: str, path: Path, dest: str) -> str:
-        data = base64.b64encode(path.read_bytes()).decode()
-        self.fleet.channel(host).call("put", wait=120, path=dest, data=data, mode=0o644)
-        return dest
-
     def publish(self, serial: int) -> Publication:
         name = self.plan.primary.name
         kind = self.binaries[name].kind
@@ -329,12 +324,18 @@ class RemoteCase:
         remote_change = None
         if change is not None:
             folder = f"{self.fleet.run_dir(name)}/changes/{self.visit}/{serial}"
+            # The new zone file is named as the served one, whose version rsync sends the
+            # delta against (a whole file only for the dialects that read one).
+            files = {"diff": change.diff_path}
+            zone_name = f"{change.origin}zone"
+            if server_class(kind).publishes_zone_files(self.group.ixfr):
+                files[zone_name] = change.zone_path
+            self.fleet.sync(name, files, folder, basis=[f"{self.workdir(name)}/zones"])
             remote_change = {
                 "origin": change.origin, "serial_from": change.serial_from,
                 "serial_to": change.serial_to, "added": change.added, "deleted": change.deleted,
-                "diff_path": self._put(name, change.diff_path, f"{folder}/diff"),
-                "zone_path": self._put(name, change.zone_path, f"{folder}/zone")
-                if server_class(kind).publishes_zone_files(self.group.ixfr) else f"{folder}/-",
+                "diff_path": f"{folder}/diff",
+                "zone_path": f"{folder}/{zone_name}" if zone_name in files else f"{folder}/-",
             }  # fmt: skip
         channel = self.fleet.channel(name)
         channel.call("wire_forget", before=time.time() - 1.0 + self.fleet.clock(name).offset_s)

@@ -28,16 +28,17 @@ from harness.inventory import Inventory, InventoryHost, load_inventory
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import AgentChannel, AgentError, ClockReading, open_channel
 from harness.remote.playbooks import PlaybookResult, close_masters, run_playbook
+from harness.remote.sync import sync_files
 from harness.servers import DIALECTS
 from harness.testbed import registry as reg
 
 CONTROL_ROOT = Path("/run/xfrbench/remote")  # ssh control sockets, playbook logs, results
 # What deploy.yml installs when missing: each dialect's packages (the servers and their
-# tools, as `make setup` installs them), and what the agent runs (ip, ping); and the system
-# services the server packages start, which it stops.
+# tools, as `make setup` installs them), what the agent runs (ip, ping) and rsync, which new
+# zone versions arrive by; and the system services the server packages start, which it stops.
 PACKAGES = (
     *(package for dialect in DIALECTS.values() for package in dialect.packages),
-    "iproute2", "iputils-ping", "procps", "tar",
+    "iproute2", "iputils-ping", "procps", "tar", "rsync",
 )  # fmt: skip
 SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
 
@@ -209,6 +210,13 @@ class RemoteFleet:
         result = self._playbook("push", self._variables(xfrbench_push=files))
         self.costs.setdefault("push_s", []).append(round(result.wall_s, 3))
         return result
+
+    def sync(self, name: str, files: dict[str, Path], dest: str, basis: list[str]) -> None:
+        """rsync `files` ({name: local path}) into the host's folder `dest`, as deltas
+        against the same names in `basis` (remote/sync.py); the seconds and bytes it took
+        go to costs["sync"]."""
+        spent, sent = sync_files(self.inventory.host(name), files, dest, basis, self.control_dir)
+        self.costs.setdefault("sync", []).append({"s": round(spent, 3), "sent_bytes": sent})
 
     def fetch(self, paths: list[str], into: Path) -> PlaybookResult:
         """fetch.yml: `paths` (relative to each host's run folder) back into `into` (the
