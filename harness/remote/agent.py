@@ -33,6 +33,7 @@ from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
+from harness.remote.pathwatch import PathWatch
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.base import NewVersion, Reach
 from harness.xfr import TsigKey, XfrError, XfrTimeout
@@ -104,6 +105,8 @@ class Agent:
         self.sampler: Sampler | None = None
         self.lines: list[dict[str, Any]] = []  # sample lines not yet sent
         self.exporter: Exporter | None = None  # this host's samples, for the run's Prometheus
+        self.paths: PathWatch | None = None  # the primary's connections during a repeat
+        self.iperf: subprocess.Popen[Any] | None = None  # the bandwidth probe's server
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
         # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
         self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
@@ -345,6 +348,51 @@ class Agent:
         if self.wire is not None:
             self.wire.forget_before(before - real_minus_mono())
 
+    # --- the real path -----------------------------------------------------------------------
+
+    def op_iperf_serve(self, address: str, port: int) -> int:
+        """An iperf3 server for one test (the bandwidth probe), recorded for teardown; it
+        exits after that test, or after 30 s without one."""
+        self.op_iperf_stop()
+        argv = ["iperf3", "-s", "-1", "-B", address, "-p", str(port), "--idle-timeout", "30"]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self._pidfile("iperf3", {"name": "iperf3", "pid": proc.pid, "start": proc_start(proc.pid),
+                                 "cgroup": []})  # fmt: skip
+        self.iperf = proc
+        time.sleep(0.2)  # listening
+        if proc.poll() is not None:
+            raise XfrError(f"iperf3 -s exited {proc.returncode} (is iperf3 installed?)")
+        return proc.pid
+
+    def op_iperf_stop(self) -> None:
+        proc, self.iperf = self.iperf, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / "pids" / "iperf3.json").unlink()
+
+    def op_paths_start(self, peers: list[str], port: int) -> None:
+        """Watch this host's connections from `port` to `peers` (a repeat's transfers)."""
+        if self.paths is None:
+            watch = PathWatch(peers, port)
+            watch.__enter__()
+            self.paths = watch
+
+    def op_paths_stop(self) -> dict[str, Any]:
+        """Per peer: segments sent, retransmitted, their share, the least RTT."""
+        watch, self.paths = self.paths, None
+        if watch is None:
+            return {}
+        counts = watch.counts()
+        return counts | ({"error": watch.error} if watch.error else {})
+
     # --- samples ----------------------------------------------------------------------------
 
     def op_metrics_serve(
@@ -413,6 +461,10 @@ class Agent:
         if self.exporter is not None:
             self.exporter.close()
             self.exporter = None
+        if self.paths is not None:
+            self.paths.counts()
+            self.paths = None
+        self.op_iperf_stop()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "agent.json").unlink()
 

@@ -113,6 +113,7 @@ class RemoteCase:
         self.logs: dict[str, tuple[int, bytearray]] = {}  # host -> (offset read, text)
         self._quiet_from = 0.0
         self._observing: tuple[float, float] | None = None
+        self.paths: dict[str, dict[str, Any]] = {}  # secondary -> its path's counts
         self.pool = ThreadPoolExecutor(max_workers=max(4, len(fleet.channels)))
 
     # --- clocks ----------------------------------------------------------------------------
@@ -489,10 +490,18 @@ class RemoteCase:
                            list(self.fleet.channels)))  # fmt: skip
 
     def begin_observation(self) -> None:
+        """The primary's host watches its connections to the secondaries (the real path's
+        retransmits, see remote/pathwatch.py)."""
         self._observing = (self.clock(), 0.0)
+        self.paths = {}
+        peers = [self.address(h.name) for h in self.plan.secondaries]
+        port = 853 if self.plan.tls else 53
+        self.fleet.channel(self.plan.primary.name).call("paths_start", peers=peers, port=port)
 
     def finish_observation(self) -> None:
-        pass
+        counts = self.fleet.channel(self.plan.primary.name).call("paths_stop")
+        by_address = {self.address(h.name): h.name for h in self.plan.secondaries}
+        self.paths = {by_address[a]: c for a, c in counts.items() if a in by_address}
 
     def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
         primary = self.plan.primary.name
@@ -502,6 +511,8 @@ class RemoteCase:
         )
         seen = on_bench(events, t0, lambda at: self.to_bench(primary, at))
         facts: dict[str, Any] = {"wire": wire_facts(seen, t0)}
+        if host in self.paths:
+            facts["path"] = self.paths[host]  # the repeat's, seen by the primary's TCP
         if host in self.poll_gaps:
             facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)
         return facts

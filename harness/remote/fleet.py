@@ -34,11 +34,12 @@ from harness.testbed import registry as reg
 
 CONTROL_ROOT = Path("/run/xfrbench/remote")  # ssh control sockets, playbook logs, results
 # What deploy.yml installs when missing: each dialect's packages (the servers and their
-# tools, as `make setup` installs them), what the agent runs (ip, ping) and rsync, which new
-# zone versions arrive by; and the system services the server packages start, which it stops.
+# tools, as `make setup` installs them), what the agent runs (ip, ping, iperf3) and rsync,
+# which new zone versions arrive by; and the system services the server packages start,
+# which it stops.
 PACKAGES = (
     *(package for dialect in DIALECTS.values() for package in dialect.packages),
-    "iproute2", "iputils-ping", "procps", "tar", "rsync",
+    "iproute2", "iputils-ping", "procps", "tar", "rsync", "iperf3",
 )  # fmt: skip
 SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
 
@@ -62,6 +63,7 @@ class RemoteFleet:
         self.registry: reg.Registry | None = None
         self.teardown_report: list[str] = []
         self.metrics: dict[str, str] = {}  # host -> "address:port" its agent serves
+        self.path_totals: dict[str, dict[str, Any]] = {}  # the run's retransmits per path
 
     # --- paths ---------------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,12 @@ from typing import Any
 from harness import zonegen
 from harness.core.errors import UserInputError
 from harness.core.terms import SERVER_TO_SERVER, uses_tls
-from harness.inventory import Inventory, InventoryHost, load_inventory, match_sites
+from harness.inventory import InventoryHost, load_inventory, match_sites
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.bench import RemoteCase
 from harness.remote.fleet import RemoteFleet
+from harness.remote.paths import add_transfer, measure_paths
 from harness.results.meta import CaseMeta, ServerInfo
 from harness.results.model import FORMAT_VERSION, TransferRecord
 from harness.results.store import RunStore, write_json_atomic
@@ -161,6 +161,7 @@ class RemoteSession(GroupSession):
         emit = run.emit
 
         def emit_with_clock(record: TransferRecord) -> None:
+            add_transfer(fleet.path_totals, record.host, record.extra.get("path"))
             emit(with_clock(record, fleet, primary))
 
         super().__init__(group, visit_dir, dataclasses.replace(run, emit=emit_with_clock))
@@ -242,36 +243,6 @@ class RemoteSession(GroupSession):
             write_json_atomic(folder / "case.json", meta.to_json())
 
 
-PING = re.compile(
-    r"(?P<sent>\d+) packets transmitted, (?P<got>\d+) received.*?"
-    r"(?:= (?P<min>[\d.]+)/(?P<avg>[\d.]+)/(?P<max>[\d.]+)/(?P<mdev>[\d.]+) ms)?$",
-    re.S,
-)
-
-
-def parse_ping(text: str) -> dict[str, Any]:
-    """ping -q's summary: packets and the round trip's min/avg/max/mdev in seconds (pure)."""
-    match = PING.search(text.strip())
-    if not match:
-        return {"error": text.strip()[-200:]}
-    out: dict[str, Any] = {"sent": int(match["sent"]), "received": int(match["got"])}
-    for key in ("min", "avg", "max", "mdev"):
-        if match[key] is not None:
-            out[f"rtt_{key}_s"] = round(float(match[key]) / 1000, 6)
-    return out
-
-
-def measure_paths(inventory: Inventory, fleet: RemoteFleet) -> dict[str, Any]:
-    """The real path from each secondary to the primary: its round trip (ping, seen from
-    the secondary's host); retransmits are in every server sample."""
-    primary = inventory.primary.address
-    out = {}
-    for host in inventory.secondaries:
-        got = fleet.channel(host.name).call("ping", wait=30, address=primary)
-        out[host.name] = {"to": inventory.primary.name, **parse_ping(got["output"])}
-    return out
-
-
 def open_fleet(
     loaded: LoadedScenario,
     path: Path,
@@ -296,7 +267,7 @@ def open_fleet(
         servers[key] = ServerInfo(path=str(binary.path), **binary.describe())
     store.meta.backend = "inventory"
     store.meta.servers = servers
-    store.meta.remote = fleet.describe() | {"paths": measure_paths(inventory, fleet)}
+    store.meta.remote = fleet.describe() | {"paths": measure_paths(inventory, fleet.channel)}
     deploy = fleet.costs.get("deploy", {})
     per_host = ", ".join(f"{h} {s:.1f} s" for h, s in sorted(deploy.get("per_host_s", {}).items()))
     clocks = ", ".join(
@@ -349,6 +320,8 @@ def finish_fleet(fleet: RemoteFleet, store: RunStore) -> list[str]:
         fleet.close()
     finally:
         paths = (store.meta.remote or {}).get("paths", {})
+        for host, totals in fleet.path_totals.items():  # the loss seen as retransmits
+            paths.setdefault(host, {})["transfers"] = totals
         store.meta.remote = fleet.describe() | {"paths": paths,
                                                 "teardown": fleet.teardown_report}  # fmt: skip
     return []

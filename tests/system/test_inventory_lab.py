@@ -168,7 +168,18 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert set(remote["clocks"]) == {"ns0", "ns1", "ns2", "ns3"}
     assert all(len(readings) == 2 for readings in remote["clocks"].values())  # start, end
     assert set(remote["costs"]["deploy"]["per_host_s"]) == {"ns0", "ns1", "ns2", "ns3"}
-    assert remote["paths"]["ns3"]["received"] == remote["paths"]["ns3"]["sent"]
+    paths = remote["paths"]
+    assert paths["ns3"]["received"] == paths["ns3"]["sent"]
+    # The real path: each site's first secondary probed for bandwidth, every path's loss
+    # seen as the primary's retransmits over the run's transfers (4 cases x 2 repeats).
+    assert {h for h, p in paths.items() if "bandwidth" in p} == {"ns1", "ns3"}
+    assert paths["ns3"]["bandwidth"]["bits_per_second"] > 0, paths["ns3"]["bandwidth"]
+    for host in ("ns1", "ns2", "ns3"):
+        totals = paths[host]["transfers"]
+        assert totals["transfers"] == 8 and totals["data_segs_out"] > 0, totals
+        assert 0 <= totals["retransmits"] <= totals["data_segs_out"]
+    assert all(r["extra"]["path"]["data_segs_out"] > 0 for r in records)
+    assert "The real paths" in result.stdout
     # The servers' folders came back where the local backends put them.
     visits = sorted((run / "cases").iterdir())
     assert (visits[0] / "ns0" / "named.conf").exists()

@@ -18,8 +18,9 @@ from harness.remote.bench import on_bench, wire_window
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import ClockReading, best_exchange
 from harness.remote.fleet import remove_work
+from harness.remote.paths import parse_ping
 from harness.results.model import TransferRecord
-from harness.run.remote import check_scenario, on_inventory, parse_ping, with_clock
+from harness.run.remote import check_scenario, on_inventory, with_clock
 from harness.testbed import registry as reg
 
 INVENTORY = """
