@@ -31,6 +31,7 @@ from harness.report.logged_failures import (
     unlogged_note,
 )
 from harness.report.phases import CasePhases, case_phases
+from harness.report.real_paths import RealPath, real_paths
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
@@ -193,6 +194,7 @@ class ReportData:
     transports: list[TransportGroup] = field(default_factory=list)
     phases: list[CasePhases] = field(default_factory=list)
     links: list[PathCheck] = field(default_factory=list)
+    real_paths: list[RealPath] = field(default_factory=list)  # run --inventory: the paths found
     bounds: list[BoundRow] = field(default_factory=list)
     bounds_missing: list[tuple[str, str]] = field(default_factory=list)  # (case, why none)
     fleet: FleetData | None = None
@@ -571,6 +573,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         transports=transport_costs(records),
         phases=phases,
         links=link_checks(records, metas),
+        real_paths=real_paths(meta.remote),
         bounds=bound_rows(records, metas),
         bounds_missing=[(p.label, p.missing) for p in phases if p.missing],
         port_ranges=port_ranges(case_files),

@@ -124,6 +124,8 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         if any(XOT_NOTE in item.notes for item in data.phases):
             console.print(escape(XOT_WHY), soft_wrap=True)
 
+    if data.real_paths:
+        print_real_paths(data, console)
     missing = [c for c in data.links if c.missing]
     checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
     checks += missing
@@ -329,6 +331,29 @@ def print_failures(data: ReportData, console: Console, report: Path | None = Non
             escape(f"  details: {where}; every attempt: {data.run.run_dir}/transfers.jsonl"),
             soft_wrap=True,
         )
+
+
+def print_real_paths(data: ReportData, console: Console) -> None:
+    """An inventory run's paths as found, where a netns run's link check stands."""
+    table = folding_table(
+        "The real paths (no link asked for): RTT pinged / least seen by the primary's TCP; "
+        "-> retransmitted of sent over the run's transfers; -> bandwidth probed (iperf3)",
+        ["secondary", "site", "RTT", "-> retransmitted", "-> bandwidth"],
+        left=2,
+        trailing=2,
+    )
+    for path in data.real_paths:
+        retransmits = f"{fmt.count(path.retransmits)} of {fmt.count(path.data_segs_out)}"
+        if path.retransmit_pct is not None:
+            retransmits += f" ({path.retransmit_pct:.3g} %)"
+        table.add_row(
+            escape(path.host),
+            escape(path.site),
+            f"{fmt.duration(path.ping_min_s)} / {fmt.duration(path.tcp_rtt_min_s)}",
+            escape(retransmits),
+            escape(f"{fmt.rate(path.bandwidth_bps)} ({path.probe_note})"),
+        )
+    print_table(console, table)
 
 
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:

@@ -120,3 +120,41 @@ def test_no_clock_flag_no_mark(tmp_path: Path) -> None:
     console = Console(record=True, width=240)
     print_summary(data, console)
     assert CLOCK_MARK not in console.export_text()
+
+
+REMOTE = {  # run.json's remote.paths as run --inventory stores them
+    "paths": {
+        "ns1": {"to": "ns0", "site": "near", "sent": 5, "received": 5, "rtt_min_s": 0.000052,
+                "rtt_avg_s": 0.000081, "bandwidth": {"bits_per_second": 11970809234,
+                "seconds": 3.0, "retransmits": 473, "tool": "iperf 3.12"},
+                "transfers": {"transfers": 2, "data_segs_out": 4000, "retransmits": 40,
+                              "retransmit_pct": 1.0, "tcp_rtt_min_s": 0.000041}},
+        "ns3": {"to": "ns0", "site": "far", "sent": 5, "received": 4, "rtt_min_s": 0.0501,
+                "rtt_avg_s": 0.0502, "bandwidth": {"error": "unable to connect to server"},
+                "transfers": {"transfers": 2, "data_segs_out": 900, "retransmits": 0,
+                              "retransmit_pct": 0.0, "tcp_rtt_min_s": 0.05}},
+    }
+}  # fmt: skip
+
+
+def test_the_link_check_shows_the_real_paths_found(tmp_path: Path) -> None:
+    with RunStore.create(tmp_path, "lab", None, dict(RUN_META) | {"remote": REMOTE}) as store:
+        for repeat in (1, 2):
+            store.append(record("lab", CASE, repeat, 0.5, host="ns1", site="near"))
+    data = load_report_data(store.folder)
+    assert [(p.host, p.site, p.retransmits, p.bandwidth_bps) for p in data.real_paths] == [
+        ("ns1", "near", 40, 11970809234.0),
+        ("ns3", "far", 0, None),
+    ]
+    page = render_html(data)
+    table = page[
+        page.index('<table id="real-paths">') : page.index("</table>", page.index("real-paths"))
+    ]
+    assert "40 of 4,000" in table and "12 Gbit/s" in table
+    assert "probe failed: unable to connect to server" in table and "1 of 5 lost" in table
+    assert 'id="link-missing"' not in page  # the paths are what there is to check
+    console = Console(record=True, width=240)
+    print_summary(data, console)
+    out = console.export_text()
+    assert "The real paths" in out and "40 of 4,000 (1 %)" in out
+    assert render_html(load_report_data(make_lab_run(tmp_path / "other"))).count("real-paths") == 0
