@@ -193,6 +193,9 @@ class Agent:
         server = make_server(kind, setup_from(setup), Path(binary))  # type: ignore[arg-type]
         for zone in server.setup.zones:
             zone.file.parent.mkdir(parents=True, exist_ok=True)
+        # The control socket lives apart from the workdir (a unix socket's path is short):
+        # Knot and NSD refuse to start when its folder is missing.
+        server.setup.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         server.render()
         workdir = server.setup.workdir
         argv = server.argv()

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import spec, zonegen
 from harness.inventory import load_inventory
 from harness.lab import Lab, lab_down, lab_up
 from harness.metrics.promserver import PrometheusServer
+from harness.plan.case import plan_case
 from harness.remote.fleet import CONTROL_ROOT
 from harness.results.folder import read_run
 from harness.run.remote import PROMETHEUS_TARGETS
@@ -292,3 +294,49 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched
+
+
+KNOT_NSD = """
+repeats = 2
+timeout = "60s"
+transports = ["tcp"]
+xfr = ["ixfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 20000
+origin = "lab."
+ixfr_changes = 10
+[servers.primary]
+kind = "knot"
+[servers.secondary]
+kind = "nsd"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path: Path) -> None:
+    """Knot (and NSD) start on the hosts, and a Knot primary's new zone versions, whole
+    zone files, reach its host as rsync deltas against the file it serves."""
+    scenario = tmp_path / "knot-nsd.toml"
+    scenario.write_text(KNOT_NSD)
+    result = subprocess.run(
+        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+         "--results", str(tmp_path), "--run-id", "knot"],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = tmp_path / "knot"
+    records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
+    assert len(records) == 2 * 3 and all(r["ok"] and r["verified"] for r in records), records
+    visit = next((run / "cases").iterdir())
+    assert (visit / "ns0" / "knot.conf").exists() and (visit / "ns3" / "nsd.conf").exists()
+    (zone,) = zonegen.generate(plan_case(spec.load(scenario).cases[0]).zone_spec).files
+    zone_size = zone.path.stat().st_size  # the cached file the run generated
+    syncs = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
+    assert len(syncs) >= 2  # one per new version
+    assert all(0 < s["sent_bytes"] < zone_size / 5 for s in syncs), (syncs, zone_size)
+    assert _wait_clean(lab) == []
