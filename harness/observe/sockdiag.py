@@ -238,10 +238,6 @@ class ConnectionWatch:
             return False
         return same_address(conn.dst, address)
 
-    def _keep(self, conn: TcpConnection) -> None:
-        """A sample of a matching connection (a subclass may keep it otherwise)."""
-        self.tracker.add(conn)
-
     def _run(self) -> None:
         known: dict[SocketKey, None] = {}
         next_dump = 0.0
@@ -255,7 +251,7 @@ class ConnectionWatch:
                     fresh = [c for c in found if self._matches(c)]
                     known = {c.key: None for c in fresh if c.key is not None}
                     for conn in fresh:
-                        self._keep(conn)
+                        self.tracker.add(conn)
                     next_dump = now + self.discover
                 else:
                     for key in list(known):
@@ -264,7 +260,7 @@ class ConnectionWatch:
                             del known[key]
                             continue
                         for conn in connections_to([sock], None):
-                            self._keep(conn)
+                            self.tracker.add(conn)
                 self._stop.wait(self.interval)
         except SockDiagRefused as exc:  # reported, never raised into a run
             self.error = str(exc)

@@ -384,9 +384,7 @@ class Agent:
     def op_paths_start(self, peers: list[str], port: int) -> None:
         """Watch this host's connections from `port` to `peers` (a repeat's transfers)."""
         if self.paths is None:
-            watch = PathWatch(peers, port)
-            watch.__enter__()
-            self.paths = watch
+            self.paths = PathWatch(peers, port)
 
     def op_paths_stop(self) -> dict[str, Any]:
         """Per peer: segments sent, retransmitted, their share, the least RTT."""
