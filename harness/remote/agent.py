@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -225,6 +226,19 @@ class Agent:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
+
+    def op_wait_listening(self, address: str, port: int, timeout: float) -> None:
+        """Until something listens on address:port here (a primary's TLS listener)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection((address, port), timeout=1.0).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise XfrTimeout(f"nothing listened on {address} port {port} "
+                                     f"within {timeout:g} s") from None  # fmt: skip
+                time.sleep(0.05)
 
     def op_alive(self, names: list[str]) -> dict[str, int | None]:
         return {n: self.servers[n].proc.poll() for n in names if n in self.servers}

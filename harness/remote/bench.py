@@ -41,7 +41,7 @@ from harness.xfr import PullResult, TsigKey, XfrError, XfrTimeout
 from harness.xfr.primary_check import FULL_CHECK_RECORDS
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
-from harness.xfr.secrets import new_tsig
+from harness.xfr.secrets import TlsFiles, new_tsig
 from harness.xfr.verify import check_copy
 from harness.xfr.wire_watch import WireEvent
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
@@ -89,6 +89,7 @@ class RemoteCase:
         tsig: TsigKey | None,
         sampler: Any = None,
         spent: WallClock | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.group = plan
         self.plan: CasePlan = plan.first
@@ -98,6 +99,7 @@ class RemoteCase:
         self.binaries = binaries
         self.generated = zones
         self.tsig = tsig
+        self.tls = tls  # the controller's copy; pushed to the hosts (pushes())
         self.sampler = sampler
         self.spent = spent or WallClock()
         self.zones = [z.origin for z in zones.files]
@@ -144,16 +146,29 @@ class RemoteCase:
     def workdir(self, name: str) -> str:
         return f"{self.fleet.run_dir(name)}/cases/{self.visit}/{name}"
 
+    def tls_dir(self, name: str) -> str:
+        """Where a host keeps this visit's TLS files (outside what fetch.yml brings back)."""
+        return f"{self.fleet.run_dir(name)}/tls/{self.visit}"
+
+    def _tls(self, name: str) -> dict[str, str] | None:
+        if self.tls is None:
+            return None
+        folder = self.tls_dir(name)
+        return {"ca_cert": f"{folder}/{self.tls.ca_cert.name}",
+                "cert": f"{folder}/{self.tls.cert.name}",
+                "key": f"{folder}/{self.tls.key.name}", "hostname": self.tls.hostname}  # fmt: skip
+
     def _setup(self, name: str) -> dict[str, Any]:
         host, group, case = self._host(name), self.group, self.plan
         workdir = self.workdir(name)
         if host.role == "primary":
-            tsig, ixfr = self.tsig, group.ixfr
+            tsig, ixfr, tls = self.tsig, group.ixfr, self._tls(name)
             tsig_only = all(c.tsig_algorithm for c in group.cases)
             peers = [self.address(h.name) for h in self.plan.secondaries]
             zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
         else:
             tsig = self.tsig if case.tsig_algorithm else None
+            tls = self._tls(name) if case.tls else None
             ixfr, tsig_only = case.ixfr, True
             peers = [self.address(self.plan.primary.name)]
             zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
@@ -166,6 +181,7 @@ class RemoteCase:
             "tsig": _key(tsig),
             "tsig_known": _key(self.tsig),
             "tsig_only": tsig_only,
+            "tls": tls,
             "ixfr": ixfr,
             "notify": case.notify and host.role == "primary",
             "options": dict(host.server.options),
@@ -174,15 +190,26 @@ class RemoteCase:
         }
 
     def pushes(self) -> dict[str, list[dict[str, Any]]]:
-        """The files push.yml puts on the hosts before the servers start: the zones."""
+        """The files push.yml puts on the hosts before the servers start: the zones, and
+        for XoT the CA and the primary's certificate everywhere, its key on the primary
+        alone (0600, removed with the run's folder)."""
         primary = self.plan.primary.name
         workdir = self.workdir(primary)
-        return {
+        out: dict[str, list[dict[str, Any]]] = {
             primary: [
                 {"src": str(f.path), "dest": f"{workdir}/zones/{f.origin}zone", "mode": "0644"}
                 for f in self.generated.files
             ]
         }
+        if self.tls is not None:
+            for host in self.plan.hosts:
+                files = [self.tls.ca_cert, self.tls.cert]
+                files += [self.tls.key] if host.role == "primary" else []
+                out.setdefault(host.name, []).extend(
+                    {"src": str(f), "dest": f"{self.tls_dir(host.name)}/{f.name}", "mode": "0600"}
+                    for f in files
+                )
+        return out
 
     def _start(self, name: str) -> None:
         binary = self.binaries[name]
@@ -207,6 +234,11 @@ class RemoteCase:
             if name not in served:
                 raise XfrTimeout(f"timeout after {START_TIMEOUT:g} s: the primary never served "
                                  f"{origin} serial {self.base_serial}")  # fmt: skip
+        if self.group.tls:  # its TLS listener comes up with the zones
+            self.fleet.channel(name).call(
+                "wait_listening", wait=START_TIMEOUT + 5, address=self.address(name), port=853,
+                timeout=START_TIMEOUT,
+            )  # fmt: skip
 
     def prepare_secondaries(self) -> None:
         self.stop_secondaries()
@@ -231,7 +263,7 @@ class RemoteCase:
                 continue
             setup = self._setup(host.name)
             old = self.setups[host.name]
-            if all(setup[k] == old[k] for k in ("tsig", "ixfr")):
+            if all(setup[k] == old[k] for k in ("tsig", "tls", "ixfr")):
                 continue
             self.fleet.channel(host.name).call(
                 "reconfig", wait=case.timeout + 5, name=host.name, setup=setup,

@@ -4,7 +4,7 @@ scenario's sites matched to the inventory's, each visit's servers on those hosts
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
 inventory backend does not do yet (link emulation on the hosts' ingress, per-host sysctls,
-cold starts, client pulls, XoT), and sites on one side only (inventory.match_sites).
+cold starts, client pulls), and sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Any
 
 from harness import zonegen
 from harness.core.errors import UserInputError
-from harness.core.terms import SERVER_TO_SERVER, uses_tls
+from harness.core.terms import SERVER_TO_SERVER
 from harness.inventory import InventoryHost, load_inventory, match_sites
+from harness.measure.live import TLS_HOSTNAME
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.bench import RemoteCase
@@ -32,7 +33,7 @@ from harness.servers import server_class
 from harness.servers.binaries import ServerBinary, probe_version
 from harness.spec import DEFAULT_SUITE, LoadedScenario
 from harness.xfr import XfrTimeout
-from harness.xfr.secrets import new_tsig
+from harness.xfr.secrets import new_tls, new_tsig
 from harness.xfr.zonefile_sum import zone_file_sum
 
 CLOCK_FLAG = 0.10  # a duration whose clock error exceeds this share of it is flagged
@@ -79,12 +80,6 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "client_pulls",
                 "client pulls are not run on inventory hosts yet",
                 "remove client_pulls",
-            )
-        if uses_tls(case.transport):
-            refuse(
-                "transports",
-                f"{case.transport} is not run on inventory hosts yet",
-                "use tcp or tcp-tsig",
             )
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
@@ -180,6 +175,10 @@ class RemoteSession(GroupSession):
             self.dir.mkdir(parents=True, exist_ok=True)
             algorithm = group.tsig_algorithm
             tsig = new_tsig(algorithm=algorithm) if algorithm else None
+            tls = None
+            if group.tls:  # made here (0600), pushed by push.yml, removed with the run's folder
+                address = self.fleet.inventory.primary.address
+                tls = new_tls(self.dir / "tls", TLS_HOSTNAME, address)
             self.live = RemoteCase(
                 group,
                 self.dir.name,
@@ -190,6 +189,7 @@ class RemoteSession(GroupSession):
                 tsig,
                 run.sampler,
                 spent,
+                tls,
             )  # type: ignore[assignment]
             live: RemoteCase = self.live  # type: ignore[assignment]
             run.status(f"{group.name}: pushing zones (ansible)")

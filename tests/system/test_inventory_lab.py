@@ -44,7 +44,7 @@ SCRAPE = 0.5  # seconds: Prometheus's scrapes and the agents' samples
 SCENARIO = """
 repeats = 2
 timeout = "60s"
-transports = ["tcp", "tcp-tsig"]
+transports = ["tcp", "tcp-tsig", "xot"]
 xfr = ["axfr", "ixfr"]
 trigger = "notify"
 [zones]
@@ -61,6 +61,7 @@ name = "near"
 [[secondaries]]
 name = "far"
 """
+CASES = 6  # transports x kinds
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,8 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = lab_run.folder
     records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
-    assert len(records) == 4 * 2 * 3  # cases x repeats x secondaries
+    assert len(records) == CASES * 2 * 3  # cases x repeats x secondaries
+    assert {r["transport"] for r in records} == {"tcp", "tcp-tsig", "xot"}
     assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
     # The inventory's names and sites, not the plan's near-1 / far.
     assert {(r["host"], r["site"]) for r in records} == {
@@ -178,7 +180,7 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert paths["ns3"]["bandwidth"]["bits_per_second"] > 0, paths["ns3"]["bandwidth"]
     for host in ("ns1", "ns2", "ns3"):
         totals = paths[host]["transfers"]
-        assert totals["transfers"] == 8 and totals["data_segs_out"] > 0, totals
+        assert totals["transfers"] == CASES * 2 and totals["data_segs_out"] > 0, totals
         assert 0 <= totals["retransmits"] <= totals["data_segs_out"]
     assert all(r["extra"]["path"]["data_segs_out"] > 0 for r in records)
     assert "The real paths" in result.stdout

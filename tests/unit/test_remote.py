@@ -121,6 +121,9 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
     ]
     check_scenario(loaded)  # nothing refused
+    # XoT is run on the hosts too
+    (tmp_path / "xot.toml").write_text(FLEET.replace('"tcp-tsig"]', '"tcp-tsig", "xot"]'))
+    check_scenario(spec.load(tmp_path / "xot.toml"))
 
 
 @pytest.mark.parametrize(
