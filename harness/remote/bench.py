@@ -211,6 +211,11 @@ class RemoteCase:
                 )
         return out
 
+    def sysctls(self) -> dict[str, dict[str, str]]:
+        """Each host's TCP settings for this visit ([hosts] of the scenario: the cases of a
+        group share them), {} for a host with none."""
+        return {host.name: host.settings.sysctls() for host in self.plan.hosts}
+
     def _start(self, name: str) -> None:
         binary = self.binaries[name]
         self.setups[name] = self._setup(name)

@@ -64,6 +64,7 @@ class RemoteFleet:
         self.teardown_report: list[str] = []
         self.metrics: dict[str, str] = {}  # host -> "address:port" its agent serves
         self.path_totals: dict[str, dict[str, Any]] = {}  # the run's retransmits per path
+        self.sets_sysctls = False  # some visit sets TCP settings: push.yml sets every host's
 
     # --- paths ---------------------------------------------------------------------------
 
@@ -207,9 +208,15 @@ class RemoteFleet:
 
     # --- per visit -----------------------------------------------------------------------
 
-    def push(self, files: dict[str, list[dict[str, Any]]]) -> PlaybookResult:
-        """push.yml: {host: [{src, dest, mode}]}."""
-        result = self._playbook("push", self._variables(xfrbench_push=files))
+    def push(
+        self, files: dict[str, list[dict[str, Any]]], sysctls: dict[str, dict[str, str]] | None
+    ) -> PlaybookResult:
+        """push.yml: files {host: [{src, dest, mode}]}, and each host's TCP settings for the
+        visit ({key: value}, every host's) when the run sets any (None: it sets none)."""
+        variables = self._variables(xfrbench_push=files)
+        if sysctls is not None:
+            variables["xfrbench_sysctls"] = sysctls
+        result = self._playbook("push", variables)
         self.costs.setdefault("push_s", []).append(round(result.wall_s, 3))
         return result
 

@@ -3,8 +3,8 @@ scenario's sites matched to the inventory's, each visit's servers on those hosts
 `remote.RemoteCase`, and every record's clock error beside its duration.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do yet (link emulation on the hosts' ingress, per-host sysctls,
-cold starts, client pulls), and sites on one side only (inventory.match_sites).
+inventory backend does not do yet (link emulation on the hosts' ingress, cold starts,
+client pulls), and sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from harness.results.store import RunStore, write_json_atomic
 from harness.run.session import GroupSession, RunContext, slug
 from harness.servers import server_class
 from harness.servers.binaries import ServerBinary, probe_version
-from harness.spec import DEFAULT_SUITE, LoadedScenario
+from harness.spec import DEFAULT_SUITE, PER_HOST_SYSCTLS, LoadedScenario
 from harness.xfr import XfrTimeout
 from harness.xfr.secrets import new_tls, new_tsig
 from harness.xfr.zonefile_sum import zone_file_sum
@@ -58,16 +58,6 @@ def check_scenario(loaded: LoadedScenario) -> None:
                     "real hosts are measured over the real path; emulating a link on "
                     "their ingress is not supported yet",
                     "remove the link settings (the path is measured and stored instead)",
-                )
-        hosts = [("hosts.primary", scenario.hosts.primary)] + [
-            (f"secondaries.{site.name}.host", site.host) for site in scenario.fleet
-        ]
-        for key, host in hosts:
-            if host.sysctls():
-                refuse(
-                    key,
-                    "per-host TCP settings are not changed on real hosts",
-                    "remove them, and set them on the hosts themselves (see run.json)",
                 )
         if scenario.trigger == "cold-start":
             refuse(
@@ -161,6 +151,7 @@ class RemoteSession(GroupSession):
 
         super().__init__(group, visit_dir, dataclasses.replace(run, emit=emit_with_clock))
         self.fleet = fleet
+        self.host_settings: dict[str, dict[str, Any]] = {}
 
     def __enter__(self) -> RemoteSession:
         group, run = self.group, self.run_ctx
@@ -194,7 +185,9 @@ class RemoteSession(GroupSession):
             live: RemoteCase = self.live  # type: ignore[assignment]
             run.status(f"{group.name}: pushing zones (ansible)")
             with spent.phase("testbed"):
-                self.fleet.push(live.pushes())
+                sysctls = live.sysctls() if self.fleet.sets_sysctls else None
+                self.fleet.push(live.pushes(), sysctls)
+                self.host_settings = self._read_settings()
             self._stack.callback(self._close_remote)
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
             with spent.phase("primary_load"):
@@ -211,6 +204,14 @@ class RemoteSession(GroupSession):
             self._write_case_files()
         finally:
             self._teardown()
+
+    def _read_settings(self) -> dict[str, dict[str, Any]]:
+        """What each host's TCP settings are for this visit, read back there (case.json)."""
+        keys = list(PER_HOST_SYSCTLS)
+        return {
+            host.name: {"sysctls": self.fleet.channel(host.name).call("sysctls", keys=keys)}
+            for host in self.group.first.hosts
+        }
 
     def _close_remote(self) -> None:
         live = self.live
@@ -233,7 +234,11 @@ class RemoteSession(GroupSession):
                 transport=plan.transport,
                 xfr=plan.xfr,
                 scenario=plan.case.scenario.model_dump(mode="json"),
-                testbed={"topology": "inventory", **self.fleet.describe()},
+                testbed={
+                    "topology": "inventory",
+                    **self.fleet.describe(),
+                    "hosts": self.host_settings,
+                },
                 backend="inventory",
                 primary=ServerInfo(**self.binaries[plan.primary.name].describe()),
                 secondary=ServerInfo(**self.binaries[plan.secondaries[0].name].describe()),
@@ -259,6 +264,7 @@ def open_fleet(
              for case in loaded.cases]  # fmt: skip
     say(f"deploying {len(inventory.hosts)} hosts of {path} with ansible-playbook")
     fleet = stack.enter_context(RemoteFleet(inventory, store.run_id, store.folder / "ansible"))
+    fleet.sets_sysctls = any(host.settings.sysctls() for plan in plans for host in plan.hosts)
     per_case, distinct = remote_binaries(plans, fleet)
     servers: dict[str, ServerInfo] = {}
     for binary in distinct.values():

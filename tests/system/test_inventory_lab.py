@@ -56,12 +56,20 @@ ixfr_changes = 10
 kind = "bind"
 [servers.secondary]
 kind = "bind"
+[hosts.primary.sysctl]
+"net.ipv4.tcp_wmem" = "4096 65536 8388608"
 [[secondaries]]
 name = "near"
 [[secondaries]]
 name = "far"
+[secondaries.host.sysctl]
+"net.ipv4.tcp_tw_reuse" = 1
 """
 CASES = 6  # transports x kinds
+SET = {"ns0": ("net.ipv4.tcp_wmem", "4096\t65536\t8388608"), "ns3": ("net.ipv4.tcp_tw_reuse", "1")}
+
+
+LAB_SYSCTLS: dict[tuple[str, str], str] = {}  # the lab hosts' own values, before any run
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +77,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     folder = tmp_path_factory.mktemp("lab")
     built = lab_up(3, ["near", "far"], folder / "lab.yml")
     try:
+        for host, (key, _) in SET.items():
+            LAB_SYSCTLS[(host, key)] = _sysctl(built, host, key)
         yield built
     finally:
         lab_down(built.lab_id)
@@ -89,7 +99,17 @@ def _leftovers(lab: Lab) -> list[str]:
             if not command.startswith(b"/usr/sbin/sshd") and b"sshd:" not in command:
                 found.append(f"{host.name}: pid {pid} {command.decode(errors='replace')}")
     found += [str(path) for path in lab.roots.rglob("*")]
+    for host, (key, _) in SET.items():
+        if _sysctl(lab, host, key) != LAB_SYSCTLS[(host, key)]:
+            found.append(f"{host}: {key} = {_sysctl(lab, host, key)}")
     return found
+
+
+def _sysctl(lab: Lab, host: str, key: str) -> str:
+    """A lab host's value, read from outside by the test only."""
+    netns = next(h.netns for h in lab.hosts if h.name == host)
+    argv = ["ip", "netns", "exec", netns, "sysctl", "-n", key]
+    return " ".join(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split())
 
 
 def _wait_clean(lab: Lab, limit: float = 15.0) -> list[str]:
@@ -184,6 +204,12 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
         assert 0 <= totals["retransmits"] <= totals["data_segs_out"]
     assert all(r["extra"]["path"]["data_segs_out"] > 0 for r in records)
     assert "The real paths" in result.stdout
+    # The scenario's TCP settings were the hosts' during the run (read back there), and
+    # are put back as they were (checked with the leftovers below).
+    case = json.loads(next((run / "cases").glob("*/*/case.json")).read_text())
+    for host, (key, value) in SET.items():
+        assert case["testbed"]["hosts"][host]["sysctls"][key] == " ".join(value.split())
+    assert case["testbed"]["hosts"]["ns1"]["sysctls"]["net.ipv4.tcp_tw_reuse"] != "1"
     # The servers' folders came back where the local backends put them.
     visits = sorted((run / "cases").iterdir())
     assert (visits[0] / "ns0" / "named.conf").exists()

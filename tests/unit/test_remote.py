@@ -121,9 +121,12 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
     ]
     check_scenario(loaded)  # nothing refused
-    # XoT is run on the hosts too
-    (tmp_path / "xot.toml").write_text(FLEET.replace('"tcp-tsig"]', '"tcp-tsig", "xot"]'))
-    check_scenario(spec.load(tmp_path / "xot.toml"))
+    # TCP settings and XoT are run on the hosts too
+    (tmp_path / "tuned.toml").write_text(
+        FLEET.replace('"tcp-tsig"]', '"tcp-tsig", "xot"]')
+        + '[hosts.secondary]\ncongestion_control = "bbr"\n'
+    )
+    check_scenario(spec.load(tmp_path / "tuned.toml"))
 
 
 @pytest.mark.parametrize(
@@ -131,7 +134,6 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
     [
         ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
-        ('[hosts.secondary]\ncongestion_control = "bbr"\n', "secondaries.near.host"),
         ('client_pulls = ["own"]\n', "client_pulls"),
     ],
 )
