@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -38,7 +39,9 @@ from harness.remote.pathwatch import PathWatch
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.base import NewVersion, Reach
 from harness.xfr import TsigKey, XfrError, XfrTimeout
+from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import wait_for_serials
+from harness.xfr.pull import xot_context
 from harness.xfr.secrets import TlsFiles
 from harness.xfr.update import query_soa, with_serial
 from harness.xfr.verify import verify_copy
@@ -334,6 +337,30 @@ class Agent:
         copy = verify_copy("127.0.0.1", zone, netns=None, timeout=timeout)
         return {k: getattr(copy, k) for k in ("ok", "xfr", "zone", "error", "serial", "records",
                                               "bytes", "messages", "digest")}  # fmt: skip
+
+    def op_pull(
+        self,
+        method: str,
+        address: str,
+        zone: str,
+        port: int,
+        tsig: dict[str, str] | None,
+        tls_ca: str | None,
+        tls_hostname: str | None,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """A client on this host pulls `zone` from `address` (AXFR), with the harness's own
+        reader or kdig, as the netns backend's pull does; times are this host's."""
+        options: dict[str, Any] = {"port": port, "netns": None, "timeout": timeout,
+                                   "tsig": TsigKey(**tsig) if tsig else None,
+                                   "tls_hostname": tls_hostname}  # fmt: skip
+        if method == "own":
+            tls = xot_context(tls_ca) if tls_ca else None
+            result = verify_copy(address, zone, concurrent=False, tls=tls, **options)
+        else:
+            ca = Path(tls_ca) if tls_ca else None
+            result = kdig_pull(address, zone, xfr="axfr", tls_ca=ca, digest="rrsum", **options)
+        return dataclasses.asdict(result)
 
     def op_wire_start(self, peers: list[str]) -> None:
         if self.wire is None:

@@ -3,8 +3,8 @@ scenario's sites matched to the inventory's, each visit's servers on those hosts
 `remote.RemoteCase`, and every record's clock error beside its duration.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do yet (link emulation on the hosts' ingress, cold starts,
-client pulls), and sites on one side only (inventory.match_sites).
+inventory backend does not do yet (link emulation on the hosts' ingress, cold starts), and
+sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -64,12 +64,6 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "trigger",
                 "cold starts are not run on inventory hosts yet",
                 "use trigger = 'notify' or 'retransfer'",
-            )
-        if scenario.client_pulls:
-            refuse(
-                "client_pulls",
-                "client pulls are not run on inventory hosts yet",
-                "remove client_pulls",
             )
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:

@@ -327,6 +327,7 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
 KNOT_NSD = """
 repeats = 2
 timeout = "60s"
+client_pulls = ["own", "kdig"]
 transports = ["tcp"]
 xfr = ["ixfr"]
 trigger = "notify"
@@ -348,7 +349,8 @@ name = "far"
 
 def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path: Path) -> None:
     """Knot (and NSD) start on the hosts, and a Knot primary's new zone versions, whole
-    zone files, reach its host as rsync deltas against the file it serves."""
+    zone files, reach its host as rsync deltas against the file it serves; clients pull
+    the zone from a secondary's host across the path."""
     scenario = tmp_path / "knot-nsd.toml"
     scenario.write_text(KNOT_NSD)
     result = subprocess.run(
@@ -359,7 +361,14 @@ def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = tmp_path / "knot"
     records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
-    assert len(records) == 2 * 3 and all(r["ok"] and r["verified"] for r in records), records
+    assert all(r["ok"] and r["verified"] for r in records), records
+    methods = [(r["method"], r["host"]) for r in records]
+    assert sorted(methods) == sorted(
+        [("server-to-server", h) for h in ("ns1", "ns2", "ns3")] * 2
+        + [("own", "ns1"), ("kdig", "ns1")] * 2
+    )
+    pulls = [r for r in records if r["method"] != "server-to-server"]
+    assert all(r["records"] >= 20000 and r["duration_s"] > 0 for r in pulls), pulls
     visit = next((run / "cases").iterdir())
     assert (visit / "ns0" / "knot.conf").exists() and (visit / "ns3" / "nsd.conf").exists()
     (zone,) = zonegen.generate(plan_case(spec.load(scenario).cases[0]).zone_spec).files

@@ -121,9 +121,10 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
     ]
     check_scenario(loaded)  # nothing refused
-    # TCP settings and XoT are run on the hosts too
+    # TCP settings, XoT and client pulls are run on the hosts too
     (tmp_path / "tuned.toml").write_text(
-        FLEET.replace('"tcp-tsig"]', '"tcp-tsig", "xot"]')
+        'client_pulls = ["own", "kdig"]\n'
+        + FLEET.replace('"tcp-tsig"]', '"tcp-tsig", "xot"]')
         + '[hosts.secondary]\ncongestion_control = "bbr"\n'
     )
     check_scenario(spec.load(tmp_path / "tuned.toml"))
@@ -134,7 +135,6 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
     [
         ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
-        ('client_pulls = ["own"]\n', "client_pulls"),
     ],
 )
 def test_what_the_inventory_backend_does_not_do_is_refused(
