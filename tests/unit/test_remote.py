@@ -14,10 +14,10 @@ from harness.core.errors import UserInputError
 from harness.inventory import load_inventory, match_sites
 from harness.measure.watch import wire_facts
 from harness.plan.case import plan_case
-from harness.remote.bench import on_bench, wire_window
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import ClockReading, best_exchange
 from harness.remote.fleet import remove_work
+from harness.remote.observing import on_bench, wire_window
 from harness.remote.paths import parse_ping
 from harness.results.model import TransferRecord
 from harness.run.remote import check_scenario, on_inventory, with_clock
