@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import json
 import os
 import signal
@@ -35,13 +34,12 @@ from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
+from harness.remote.agent_measures import Measures, proc_start, real_minus_mono
 from harness.remote.pathwatch import PathWatch
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.base import NewVersion, Reach
 from harness.xfr import TsigKey, XfrError, XfrTimeout
-from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import wait_for_serials
-from harness.xfr.pull import xot_context
 from harness.xfr.secrets import TlsFiles
 from harness.xfr.update import query_soa, with_serial
 from harness.xfr.verify import verify_copy
@@ -49,18 +47,6 @@ from harness.xfr.wire_watch import WireWatch
 from harness.zonegen.model import ChangeSet
 
 STOP_WAIT = 10.0
-
-
-def real_minus_mono() -> float:
-    return time.time() - time.monotonic()
-
-
-def proc_start(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(text[text.rindex(")") + 2 :].split()[19])
 
 
 def setup_from(data: dict[str, Any]) -> ServerSetup:
@@ -98,7 +84,7 @@ class Running:
         self.group = group
 
 
-class Agent:
+class Agent(Measures):
     def __init__(self, run_dir: Path, tag: str, out: IO[str]) -> None:
         self.run_dir = run_dir
         self.tag = tag
@@ -338,30 +324,6 @@ class Agent:
         return {k: getattr(copy, k) for k in ("ok", "xfr", "zone", "error", "serial", "records",
                                               "bytes", "messages", "digest")}  # fmt: skip
 
-    def op_pull(
-        self,
-        method: str,
-        address: str,
-        zone: str,
-        port: int,
-        tsig: dict[str, str] | None,
-        tls_ca: str | None,
-        tls_hostname: str | None,
-        timeout: float,
-    ) -> dict[str, Any]:
-        """A client on this host pulls `zone` from `address` (AXFR), with the harness's own
-        reader or kdig, as the netns backend's pull does; times are this host's."""
-        options: dict[str, Any] = {"port": port, "netns": None, "timeout": timeout,
-                                   "tsig": TsigKey(**tsig) if tsig else None,
-                                   "tls_hostname": tls_hostname}  # fmt: skip
-        if method == "own":
-            tls = xot_context(tls_ca) if tls_ca else None
-            result = verify_copy(address, zone, concurrent=False, tls=tls, **options)
-        else:
-            ca = Path(tls_ca) if tls_ca else None
-            result = kdig_pull(address, zone, xfr="axfr", tls_ca=ca, digest="rrsum", **options)
-        return dataclasses.asdict(result)
-
     def op_wire_start(self, peers: list[str]) -> None:
         if self.wire is None:
             self.wire = WireWatch(None, peers).__enter__()  # type: ignore[arg-type]
@@ -391,49 +353,6 @@ class Agent:
     def op_wire_forget(self, before: float) -> None:
         if self.wire is not None:
             self.wire.forget_before(before - real_minus_mono())
-
-    # --- the real path -----------------------------------------------------------------------
-
-    def op_iperf_serve(self, address: str, port: int) -> int:
-        """An iperf3 server for one test (the bandwidth probe), recorded for teardown; it
-        exits after that test, or after 30 s without one."""
-        self.op_iperf_stop()
-        argv = ["iperf3", "-s", "-1", "-B", address, "-p", str(port), "--idle-timeout", "30"]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-        self._pidfile("iperf3", {"name": "iperf3", "pid": proc.pid, "start": proc_start(proc.pid),
-                                 "cgroup": []})  # fmt: skip
-        self.iperf = proc
-        time.sleep(0.2)  # listening
-        if proc.poll() is not None:
-            raise XfrError(f"iperf3 -s exited {proc.returncode} (is iperf3 installed?)")
-        return proc.pid
-
-    def op_iperf_stop(self) -> None:
-        proc, self.iperf = self.iperf, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-        with contextlib.suppress(FileNotFoundError):
-            (self.run_dir / "pids" / "iperf3.json").unlink()
-
-    def op_paths_start(self, peers: list[str], port: int) -> None:
-        """Watch this host's connections from `port` to `peers` (a repeat's transfers)."""
-        if self.paths is None:
-            self.paths = PathWatch(peers, port)
-
-    def op_paths_stop(self) -> dict[str, Any]:
-        """Per peer: segments sent, retransmitted, their share, the least RTT."""
-        watch, self.paths = self.paths, None
-        if watch is None:
-            return {}
-        counts = watch.counts()
-        return counts | ({"error": watch.error} if watch.error else {})
 
     # --- samples ----------------------------------------------------------------------------
 

@@ -1,0 +1,109 @@
+"""The agent's measuring operations (a part of `remote.agent.Agent`): a client's pull
+from this host, the primary's connections to its secondaries (the real path's
+retransmits) and the bandwidth probe's server. Times they report are this host's clock
+(unix seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.remote.pathwatch import PathWatch
+from harness.xfr import TsigKey, XfrError
+from harness.xfr.kdig import kdig_pull
+from harness.xfr.pull import xot_context
+from harness.xfr.verify import verify_copy
+
+
+def proc_start(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rindex(")") + 2 :].split()[19])
+
+
+def real_minus_mono() -> float:
+    return time.time() - time.monotonic()
+
+
+class Measures:
+    """The measuring half of the agent: its state, and the pid files it records for
+    teardown (_pidfile), are the Agent's."""
+
+    run_dir: Path
+    paths: PathWatch | None
+    iperf: subprocess.Popen[Any] | None
+
+    # --- a client's pull ---------------------------------------------------------------------
+
+    def op_pull(
+        self,
+        method: str,
+        address: str,
+        zone: str,
+        port: int,
+        tsig: dict[str, str] | None,
+        tls_ca: str | None,
+        tls_hostname: str | None,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """A client on this host pulls `zone` from `address` (AXFR), with the harness's own
+        reader or kdig, as the netns backend's pull does; times are this host's."""
+        options: dict[str, Any] = {"port": port, "netns": None, "timeout": timeout,
+                                   "tsig": TsigKey(**tsig) if tsig else None,
+                                   "tls_hostname": tls_hostname}  # fmt: skip
+        if method == "own":
+            tls = xot_context(tls_ca) if tls_ca else None
+            result = verify_copy(address, zone, concurrent=False, tls=tls, **options)
+        else:
+            ca = Path(tls_ca) if tls_ca else None
+            result = kdig_pull(address, zone, xfr="axfr", tls_ca=ca, digest="rrsum", **options)
+        return result.to_dict()
+
+    # --- the real path -----------------------------------------------------------------------
+
+    def op_iperf_serve(self, address: str, port: int) -> int:
+        """An iperf3 server for one test (the bandwidth probe), recorded for teardown; it
+        exits after that test, or after 30 s without one."""
+        self.op_iperf_stop()
+        argv = ["iperf3", "-s", "-1", "-B", address, "-p", str(port), "--idle-timeout", "30"]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self._pidfile("iperf3", {"name": "iperf3", "pid": proc.pid, "start": proc_start(proc.pid),
+                                 "cgroup": []})  # fmt: skip
+        self.iperf = proc
+        time.sleep(0.2)  # listening
+        if proc.poll() is not None:
+            raise XfrError(f"iperf3 -s exited {proc.returncode} (is iperf3 installed?)")
+        return proc.pid
+
+    def op_iperf_stop(self) -> None:
+        proc, self.iperf = self.iperf, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / "pids" / "iperf3.json").unlink()
+
+    def op_paths_start(self, peers: list[str], port: int) -> None:
+        """Watch this host's connections from `port` to `peers` (a repeat's transfers)."""
+        if self.paths is None:
+            self.paths = PathWatch(peers, port)
+
+    def op_paths_stop(self) -> dict[str, Any]:
+        """Per peer: segments sent, retransmitted, their share, the least RTT."""
+        watch, self.paths = self.paths, None
+        if watch is None:
+            return {}
+        counts = watch.counts()
+        return counts | ({"error": watch.error} if watch.error else {})
