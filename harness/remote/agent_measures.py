@@ -1,22 +1,25 @@
 """The agent's measuring operations (a part of `remote.agent.Agent`): a client's pull
 from this host, the primary's connections to its secondaries (the real path's
-retransmits) and the bandwidth probe's server. Times they report are this host's clock
-(unix seconds).
+retransmits), the bandwidth probe's server, and a cold start's zones polled and read back
+on this host. Times they report are this host's clock (unix seconds).
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+from harness.measure.cold_start import polling_summary
 from harness.remote.pathwatch import PathWatch
 from harness.xfr import TsigKey, XfrError
 from harness.xfr.kdig import kdig_pull
+from harness.xfr.poll_zones import ZonesTimeout, wait_for_zones
 from harness.xfr.pull import xot_context
-from harness.xfr.verify import verify_copy
+from harness.xfr.verify import verify_copy, verify_many
 
 
 def proc_start(pid: int) -> int | None:
@@ -36,8 +39,52 @@ class Measures:
     teardown (_pidfile), are the Agent's."""
 
     run_dir: Path
+    servers: dict[str, Any]  # name -> Running (remote/agent.py)
     paths: PathWatch | None
     iperf: subprocess.Popen[Any] | None
+
+    # --- a cold start -------------------------------------------------------------------------
+
+    def op_fresh(self, workdir: str) -> None:
+        """A secondary's folder emptied: every zone configured, none on disk (a cold start
+        starts from nothing, as the netns backend's does)."""
+        folder = Path(workdir).resolve()
+        if not folder.is_relative_to(self.run_dir.resolve()):
+            raise XfrError(f"{folder} is not in this run's folder")
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "zones").mkdir(parents=True)
+
+    def op_wait_zones(
+        self, name: str, address: str, zones: list[str], serial: int, timeout: float
+    ) -> dict[str, Any]:
+        """Every zone of the secondary `name` polled on this host until it serves `serial`
+        (xfr/poll_zones.py), while it runs; when each was first served, and how it was
+        polled."""
+        running = self.servers.get(name)
+
+        def alive(done: int, total: int) -> None:
+            status = running.proc.poll() if running is not None else -1
+            if status is not None:
+                raise XfrError(f"the {name} exited with status {status}")
+
+        error = None
+        try:
+            seen = wait_for_zones(address, zones, serial, netns=None, timeout=timeout,
+                                  since=time.monotonic(), between_rounds=alive)  # fmt: skip
+        except ZonesTimeout as exc:
+            seen, error = exc.result, str(exc)
+        shift = real_minus_mono()
+        return {
+            "served": {zone: at + shift for zone, at in seen.served.items()},
+            "unserved": {zone: at + shift for zone, at in seen.unserved.items()},
+            "polling": polling_summary(seen),
+            "error": error,
+        }
+
+    def op_verify_zones(self, zones: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+        """Many small zones read back from this host's secondary (xfr/verify.verify_many)."""
+        copies = verify_many("127.0.0.1", zones, netns=None, timeout=timeout)
+        return {zone: copy.to_dict() for zone, copy in copies.items()}
 
     # --- a client's pull ---------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ from harness import zonegen
 from harness.measure.processes import CaseFailed
 from harness.measure.protocol import (
     START_TIMEOUT,
-    ColdStartLog,
     Control,
     Logged,
     Publication,
@@ -31,6 +30,7 @@ from harness.measure.protocol import (
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan, GroupPlan
 from harness.remote.channel import AgentError
+from harness.remote.coldstart import ColdStarting
 from harness.remote.fleet import RemoteFleet
 from harness.remote.observing import Observing
 from harness.servers import count_failures, count_refusals, server_class
@@ -45,6 +45,7 @@ from harness.xfr.verify import check_copy
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 
 POLL_INTERVAL = 0.005
+COPY_ZONES = 20  # a primary's zone files push.yml copies; more go by rsync
 
 
 def _key(key: TsigKey | None) -> dict[str, str] | None:
@@ -52,7 +53,7 @@ def _key(key: TsigKey | None) -> dict[str, str] | None:
                                      "secret": key.secret}  # fmt: skip
 
 
-class RemoteCase(Observing):
+class RemoteCase(Observing, ColdStarting):
     """The servers of a group of cases on the hosts of an inventory (see LiveCase)."""
 
     def __init__(
@@ -88,6 +89,7 @@ class RemoteCase(Observing):
         self.poll_gaps: dict[str, float] = {}
         self.unserved: dict[str, float] = {}
         self.references: dict[str, ZoneSum] = {}
+        self.zones_seen: dict[str, dict[str, Any]] = {}  # a cold start's polling, per host
         self.change: zonegen.ChangeSet | None = None
         self.logs: dict[str, tuple[int, bytearray]] = {}  # host -> (offset read, text)
         self._quiet_from = 0.0
@@ -158,6 +160,7 @@ class RemoteCase(Observing):
             primary: [
                 {"src": str(f.path), "dest": f"{workdir}/zones/{f.origin}zone", "mode": "0644"}
                 for f in self.generated.files
+                if len(self.generated.files) <= COPY_ZONES  # more go by rsync (sync_zones)
             ]
         }
         if self.tls is not None:
@@ -169,6 +172,14 @@ class RemoteCase(Observing):
                     for f in files
                 )
         return out
+
+    def sync_zones(self) -> None:
+        """A hosting set of many zones goes to the primary's host by one rsync, not a copy
+        task per file (push.yml's takes a few tenths of a second each)."""
+        if len(self.generated.files) > COPY_ZONES:
+            primary = self.plan.primary.name
+            files = {f"{f.origin}zone": f.path for f in self.generated.files}
+            self.fleet.sync(primary, files, f"{self.workdir(primary)}/zones", basis=[])
 
     def sysctls(self) -> dict[str, dict[str, str]]:
         """Each host's TCP settings for this visit ([hosts] of the scenario: the cases of a
@@ -205,7 +216,11 @@ class RemoteCase(Observing):
             )  # fmt: skip
 
     def prepare_secondaries(self) -> None:
+        """The secondaries stopped and their folders emptied: they start with every zone
+        configured and none on disk (a cold start's repeats start alike)."""
         self.stop_secondaries()
+        for host in self.plan.secondaries:
+            self.fleet.channel(host.name).call("fresh", workdir=self.workdir(host.name))
 
     def start_secondaries(self) -> None:
         list(self.pool.map(self._start, [h.name for h in self.plan.secondaries]))
@@ -290,21 +305,6 @@ class RemoteCase(Observing):
 
     def last_unserved(self, host: str) -> float | None:
         return self.unserved.get(host)
-
-    def wait_all_zones(self, hosts, zones, serial, deadline):  # type: ignore[no-untyped-def]
-        raise CaseFailed("cold starts are not run on inventory hosts yet")
-
-    def zones_last_unserved(self, host: str) -> dict[str, float]:
-        return {}
-
-    def cold_start_polling(self, host: str) -> dict[str, Any]:
-        return {}
-
-    def cold_start_log(self, host: str) -> ColdStartLog:
-        return ColdStartLog(0, 0, 0, {})
-
-    def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
-        return {}
 
     # --- publishing and triggers ----------------------------------------------------------
 

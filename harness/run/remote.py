@@ -3,8 +3,8 @@ scenario's sites matched to the inventory's, each visit's servers on those hosts
 `remote.RemoteCase`, and every record's clock error beside its duration.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do yet (link emulation on the hosts' ingress, cold starts), and
-sites on one side only (inventory.match_sites).
+inventory backend does not do (link emulation on the hosts' ingress, a server suite other
+than the hosts' own), and sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -59,12 +59,6 @@ def check_scenario(loaded: LoadedScenario) -> None:
                     "their ingress is not supported yet",
                     "remove the link settings (the path is measured and stored instead)",
                 )
-        if scenario.trigger == "cold-start":
-            refuse(
-                "trigger",
-                "cold starts are not run on inventory hosts yet",
-                "use trigger = 'notify' or 'retransfer'",
-            )
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
                 refuse(f"secondaries.{site.name}.suite",
@@ -181,6 +175,7 @@ class RemoteSession(GroupSession):
             with spent.phase("testbed"):
                 sysctls = live.sysctls() if self.fleet.sets_sysctls else None
                 self.fleet.push(live.pushes(), sysctls)
+                live.sync_zones()
                 self.host_settings = self._read_settings()
             self._stack.callback(self._close_remote)
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")

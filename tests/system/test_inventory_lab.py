@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,6 +124,21 @@ def _scenario(tmp_path: Path) -> Path:
     path = tmp_path / "lab-fleet.toml"
     path.write_text(SCENARIO)
     return path
+
+
+def _run_on_lab(
+    lab: Lab, scenario: Path, results: Path, run_id: str
+) -> tuple[Path, list[dict[str, Any]]]:
+    """`xfrbench run --inventory` of the lab, which must succeed: its folder, its records."""
+    result = subprocess.run(
+        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+         "--results", str(results), "--run-id", run_id],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = results / run_id
+    records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
+    return run, records
 
 
 @dataclass
@@ -353,14 +369,7 @@ def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path:
     the zone from a secondary's host across the path."""
     scenario = tmp_path / "knot-nsd.toml"
     scenario.write_text(KNOT_NSD)
-    result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
-         "--results", str(tmp_path), "--run-id", "knot"],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = tmp_path / "knot"
-    records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
+    run, records = _run_on_lab(lab, scenario, tmp_path, "knot")
     assert all(r["ok"] and r["verified"] for r in records), records
     methods = [(r["method"], r["host"]) for r in records]
     assert sorted(methods) == sorted(
@@ -376,4 +385,43 @@ def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path:
     syncs = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
     assert len(syncs) >= 2  # one per new version
     assert all(0 < s["sent_bytes"] < zone_size / 5 for s in syncs), (syncs, zone_size)
+    assert _wait_clean(lab) == []
+
+
+COLD_START = """
+repeats = 2
+timeout = "300s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "cold-start"
+[zones]
+preset = "hosting"
+zones = 100
+origin = "hosting.example."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) -> None:
+    """Secondaries started with 100 zones configured and none on disk, each repeat from
+    nothing: every zone polled and read back on its own host, the zone set pushed by one
+    rsync."""
+    scenario = tmp_path / "cold.toml"
+    scenario.write_text(COLD_START)
+    run, records = _run_on_lab(lab, scenario, tmp_path, "cold")
+    assert len(records) == 2 * 3 and all(r["ok"] and r["verified"] for r in records), records
+    for record in records:
+        assert record["extra"]["zones"] == 100
+        assert record["extra"]["polling"]["zones_served"] == 100
+        assert record["server_logged"]["secondary_transfers"] >= 100  # none kept on disk
+        assert record["extra"]["clock"]["secondary"]["host"] == record["host"]
+    (sync,) = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
+    assert sync["sent_bytes"] > 0  # the zone set, one rsync
     assert _wait_clean(lab) == []
