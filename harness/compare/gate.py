@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ from harness.compare.figures import (
     resource_values,
 )
 from harness.compare.meta import Difference, metadata_differences, run_state, server_changes
+from harness.compare.stream import SlaComparison, sla_comparisons, stream_load_comparisons
 from harness.core.errors import UserInputError
 from harness.results.folder import RUN_JSON, RunFolder, open_run
 from harness.results.model import TransferRecord
@@ -150,6 +151,7 @@ class Comparison:
     warnings: list[str]
     servers_a: str = ""  # "bind 9.18.49"
     servers_b: str = ""
+    stream_sla: list[SlaComparison] = field(default_factory=list)  # compare/stream.py
 
     @property
     def regressions(self) -> list[CaseComparison]:
@@ -172,7 +174,7 @@ class Comparison:
 
     @property
     def exit_status(self) -> int:
-        return 1 if self.regressions else 0
+        return 1 if self.regressions or any(s.regression for s in self.stream_sla) else 0
 
     @property
     def geomeans(self) -> list[Geomean]:
@@ -201,7 +203,9 @@ class Comparison:
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
             "warnings": self.warnings,
-            "regressions": [c.label for c in self.regressions],
+            "stream_sla": [item.to_json() for item in self.stream_sla],
+            "regressions": [c.label for c in self.regressions]
+            + [s.label for s in self.stream_sla if s.regression],
             "drifting": [c.label for c in self.drifting],
             "failing_in_both": [c.case_label for c in self.failing_in_both],
             "identical": self.identical,
@@ -318,6 +322,7 @@ def compare_runs(
         count_b = failures_b.get(key)
         if count_b is not None and (count_a.failed or count_b.failed):
             cases.append(compare_failures(key, count_a, count_b, alpha=alpha))
+    cases += stream_load_comparisons(a.records, b.records, threshold=threshold, alpha=alpha)
     order = {kind: index for index, kind in enumerate(KINDS)}
     cases.sort(key=lambda c: (order.get(figure_kind(c.figure), len(order)), c.figure))
     return Comparison(
@@ -336,6 +341,7 @@ def compare_runs(
         warnings=warnings,
         servers_a=_servers(a),
         servers_b=_servers(b),
+        stream_sla=sla_comparisons(a.records, b.records, threshold=threshold, alpha=alpha),
     )
 
 

@@ -31,6 +31,7 @@ from harness.compare.case import (
 )
 from harness.compare.figures import FAILURES, figure_kind
 from harness.compare.gate import Comparison, Geomean
+from harness.compare.stream import SlaComparison
 from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 
@@ -81,6 +82,17 @@ def _p(item: CaseComparison) -> str:
 
 def _kinds(kinds: dict[str, int]) -> str:
     return ", ".join(f"{n} {words}" for words, n in kinds.items())
+
+
+def sla_text(item: SlaComparison) -> str:
+    """One line per stream case's SLA share, A against B."""
+    if item.share_a is None or item.share_b is None or item.change is None:
+        return f"{item.label}: no serial in one of the runs"
+    return (
+        f"{item.label}: {item.met_a} of {item.serials_a} ({item.share_a:.1%}) in A, "
+        f"{item.met_b} of {item.serials_b} ({item.share_b:.1%}) in B, "
+        f"{item.change * 100:+.1f} points, Fisher p {item.p_value:.3g}: {item.verdict}"
+    )
 
 
 def verdict_text(item: CaseComparison, threshold: float, alpha: float) -> str:
@@ -244,6 +256,8 @@ def print_comparison(result: Comparison, console: Console) -> None:
             console.print("failures: none in either run", soft_wrap=True)
         for line in grouped_warnings(result):
             console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    for item in result.stream_sla:
+        console.print(escape(sla_text(item)), soft_wrap=True)
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if result.only_in_a:
@@ -265,10 +279,12 @@ def print_comparison(result: Comparison, console: Console) -> None:
             soft_wrap=True,
         )
     regressions = result.regressions
-    if regressions:
-        names = ", ".join(item.label for item in regressions)
+    names = ", ".join([item.label for item in regressions] +
+                      [item.label for item in result.stream_sla if item.regression])  # fmt: skip
+    if names:
+        count = len(regressions) + sum(1 for item in result.stream_sla if item.regression)
         console.print(
-            f"[bold red]{len(regressions)} regression(s)[/]: {escape(names)} (exit 1)",
+            f"[bold red]{count} regression(s)[/]: {escape(names)} (exit 1)",
             soft_wrap=True,
         )
     else:

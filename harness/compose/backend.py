@@ -103,6 +103,14 @@ def suite_of_tag(tag: str) -> str | None:
 
 def check_scenario(loaded: LoadedScenario, backend: Backend) -> None:
     """Refuse what the backend cannot run, naming the key and the fix (before any work)."""
+    if backend.compose and loaded.scenario.faults:
+        raise UserInputError(
+            "faults need the netns backend: linkem's control socket and the servers' processes "
+            "are the driver's own there",
+            file=loaded.path,
+            key="faults",
+            fix="run with --backend netns (the default), or remove the [[faults]] tables",
+        )
     for case in loaded.cases:
         for role in ROLES:
             spec: ServerSpec = getattr(case.scenario.servers, role)

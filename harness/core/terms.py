@@ -10,10 +10,20 @@ from typing import Literal, get_args
 
 Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
 XfrKind = Literal["axfr", "ixfr"]
-Trigger = Literal["notify", "retransfer", "cold-start"]
+Trigger = Literal["notify", "retransfer", "cold-start", "stream"]
 Role = Literal["primary", "secondary"]  # a server's part in the relation
 Method = Literal["server-to-server", "client-pull-own", "client-pull-kdig"]
 ServerKind = Literal["bind", "knot", "nsd", "pdns"]
+# What a scenario's [[faults]] can break (harness/spec/faults.py says what each does).
+FaultKind = Literal[
+    "link-down",
+    "reset",
+    "slow-primary",
+    "link-degrade",
+    "primary-restart",
+    "primary-stop",
+    "secondary-kill",
+]
 
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 XFR_KINDS: tuple[XfrKind, ...] = get_args(XfrKind)
@@ -21,6 +31,7 @@ TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
 ROLES: tuple[Role, ...] = get_args(Role)
 METHODS: tuple[Method, ...] = get_args(Method)
 SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 SERVER_TO_SERVER: Method = "server-to-server"
 
 

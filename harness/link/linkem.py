@@ -15,6 +15,14 @@ sites of one case, are independent samples (repeats continue the case's streams)
 seed for all, 0.1 % loss first dropped after ~1,200-1,600 packets in every case, so small
 cases never lost a packet and large ones lost the same packet numbers. Without a case (a
 standalone link) the seed is `link.seed` itself.
+
+Runtime control (faults). A linkem started with a `control_path` takes commands on that Unix
+socket while it runs (linkem/README.md, "Runtime control"): a direction down, rate-limited or
+otherwise impaired, a TCP connection cut by resets, back as configured. The commands are built
+here (pure: `set_command`, `reset_command`, `restore_command`) and sent by `LinkemControl`;
+each answer, and the events in the stats file, are linkem's own record of what it did.
+Directions that `inspect` their packets' headers count bytes (`passed_bytes`), which the
+fault flows use as the bytes a secondary received.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import EnvironmentProblem
+from harness.core.errors import EnvironmentProblem, XfrbenchError
 from harness.core.seeds import derive_seed
 from harness.link.netem import gemodel_params, queue_packets, state_params
 from harness.spec import DirectionSpec, LinkSpec, LossSpec
@@ -81,7 +90,7 @@ def loss_config(loss: LossSpec) -> dict[str, Any]:
 
 
 def direction_config(
-    name: str, direction: DirectionSpec, *, queue: int, rtt: float
+    name: str, direction: DirectionSpec, *, queue: int, rtt: float, inspect: bool = False
 ) -> dict[str, Any]:
     return {
         "name": name,
@@ -97,7 +106,7 @@ def direction_config(
         "reorder_correlation": 0.0,
         "reorder_gap": direction.reorder_gap,
         "queue_max_len": queue_packets(direction.rate, rtt, direction.mtu),
-    }
+    } | ({"inspect": True} if inspect else {})
 
 
 def instance_seed(link: LinkSpec, case: str | None, instance: str = DEFAULT_INSTANCE) -> int:
@@ -113,18 +122,25 @@ def config(
     seed: int,
     stats_path: Path,
     stats_interval_ms: int = STATS_INTERVAL_MS,
+    control_path: Path | None = None,
+    inspect: bool = False,
 ) -> dict[str, Any]:
     """linkem's config: (name, spec, NFQUEUE number) per emulated direction. `rtt` sizes
     the delay lines (the longest round trip they must cover); `seed` is the instance's
-    (instance_seed: pass the case, or every case drops the same packets)."""
-    return {
+    (instance_seed: pass the case, or every case drops the same packets). `control_path`:
+    its runtime control socket; `inspect`: every direction reads headers (bytes, TCP)."""
+    out: dict[str, Any] = {
         "seed": seed,
         "stats_path": str(stats_path),
         "stats_interval_ms": stats_interval_ms,
-        "directions": [
-            direction_config(name, spec, queue=queue, rtt=rtt) for name, spec, queue in directions
-        ],
     }
+    if control_path is not None:
+        out["control_path"] = str(control_path)
+    out["directions"] = [
+        direction_config(name, spec, queue=queue, rtt=rtt, inspect=inspect)
+        for name, spec, queue in directions
+    ]
+    return out
 
 
 def read_stats(path: Path) -> dict[str, Any]:
@@ -134,3 +150,99 @@ def read_stats(path: Path) -> dict[str, Any]:
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+# --- runtime control ------------------------------------------------------------------------
+
+CONTROL_DIR = Path("/run/xfrbench/linkem")  # short paths: a socket path fits 108 bytes
+CONTROL_TIMEOUT = 5.0  # seconds: linkem answers once the direction's worker took the command
+
+
+class LinkemControlError(XfrbenchError):
+    """linkem refused a command or could not be reached."""
+
+
+def set_command(
+    direction: str,
+    *,
+    down: bool | None = None,
+    rate_bps: int | None = None,
+    queue_bytes: int | None = None,
+    impair: dict[str, Any] | None = None,
+    after_bytes: int = 0,
+) -> dict[str, Any]:
+    """Change `direction` (keys left None keep their value); `after_bytes`: once that much
+    TCP payload has crossed it."""
+    command: dict[str, Any] = {"cmd": "set", "direction": direction}
+    for key, value in (
+        ("down", down),
+        ("rate_bps", rate_bps),
+        ("queue_bytes", queue_bytes),
+        ("impair", impair),
+    ):
+        if value is not None:
+            command[key] = value
+    if after_bytes:
+        command["after_bytes"] = after_bytes
+    return command
+
+
+def impair_patch(delay_s: float | None = None, loss: LossSpec | None = None) -> dict[str, Any]:
+    """An `impair` patch: another one-way delay and loss model for a while."""
+    patch: dict[str, Any] = {}
+    if delay_s is not None:
+        patch["delay_us"] = round(delay_s * 1e6)
+    if loss is not None:
+        patch["loss"] = loss_config(loss)
+    return patch
+
+
+def reset_command(direction: str, *, after_bytes: int = 0) -> dict[str, Any]:
+    """Cut the TCP connection crossing `direction` (its last data, or the packet with which
+    `after_bytes` more bytes have crossed) with resets to both ends."""
+    command: dict[str, Any] = {"cmd": "reset", "direction": direction}
+    if after_bytes:
+        command["after_bytes"] = after_bytes
+    return command
+
+
+def restore_command(direction: str) -> dict[str, Any]:
+    return {"cmd": "restore", "direction": direction}
+
+
+class LinkemControl:
+    """A client of one linkem's control socket: one connection per command."""
+
+    def __init__(self, path: Path, timeout: float = CONTROL_TIMEOUT) -> None:
+        self.path = path
+        self.timeout = timeout
+
+    def send(self, command: dict[str, Any]) -> dict[str, Any]:
+        """linkem's answer to `command`; raises LinkemControlError when it refused it."""
+        answer = self._ask(command)
+        if not answer.get("ok", False):
+            raise LinkemControlError(
+                f"linkem refused {json.dumps(command)}: {answer.get('error', answer)}"
+            )
+        return answer
+
+    def stats(self) -> dict[str, Any]:
+        """linkem's counters and events now (what its stats file will say next)."""
+        return self._ask({"cmd": "stats"})
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(self.timeout)
+                sock.connect(str(self.path))
+                sock.sendall(json.dumps(command).encode() + b"\n")
+                line = sock.makefile("rb").readline()
+        except OSError as exc:
+            raise LinkemControlError(f"linkem's control socket {self.path}: {exc}") from None
+        try:
+            answer = json.loads(line)
+        except json.JSONDecodeError:
+            raise LinkemControlError(f"linkem answered {line[:200]!r}") from None
+        if not isinstance(answer, dict):
+            raise LinkemControlError(f"linkem answered {answer!r}")
+        return answer

@@ -11,16 +11,18 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness import zonegen
 from harness.measure import processes as srv
+from harness.measure.client_pull import client_pull
 from harness.measure.cold_start import (
     add_references,
     check_copies,
     polling_summary,
     read_cold_start_log,
 )
+from harness.measure.copies import read_back
 from harness.measure.processes import RunningServer
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -42,7 +44,6 @@ from harness.servers.base import NewVersion, Reach, last_incoming, last_outgoing
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
-from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll import wait_for_serial, wait_for_serials
 from harness.xfr.poll_zones import ZonesServed, ZonesTimeout, wait_for_zones
 from harness.xfr.primary_check import (
@@ -51,7 +52,6 @@ from harness.xfr.primary_check import (
     mismatches,
     served_rrsets,
 )
-from harness.xfr.pull import xot_context
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
 from harness.xfr.secrets import TlsFiles, new_tsig
@@ -62,17 +62,15 @@ from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import read_diff
 from harness.zonegen.model import ChangeSet
 
+Switched = Literal["reconfig", "restart"]  # how a running secondary was switched
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
+KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
 
 
 def poll_interval(secondaries: int) -> float:
     """5 ms for up to 16 secondaries, 10 ms beyond (one select loop polls them all)."""
     return POLL_INTERVAL if secondaries <= 16 else FLEET_POLL_INTERVAL
-
-
-TLS_HOSTNAME = "primary.xfrbench.test"
-KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
 
 
 class LiveCase:
@@ -152,6 +150,7 @@ class LiveCase:
             update_key=self.update_key,
         )
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
+        setup.tls_known = self.tls  # set only when some case of the group uses XoT
         return setup
 
     def _server(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> RunningServer:
@@ -160,26 +159,32 @@ class LiveCase:
         server = srv.make(host_plan, self.binaries[name], setup)
         return RunningServer(host_plan, self.testbed.hosts[name], server)
 
-    def select(self, case: CasePlan) -> bool:
+    def select(self, case: CasePlan) -> dict[str, Switched]:
         """Make `case` the selected one; a running secondary whose settings differ (TLS,
-        TSIG, IXFR) gets a new config and its server's own reconfiguration, no restart.
-        Returns whether anything was switched."""
+        TSIG, IXFR) gets a new config and its server's own reconfiguration where its dialect
+        declares that this makes the switch (Server.switches_by_reconfig), else a restart.
+        Returns how each running secondary was switched (none: nothing to switch)."""
         if case is self.plan:
-            return False
-        before = {name: r.server.setup for name, r in self.secondaries.items()}
+            return {}
         self.plan = case
-        switched = False
+        switched: dict[str, Switched] = {}
         for name, running in self.secondaries.items():
-            old = before[name]
+            old = running.server.setup
             setup = self._setup(name, old.zones, old.workdir)
             if (setup.tsig, setup.tls, setup.ixfr) == (old.tsig, old.tls, old.ixfr):
                 continue
             setup.control_socket = old.control_socket
             running.server.setup = setup
             running.server.render()
-            if running.proc is not None:
+            if running.proc is None:
+                continue  # not started: it starts with this config
+            started = running.started_with or old
+            if type(running.server).switches_by_reconfig(started, old, setup):
                 running.host.run_tool(running.server.reconfig_argv(), timeout=self.plan.timeout)
-            switched = True
+                switched[name] = "reconfig"
+            else:
+                srv.restart(self.testbed, running)
+                switched[name] = "restart"
         self._watch()
         return switched
 
@@ -347,21 +352,39 @@ class LiveCase:
     # --- Bench: new serials and triggers -----------------------------------------------------
 
     def publish(self, serial: int) -> Publication:
+        """put_version(), then wait until the primary serves it."""
+        assert self.primary is not None
+        issued, method = self.put_version(serial)
+        served = self._poll(self.primary, self.first_zone, serial, issued + self.plan.timeout)
+        if served is None:
+            raise XfrTimeout(
+                f"timeout after {self.plan.timeout:g} s: the primary never served "
+                f"{self.first_zone} serial {serial} ({method})"
+            )
+        return Publication(issued, served, method)
+
+    def change_set(self, serial: int) -> ChangeSet | None:
+        """The change set to `serial` when the group publishes change sets (a group with an
+        IXFR case applies the chain on every serial, so that a set always starts from the
+        zone it was made for), whole only for a primary that takes zone files."""
+        assert self.primary is not None
+        whole = type(self.primary.server).publishes_zone_files(self.group.ixfr)
+        if not (self.group.ixfr or whole):
+            return None
+        return zonegen.change_set(
+            self.plan.zone_spec, serial_to=serial, changes=self.plan.changes, whole_zone=whole
+        )
+
+    def put_version(self, serial: int) -> tuple[float, str]:
         """Put version `serial` of the first zone on the primary, the way its dialect
         chooses (Server.publish): an AXFR workload changes only the serial, an IXFR one
-        applies the next change set. The harness's belief of what the primary serves
-        follows; check_primary() holds the primary to it after the transfers."""
+        applies the next change set. Returns when the primary took it (bench clock) and
+        how. The harness's belief of what the primary serves follows; check_primary()
+        holds the primary to it after the transfers."""
         primary = self.primary
         assert primary is not None and self.wire is not None
         server, host = primary.server, primary.host
-        # A group with an IXFR case applies the change-set chain on every serial, so that a
-        # change set always starts from the zone it was made for.
-        change = None
-        if self.group.ixfr or type(server).publishes_zone_files(self.group.ixfr):
-            change = zonegen.change_set(
-                self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
-            )
-        self.change = change
+        self.change = change = self.change_set(serial)
         reference = self._reference(self.first_zone)
         soa = query_soa(host.address, self.first_zone, netns=host.netns, timeout=self.plan.timeout)
         version = NewVersion(self.first_zone, with_serial(soa, serial), change)
@@ -384,13 +407,7 @@ class LiveCase:
             self.references[self.first_zone] = apply_diff_file(
                 reference, change.diff_path, self.first_zone
             )
-        served = self._poll(primary, self.first_zone, serial, issued + self.plan.timeout)
-        if served is None:
-            raise XfrTimeout(
-                f"timeout after {self.plan.timeout:g} s: the primary never served "
-                f"{self.first_zone} serial {serial} ({method})"
-            )
-        return Publication(issued, served, method)
+        return issued, method
 
     def check_primary(self, serial: int) -> str | None:
         """None when the primary serves what the harness believes it published at `serial`
@@ -431,6 +448,10 @@ class LiveCase:
                 notified[host.name] = sent
         return notified
 
+    def connect_ports(self, host: str, since: float) -> list[int]:
+        assert self.wire is not None
+        return self.wire.connect_ports(self.testbed.hosts[host].address, since)
+
     def control(self, host: str, action: Control, zone: str) -> None:
         running = self.secondaries[host]
         argv = (
@@ -452,13 +473,15 @@ class LiveCase:
         return self.references[zone]
 
     def verify(self, host: str, zone: str, serial: int) -> Verification:
-        """The secondary's copy holds exactly the primary's records (RRSUM), at `serial`."""
-        running = self.secondaries[host]
-        copy = verify_copy("127.0.0.1", zone, netns=running.host.netns, timeout=self.plan.timeout)
-        if not copy.ok:
-            return Verification(False, f"could not read the secondary's copy: {copy.error}", None)
-        problem = check_copy(self._reference(zone), copy, serial)
-        return Verification(problem is None, problem, copy.records)
+        """The secondary's copy holds exactly the primary's records (RRSUM), at `serial`;
+        read again once when the first read met it between versions (measure/copies.py)."""
+        netns, timeout = self.secondaries[host].host.netns, self.plan.timeout
+        return read_back(
+            lambda: verify_copy("127.0.0.1", zone, netns=netns, timeout=timeout),
+            self._reference(zone),
+            serial,
+            time.sleep,
+        )
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         """Many small zones (a cold start): the secondary's copies read over a few
@@ -495,50 +518,18 @@ class LiveCase:
         return read_cold_start_log(type(running.server), text, running.started_at)
 
     def pull(self, method: str, host: str) -> Pulled:
-        """A client on `host` pulls the first zone from the primary across the link."""
+        """A client on `host` pulls the first zone from the primary across the link, over
+        the selected case's transport (measure/client_pull.py)."""
         assert self.primary is not None
-        reference = self._reference(self.first_zone)
-        me = self.testbed.hosts[host]
-        tls_files = self.tls if self.plan.tls else None  # the selected case's transport
-        tsig = self.tsig if self.plan.tsig_algorithm else None
-        port = 853 if tls_files else 53
-        options: dict[str, Any] = {
-            "port": port,
-            "netns": me.netns,
-            "tsig": tsig,
-            "tls_hostname": TLS_HOSTNAME if tls_files else None,
-            "timeout": self.plan.timeout,
-        }
-        address = self.primary.host.address
-        if method == "own":
-            # Digested after the timed read (not beside it): the figure is the reader's.
-            tls = xot_context(tls_files.ca_cert) if tls_files else None
-            result = verify_copy(address, self.first_zone, concurrent=False, tls=tls, **options)
-        else:
-            ca = tls_files.ca_cert if tls_files else None
-            result = kdig_pull(
-                address, self.first_zone, xfr="axfr", tls_ca=ca, digest="rrsum", **options
-            )
-        phases = {
-            k: v
-            for k, v in (
-                ("connect", result.connect_s),
-                ("tls", result.tls_s),
-                ("first_byte", result.first_byte_s),
-            )
-            if v is not None
-        }
-        return Pulled(
-            ok=result.ok,
-            error=result.error,
-            serial=result.serial or 0,
-            records=result.records,
-            bytes=result.bytes,
-            messages=result.messages,
-            duration_s=result.duration_s,
-            started_at=result.started_at or self.wall(),
-            phases=phases,
-            digest_matches=result.ok and check_copy(reference, result) is None,
+        return client_pull(
+            method,
+            self.first_zone,
+            self.primary.host.address,
+            self.testbed.hosts[host].netns,
+            tls_files=self.tls if self.plan.tls else None,
+            tsig=self.tsig if self.plan.tsig_algorithm else None,
+            timeout=self.plan.timeout,
+            reference=self._reference(self.first_zone),
         )
 
     # --- Bench: observation ------------------------------------------------------------------

@@ -6,8 +6,10 @@ cgroup of its own, with its stdout and stderr kept in its working folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -17,7 +19,7 @@ from typing import Any
 
 from harness.core.errors import XfrbenchError
 from harness.core.netns import socket_in
-from harness.observe.procfs import ProcessGone, netns_inode
+from harness.observe.procfs import ProcessGone, descendants, netns_inode
 from harness.plan.case import HostPlan
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.binaries import ServerBinary
@@ -42,6 +44,7 @@ class RunningServer:
     server: Server
     proc: subprocess.Popen[Any] | None = None
     started_at: float | None = None  # unix time it was spawned (its log's "since")
+    started_with: ServerSetup | None = None  # the setup it was last started with
 
     @property
     def name(self) -> str:
@@ -123,6 +126,7 @@ def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> N
         server.render()
     workdir = server.setup.workdir
     running.started_at = time.time()
+    running.started_with = server.setup
     with (workdir / "stdout.log").open("ab") as out, (workdir / "stderr.log").open("ab") as err:
         running.proc = testbed.spawn(
             running.host,
@@ -136,11 +140,41 @@ def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> N
     wait_entered(running.proc, running.host.netns)
 
 
+def restart(testbed: Testbed, running: RunningServer) -> None:
+    """Stop the server, remove the state its dialect says would keep it from transferring
+    at once (Server.restart_forgets) and start it with its config as rendered now."""
+    stop(testbed, running)
+    server = running.server
+    for name in type(server).restart_forgets:
+        (server.setup.workdir / name).unlink(missing_ok=True)
+    spawn(testbed, running, render=False)
+
+
 def stop(testbed: Testbed, running: RunningServer) -> None:
     if running.proc is not None:
         testbed.stop(running.proc)
         running.proc = None
     running.server.remove_control_socket()
+
+
+def kill(testbed: Testbed, running: RunningServer) -> list[int]:
+    """A crash: SIGKILL to every process of the server (its cgroup's, else its process
+    tree: NSD's children would keep its ports), then the same bookkeeping as stop().
+    Returns the pids killed."""
+    proc = running.proc
+    if proc is None:
+        return []
+    group = testbed.cgroup_of(proc)
+    pids = group.pids() if group is not None else descendants(proc.pid)
+    for pid in dict.fromkeys([proc.pid, *pids]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + 5.0
+    while group is not None and group.pids() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the children die after their parent
+    stop(testbed, running)
+    return sorted(set([proc.pid, *pids]))
 
 
 def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:

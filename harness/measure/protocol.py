@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 from harness.core.terms import Method
 from harness.link.bounds import with_advertised_window
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
+from harness.measure.transport_seen import TransportSeen
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
@@ -76,6 +77,7 @@ class Verification:
     ok: bool
     problem: str | None
     records: int | None  # the copy's record count; None when it could not be read
+    reread: str | None = None  # the first read's problem, when the copy was read twice
 
     @property
     def failure(self) -> Failure:
@@ -200,6 +202,10 @@ class Bench(Protocol):
 
     def control(self, host: str, action: Control, zone: str) -> None: ...
 
+    def connect_ports(self, host: str, since: float) -> list[int]:
+        """The primary's ports `host` connected to since `since` (its SYNs on the primary's
+        wire): 53 for TCP, 853 for XoT."""
+
     def verify(self, host: str, zone: str, serial: int) -> Verification: ...
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
@@ -256,16 +262,26 @@ def prepare_updates(bench: Bench) -> int:
     _require_all(hosts, first, START_TIMEOUT + plan.timeout, zone, bench.base_serial)
     warmup = bench.base_serial + 1
     with bench.spent.phase("warmup"):
-        bench.publish(warmup)
-        if plan.trigger == "retransfer":
-            for host in hosts:
-                bench.control(host, "refresh", zone)
-        served = bench.wait_served(hosts, zone, warmup, bench.clock() + plan.timeout)
-        wrong = bench.check_primary(warmup)
-    if wrong is not None:
-        raise PublishFailed(f"publish error at the warm-up serial {warmup}: {wrong}")
+        _, served = unrecorded_update(bench, warmup, "the warm-up serial")
     _require_all(hosts, served, plan.timeout, zone, warmup)
     return warmup
+
+
+def unrecorded_update(bench: Bench, serial: int, what: str) -> tuple[Publication, dict[str, float]]:
+    """Publish `serial`, trigger it as the selected case does (its NOTIFY, or a refresh)
+    and wait for every secondary, measuring nothing; returns the publication and when each
+    secondary served it. PublishFailed when the primary serves something else."""
+    plan = bench.plan
+    zone, hosts = bench.first_zone, _names(plan)
+    published = bench.publish(serial)
+    if plan.trigger == "retransfer":
+        for host in hosts:
+            bench.control(host, "refresh", zone)
+    served = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+    wrong = bench.check_primary(serial)
+    if wrong is not None:
+        raise PublishFailed(f"publish error at {what} {serial}: {wrong}")
+    return published, served
 
 
 def update_repeat(
@@ -330,6 +346,15 @@ def update_repeat(
             check = bench.verify(host, zone, serial)
         with spent.phase("observe") as observe_logs:
             logged = bench.logged(host, zone, serial, started_at)
+            # From the publication on: a secondary may start before the NOTIFY leaves (NSD
+            # checked the SOA on its own, once, and was done 2 ms after the NOTIFY). Until
+            # now, not until it served: the watch stamps a packet when it reads it, which can
+            # be after a 1 ms transfer was served.
+            ports = bench.connect_ports(host, triggered.issued)
+        used = TransportSeen.of(ports, logged.primary, logged.secondary)
+        # A secondary that kept its old transport after a switch transfers fine: the harness's
+        # error, never a result of the transport the case names.
+        wrong = used.contradiction(plan.transport)
         wall = {
             "settle_s": settle.seconds,
             "publish_s": publish.seconds,
@@ -349,10 +374,10 @@ def update_repeat(
             serial=serial,
             duration_s=duration,
             started_at=started_at,
-            ok=check.ok,
-            error=check.problem,
+            ok=check.ok and wrong is None,
+            error=f"not over {plan.transport}: {wrong}" if wrong else check.problem,
             verified=check.ok,
-            failure=None if check.ok else check.failure,
+            failure="harness" if wrong else None if check.ok else check.failure,
             records=records,
             bytes=size,
             messages=messages,
@@ -362,6 +387,8 @@ def update_repeat(
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
+                **({"verify_reread": check.reread} if check.reread else {}),
+                "transport_seen": used.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }
             | facts

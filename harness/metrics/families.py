@@ -280,6 +280,20 @@ FAMILIES: tuple[Family, ...] = (
         C_LABELS,
     ),
     Family(
+        "xfrbench_stream_behind_serials",
+        "gauge",
+        "Change stream, live: serials the primary was given that the secondary does not serve yet.",
+        ("run_id", "case", "host", "site"),
+    ),
+    Family(
+        "xfrbench_stream_behind_seconds",
+        "gauge",
+        "Change stream, live: how long ago the oldest serial the secondary does not serve yet "
+        "was put on the primary (0 when it serves the newest).",
+        ("run_id", "case", "host", "site"),
+        "seconds",
+    ),
+    Family(
         "xfrbench_primary_repeat_cpu_seconds",
         "gauge",
         "CPU the primary spent in the latest repeat (between its start and end marks).",

@@ -267,6 +267,8 @@ class MetricState:
         every secondary of the repeat has a record."""
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             return []
+        if record.trigger == "stream":  # a stream's figures are per serial: results/stream.py
+            return []
         case = record.case
         repeat, records = self._fleet.get(case, (0, []))
         if record.repeat < repeat:
@@ -326,7 +328,26 @@ class MetricState:
             return self._add_link(case, sample)
         if role in ("primary", "secondary"):
             return self._add_server(case, role, sample)
-        raise ValueError(f"sample role {role!r} is not primary, secondary or link")
+        if role == "stream":
+            return self._add_stream(case, sample)
+        raise ValueError(f"sample role {role!r} is not primary, secondary, link or stream")
+
+    def _add_stream(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
+        """A change stream's lag of one secondary (measure/live_stream.py writes them)."""
+        host, site = sample.get("host"), sample.get("site") or ""
+        if not isinstance(host, str) or not _SAFE_HOST.match(host):
+            raise ValueError(f"stream sample with a bad host {host!r}")
+        if not isinstance(site, str) or not _SAFE_HOST.match(site or "x"):
+            raise ValueError(f"stream sample with a bad site {site!r}")
+        labels = (self.run_id, case, host, site)
+        changed = []
+        for family, key in (
+            ("xfrbench_stream_behind_serials", "behind_serials"),
+            ("xfrbench_stream_behind_seconds", "behind_s"),
+        ):
+            if _finite(sample.get(key)):
+                changed.append(self._set(family, labels, sample[key]))
+        return changed
 
     def _add_link(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
         direction = sample.get("direction")

@@ -388,7 +388,8 @@ def _children_by_scan() -> dict[int, list[int]]:
     return children
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it."""
     children: dict[int, list[int]] = {}
     todo = [pid]
     while todo:
@@ -418,7 +419,7 @@ def read_proc_tree(pid: int) -> TreeUsage:
     tick = os.sysconf("SC_CLK_TCK")
     user = system = 0
     anon: int | None = None
-    pids = _descendants(pid)
+    pids = descendants(pid)
     for index, current in enumerate(pids):
         try:
             stat = parse_proc_stat(_read(f"/proc/{current}/stat"))

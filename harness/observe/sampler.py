@@ -51,8 +51,9 @@ class Target:
 def normalize_link_counters(counters: dict[str, Any]) -> dict[str, dict[str, int]]:
     """`Testbed.link_counters()` -> {direction: {"passed", "dropped"}} (cumulative packets).
 
-    Shapes per direction: linkem {passed, dropped_loss, dropped_overflow, ...}; netem qdisc
-    {packets, drops, ...}; either may carry "htb" (the rate limiter's class 1:1, which the
+    Shapes per direction: linkem {passed, dropped_loss, dropped_overflow, dropped_down, ...,
+    state}; netem qdisc {packets, drops, ...}; either may carry "htb" (the rate limiter's
+    class 1:1, which the
     packets leave last). With htb, passed is what left htb; dropped adds htb's drops to
     linkem's (linkem queues before htb). netem sits inside htb and its drops already
     include every drop htb counts for it, so they are not added twice. A direction with no
@@ -65,7 +66,8 @@ def normalize_link_counters(counters: dict[str, Any]) -> dict[str, dict[str, int
         htb = stats.get("htb") if isinstance(stats.get("htb"), dict) else None
         if "passed" in stats:  # linkem
             passed = int(stats["passed"])
-            dropped = int(stats.get("dropped_loss", 0)) + int(stats.get("dropped_overflow", 0))
+            # Its random drops, queue overflows and, in faulted cases, the faults' drops.
+            dropped = sum(int(v) for k, v in stats.items() if k.startswith("dropped_"))
             if htb and "packets" in htb:
                 passed = int(htb["packets"])
                 dropped += int(htb.get("drops", 0))
@@ -236,6 +238,14 @@ class Sampler:
         written, and passed on like this sampler's own unless their host serves them."""
         with self._lock:
             self._write(lines, passed_on)
+
+    def note(self, case: str, lines: list[dict[str, Any]]) -> None:
+        """Write lines a flow observed itself (a stream's lag per secondary, role
+        "stream") with the samples' head, in the same file and to the same callback."""
+        with self._lock:
+            repeat = self._watch.repeat if self._watch is not None else None
+            head = {"t": round(time.time(), 6), "event": "note", "case": case, "repeat": repeat}
+            self._write([{**head, **line} for line in lines])
 
     # --- sampling ---------------------------------------------------------------------
 

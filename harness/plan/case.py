@@ -12,12 +12,14 @@ measurement flow; nothing in here touches the machine, so every decision is unit
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
+from harness.plan.stream import StreamPlan
 from harness.servers.base import Capabilities, Support
-from harness.spec import Case, HostSpec, LinkSpec, ServerSpec
+from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
 from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -53,6 +55,8 @@ class CasePlan:
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # least seconds from one transfer's end to the next trigger
+    fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
+    stream: StreamPlan | None = None  # trigger "stream": its schedule and target
 
     @property
     def name(self) -> str:
@@ -77,8 +81,8 @@ class CasePlan:
 
     @property
     def notify(self) -> bool:
-        """The primary NOTIFYs its secondaries (only when that is the trigger)."""
-        return self.trigger == "notify"
+        """The primary NOTIFYs its secondaries (when that is the trigger, or in a stream)."""
+        return self.trigger in ("notify", "stream")
 
     @property
     def ixfr(self) -> bool:
@@ -95,8 +99,12 @@ class CasePlan:
 
     def transfers(self) -> int:
         """Transfer records the case writes when all goes well: one per secondary and
-        repeat, plus the client pulls (from the first secondary's host)."""
-        return self.repeats * (len(self.secondaries) + len(self.client_pulls))
+        repeat (in a stream: per secondary and serial, as the first repeat's schedule
+        has them), plus the client pulls (from the first secondary's host)."""
+        per_repeat = len(self.secondaries)
+        if self.stream is not None:
+            per_repeat *= len(self.stream.offsets(self.name, 1))
+        return self.repeats * (per_repeat + len(self.client_pulls))
 
     def endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(host.endpoint() for host in self.hosts)
@@ -120,6 +128,18 @@ def plan_case(case: Case) -> CasePlan:
     secondary of every site (a scenario without sites has one, named "secondary")."""
     scenario = case.scenario
     changes = scenario.zones.ixfr_changes
+    stream = None
+    if scenario.stream is not None:
+        given = scenario.stream
+        changes = given.changes or changes
+        stream = StreamPlan(
+            given.interval,
+            given.updates,
+            given.duration,
+            given.arrival,
+            given.sla,
+            scenario.schedule_seed,
+        )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)
     primary = HostPlan(
@@ -143,6 +163,8 @@ def plan_case(case: Case) -> CasePlan:
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
+        fault=case.fault,
+        stream=stream,
     )
 
 
@@ -169,6 +191,25 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
             if not support.ok:
                 return f"secondary {secondary}: {support.reason}"
     return None
+
+
+def supported_part(
+    plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
+) -> tuple[CasePlan | None, dict[str, str]]:
+    """A fleet case some secondaries cannot take (Knot 3.2 beside BIND over XoT): the case
+    for the others, and why each of those cannot. (None, {}) when the primary (or every
+    secondary) cannot: the whole case is unsupported (support_problem says why)."""
+    if support_problem(plan, servers) is None:
+        return plan, {}
+    alone = {
+        host.name: support_problem(dataclasses.replace(plan, hosts=(plan.primary, host)), servers)
+        for host in plan.secondaries
+    }
+    able = [host for host in plan.secondaries if alone[host.name] is None]
+    if not able or not plan.is_fleet:
+        return None, {}
+    reasons = {name: why for name, why in alone.items() if why is not None}
+    return dataclasses.replace(plan, hosts=(plan.primary, *able)), reasons
 
 
 @dataclass(frozen=True)
@@ -209,14 +250,21 @@ class GroupPlan:
     def timeout(self) -> float:
         return max(case.timeout for case in self.cases)
 
+    @property
+    def faults(self) -> bool:
+        """A case of the group breaks something: its testbed runs linkem with control."""
+        return any(case.fault is not None for case in self.cases)
+
     def transfers(self) -> int:
         return sum(case.transfers() for case in self.cases)
 
 
 def group_cases(plans: list[CasePlan]) -> list[GroupPlan]:
-    """Group the cases of one matrix cell (the same resolved scenario), in run order."""
+    """Group the cases of one matrix cell (the same resolved scenario and hosts: a case
+    some secondaries cannot take runs on a testbed without them), in run order."""
     groups: dict[str, list[CasePlan]] = {}
     for plan in plans:
-        key = plan.case.scenario.model_dump_json()
+        hosts = ",".join(host.name for host in plan.hosts)
+        key = f"{plan.case.scenario.model_dump_json()} {hosts}"
         groups.setdefault(key, []).append(plan)
     return [GroupPlan(tuple(cases)) for cases in groups.values()]

@@ -343,12 +343,16 @@ class Agent(Measures):
         at = self.wire.wait_notify(serial, timeout, peer, since=since - shift)
         return None if at is None else at + shift
 
-    def op_wire_events(self, peer: str, since: float, until: float) -> list[dict[str, Any]]:
+    def op_wire_events(
+        self, peer: str, since: float, until: float | None = None
+    ) -> list[dict[str, Any]]:
+        """What the primary's wire saw of `peer` between two times (this host's unix time;
+        until None: up to now)."""
         assert self.wire is not None
         shift = real_minus_mono()
-        events = self.wire.events(peer, since - shift, until - shift)
+        events = self.wire.events(peer, since - shift, None if until is None else until - shift)
         return [{"at": e.at + shift, "kind": e.kind, "peer": e.peer, "serial": e.serial,
-                 "port": e.port} for e in events]  # fmt: skip
+                 "port": e.port, "to_port": e.to_port} for e in events]  # fmt: skip
 
     def op_wire_forget(self, before: float) -> None:
         if self.wire is not None:

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import zonegen
+from harness.core.errors import ToolFailed
+from harness.measure.copies import read_back
+from harness.measure.live import Switched
 from harness.measure.processes import CaseFailed
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -29,6 +32,7 @@ from harness.measure.protocol import (
 )
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan, GroupPlan
+from harness.remote.agent import setup_from
 from harness.remote.channel import AgentError
 from harness.remote.coldstart import ColdStarting
 from harness.remote.fleet import RemoteFleet
@@ -85,7 +89,8 @@ class RemoteCase(Observing, ColdStarting):
         self.base_serial = zones.files[0].serial
         self.update_key = new_tsig(name="xfrbench-update.")
         self.running: dict[str, dict[str, Any]] = {}  # host -> what its agent started
-        self.setups: dict[str, dict[str, Any]] = {}
+        self.setups: dict[str, dict[str, Any]] = {}  # host -> its server's config now
+        self.started_with: dict[str, dict[str, Any]] = {}  # host -> the config it started with
         self.poll_gaps: dict[str, float] = {}
         self.unserved: dict[str, float] = {}
         self.references: dict[str, ZoneSum] = {}
@@ -188,7 +193,7 @@ class RemoteCase(Observing, ColdStarting):
 
     def _start(self, name: str) -> None:
         binary = self.binaries[name]
-        self.setups[name] = self._setup(name)
+        self.setups[name] = self.started_with[name] = self._setup(name)
         channel = self.fleet.channel(name)
         self.running[name] = channel.call(
             "start", wait=60, name=name, kind=binary.kind, binary=str(binary.path),
@@ -232,24 +237,38 @@ class RemoteCase(Observing, ColdStarting):
             self.fleet.channel(name).call("stop", wait=30, name=name)
             self.running.pop(name, None)
 
-    def select(self, case: CasePlan) -> bool:
+    def select(self, case: CasePlan) -> dict[str, Switched]:
+        """Make `case` the selected one, as LiveCase.select: a running secondary whose
+        settings differ (TLS, TSIG, IXFR) is switched by its server's own reconfiguration
+        where its dialect declares that this makes the switch, else restarted with the new
+        config. Returns how each was switched."""
         if case is self.plan:
-            return False
+            return {}
         self.plan = case
-        switched = False
+        switched: dict[str, Switched] = {}
         for host in case.secondaries:
-            if host.name not in self.running:
+            name = host.name
+            if name not in self.running:
                 continue
-            setup = self._setup(host.name)
-            old = self.setups[host.name]
+            setup, old = self._setup(name), self.setups[name]
             if all(setup[k] == old[k] for k in ("tsig", "tls", "ixfr")):
                 continue
-            self.fleet.channel(host.name).call(
-                "reconfig", wait=case.timeout + 5, name=host.name, setup=setup,
-                timeout=case.timeout,
-            )  # fmt: skip
-            self.setups[host.name] = setup
-            switched = True
+            dialect = server_class(self.binaries[name].kind)
+            started = setup_from(self.started_with[name])
+            if dialect.switches_by_reconfig(started, setup_from(old), setup_from(setup)):
+                try:
+                    self.fleet.channel(name).call(
+                        "reconfig", wait=case.timeout + 5, name=name, setup=setup,
+                        timeout=case.timeout,
+                    )  # fmt: skip
+                except XfrError as exc:  # its reconfiguration command failed on the host
+                    raise ToolFailed([f"reconfig of {name}"], 1, str(exc)) from None
+                self.setups[name] = setup
+                switched[name] = "reconfig"
+            else:
+                self.fleet.channel(name).call("stop", wait=30, name=name)
+                self._start(name)
+                switched[name] = "restart"
         self._watch()  # the samples from now on are this case's
         return switched
 
@@ -405,11 +424,9 @@ class RemoteCase(Observing, ColdStarting):
         return PullResult(**data)
 
     def verify(self, host: str, zone: str, serial: int) -> Verification:
-        copy = self._copy(host)
-        if not copy.ok:
-            return Verification(False, f"could not read the secondary's copy: {copy.error}", None)
-        problem = check_copy(self._reference(zone), copy, serial)
-        return Verification(problem is None, problem, copy.records)
+        """The secondary's copy read back on its host, once more when the first read met
+        it between versions (measure/copies.py: NSD's handover)."""
+        return read_back(lambda: self._copy(host), self._reference(zone), serial, time.sleep)
 
     def _log(self, host: str) -> str:
         """The server's log so far, read on from where the last read ended; mirrored into

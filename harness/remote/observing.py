@@ -135,6 +135,15 @@ class Observing:
             facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)
         return facts
 
+    def connect_ports(self, host: str, since: float) -> list[int]:
+        """The primary's ports `host` connected to from `since` (the bench's clock) until
+        now, as the primary's host saw its SYNs: 53 for TCP, 853 for XoT."""
+        primary = self.plan.primary.name
+        events = self.fleet.channel(primary).call(
+            "wire_events", peer=self.address(host), since=self.to_host(primary, since)
+        )
+        return [e["to_port"] for e in events if e["kind"] == "connect" and e.get("to_port")]
+
     def link_counters(self) -> dict[str, Any]:
         return {}
 

@@ -16,12 +16,15 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from harness.core import fmt
+from harness.core.fmt import short_labels
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
+from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.logged_failures import (
@@ -32,6 +35,8 @@ from harness.report.logged_failures import (
 )
 from harness.report.phases import CasePhases, case_phases
 from harness.report.real_paths import RealPath, real_paths
+from harness.report.resources_rows import CaseResources, as_float, case_resources
+from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
@@ -145,28 +150,6 @@ class CaseRow:
 
 
 @dataclass
-class RoleResources:
-    role: str
-    cpu_user_s_per_transfer: float | None
-    cpu_system_s_per_transfer: float | None
-    cpu_total_s_per_transfer: float | None
-    cpu_s_total: float | None
-    anon_peak_bytes: int | None  # sampled in the case (harness.results.resources)
-    charged_peak_bytes: int | None  # page cache included, since the server started
-    peak_time_wait: int | None
-    peak_ephemeral_ports: int | None
-    retrans_segs: int | None
-    tcp_timeouts: int | None
-
-
-@dataclass
-class CaseResources:
-    case: str
-    roles: dict[str, RoleResources]  # row label ("primary", "secondary ns1, near") -> figures
-    link: dict[str, dict[str, int]]  # direction -> {"passed": n, "dropped": n}
-
-
-@dataclass
 class FailedAttempt:
     """One attempt that does not count, for the report's list of them."""
 
@@ -176,6 +159,15 @@ class FailedAttempt:
     kind: str  # FAILURE_WORDS of its failure
     reason: str
     number: int | None  # of its reason in FailureSummary.groups (1-based)
+
+
+@dataclass(frozen=True)
+class Labels:
+    shared: str  # what every name has, as a pattern ("bind-bind/*"), for a caption
+    short: dict[str, str]  # name -> what tells it apart
+
+    def __call__(self, name: str) -> str:
+        return self.short.get(name, name)
 
 
 @dataclass
@@ -203,6 +195,25 @@ class ReportData:
     port_ranges: dict[str, tuple[int, bool]] = field(default_factory=dict)
     failures: FailureSummary = field(default_factory=lambda: summarize_failures([]))
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
+    faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
+    stream: StreamData | None = None  # change streams (report/streamview.py)
+
+    @cached_property
+    def labels(self) -> Labels:
+        """Every case name of the report shortened once (core/fmt.py short_labels), so that a
+        case reads the same in every table and figure."""
+        names = [row.label for row in self.cases] + [x.label for x in self.phases]
+        names += [x.label for x in self.bounds] + [x.case for x in self.links if x.cases == 1]
+        names += [x.case for x in self.resources] + [case for case, _, _ in self.case_spans]
+        names += [x.case for x in self.fleet.cases] if self.fleet else []
+        names += [x.case for x in self.faults.cases] if self.faults else []
+        names += [x.case for x in self.stream.cases] if self.stream else []
+        return Labels(*short_labels(list(dict.fromkeys(names))))
+
+    @cached_property
+    def transport_labels(self) -> Labels:
+        """The transport table's pair keys, shortened once."""
+        return Labels(*short_labels([g.key for g in self.transports]))
 
     @property
     def unlogged_failures_note(self) -> str | None:
@@ -264,7 +275,7 @@ def clock_flags(records: list[TransferRecord]) -> tuple[int, float | None]:
     for record in records:
         clock = record.extra.get("clock")
         if record.counts and isinstance(clock, dict) and clock.get("clock_error_over_10pct"):
-            errors.append(_float(clock.get("clock_error_s")) or 0.0)
+            errors.append(as_float(clock.get("clock_error_s")) or 0.0)
     return len(errors), max(errors, default=None)
 
 
@@ -385,73 +396,6 @@ def case_links(case_files: list[CaseMeta]) -> dict[str, str]:
         if text:
             links[meta.case] = text
     return links
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
-
-
-def _resource_rows(by_host: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(row label, role, figures) of a case's servers: a 1+1 case's are keyed by role; a
-    fleet's by host, with their role and site among their figures ("secondary ns1, near":
-    an inventory's primary is not called "primary"), primary first."""
-    rows = []
-    for key, figures in by_host.items():
-        if not isinstance(figures, dict) or key == "link":
-            continue
-        role = key if key in SERVER_ROLES else figures.get("role")
-        if role not in SERVER_ROLES:
-            continue
-        site = figures.get("site")
-        label = key if key == role else f"{role} {key}" + (f", {site}" if site else "")
-        rows.append((label, str(role), figures))
-    rows.sort(key=lambda row: SERVER_ROLES.index(row[1]))  # stable: the hosts' order
-    return rows
-
-
-def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
-    """summary["resources"] (the contract's per-case resource summary) as dataclasses; a key
-    that is missing or not a number becomes None rather than an error."""
-    out = []
-    for case, by_role in resources.items():
-        if not isinstance(by_role, dict):
-            continue
-        roles = {}
-        for label, role, figures in _resource_rows(by_role):
-            cpu = figures.get("cpu_s_per_transfer")
-            cpu = cpu if isinstance(cpu, dict) else {}
-            roles[label] = RoleResources(
-                role=role,
-                cpu_user_s_per_transfer=_float(cpu.get("user")),
-                cpu_system_s_per_transfer=_float(cpu.get("system")),
-                cpu_total_s_per_transfer=_float(cpu.get("total")),
-                cpu_s_total=_float(figures.get("cpu_s_total")),
-                anon_peak_bytes=_int(figures.get("anon_peak_bytes")),
-                # A summary from before holds "peak_rss_bytes": the charged peak (or more).
-                charged_peak_bytes=_int(
-                    figures.get("charged_peak_bytes", figures.get("peak_rss_bytes"))
-                ),
-                peak_time_wait=_int(figures.get("peak_time_wait")),
-                peak_ephemeral_ports=_int(figures.get("peak_ephemeral_ports")),
-                retrans_segs=_int(figures.get("retrans_segs")),
-                tcp_timeouts=_int(figures.get("tcp_timeouts")),
-            )
-        link: dict[str, dict[str, int]] = {}
-        raw_link = by_role.get("link")
-        if isinstance(raw_link, dict):
-            for direction, counts in raw_link.items():
-                if isinstance(counts, dict):
-                    link[str(direction)] = {k: v for k, v in counts.items() if _int(v) is not None}
-        out.append(CaseResources(case=str(case), roles=roles, link=link))
-    return out
 
 
 def port_ranges(case_files: list[CaseMeta]) -> dict[str, tuple[int, bool]]:
@@ -591,6 +535,8 @@ def build_report_data(folder: RunFolder) -> ReportData:
             for r in records
             if not r.counts and not r.unsupported
         ],
+        faults=fault_data(records),
+        stream=stream_data(summary, records),
     )
 
 

@@ -6,7 +6,8 @@ the drawing uses: the drawing functions read only ``series``, the HTML embeds it
 to the plot, so a test (or a reader who wants the numbers) checks what is plotted without
 parsing SVG. Each family builds and draws its own: figures_time (durations, throughputs,
 phases), figures_resources (CPU, memory, TIME_WAIT), figures_fleet (convergence, the
-primary's cost). Drawing uses matplotlib's object API (no pyplot state).
+primary's cost), figures_faults (each faulted repeat's timeline). Drawing uses matplotlib's
+object API (no pyplot state).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from harness.report.data import ReportData
 from harness.report.figures_common import Figure
+from harness.report.figures_faults import draw_faults, faults_figure
 from harness.report.figures_fleet import (
     convergence_figure,
     draw_convergence,
@@ -33,6 +35,12 @@ from harness.report.figures_resources import (
     draw_time_wait,
     memory_figure,
     time_wait_figure,
+)
+from harness.report.figures_stream import (
+    draw_stream_lag,
+    draw_stream_load,
+    stream_lag_figure,
+    stream_load_figure,
 )
 from harness.report.figures_time import (
     draw_duration,
@@ -49,6 +57,9 @@ def build_figures(data: ReportData) -> list[Figure]:
         phases_figure(data),
         convergence_figure(data),
         fleet_cost_figure(data),
+        faults_figure(data),
+        stream_load_figure(data),
+        stream_lag_figure(data),
         duration_figure(data),
         throughput_figure(data),
         cpu_figure(data),
@@ -62,6 +73,9 @@ _DRAW: dict[str, Callable[[dict[str, Any], str], Any]] = {
     "fig-phases": draw_phases,
     "fig-convergence": draw_convergence,
     "fig-fleet-cost": draw_fleet_cost,
+    "fig-faults": draw_faults,
+    "fig-stream-load": draw_stream_load,
+    "fig-stream-lag": draw_stream_lag,
     "fig-duration": draw_duration,
     "fig-throughput": draw_throughput,
     "fig-cpu": draw_cpu,

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core import fmt
-from harness.core.fmt import short_labels
 from harness.report.data import ReportData
 from harness.report.figures_common import Figure, seconds_formatter, shared_note
 
@@ -16,7 +15,7 @@ from harness.report.figures_common import Figure, seconds_formatter, shared_note
 def convergence_figure(data: ReportData) -> Figure | None:
     if data.fleet is None:
         return None
-    shared, short = short_labels([item.case for item in data.fleet.cases])
+    shared, short = data.labels.shared, data.labels.short
     cases = [
         {
             "label": short[item.case],

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.core.fmt import duration_unit, short_labels
+from harness.core.fmt import duration_unit
 from harness.report.data import SERVER_ROLES, ReportData
 from harness.report.figures_common import (
     ROLE_COLOURS,
@@ -25,7 +25,7 @@ MAX_POINTS_PER_ROLE = 4000  # TIME_WAIT samples drawn per role; peaks are kept w
 def cpu_figure(data: ReportData) -> Figure:
     cases = []
     bars = 0
-    shared, short = short_labels([item.case for item in data.resources])
+    shared, short = data.labels.shared, data.labels.short
     for item in data.resources:
         entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
@@ -61,7 +61,7 @@ def cpu_figure(data: ReportData) -> Figure:
 def memory_figure(data: ReportData) -> Figure:
     cases = []
     bars = 0
-    shared, short = short_labels([item.case for item in data.resources])
+    shared, short = data.labels.shared, data.labels.short
     for item in data.resources:
         entry: dict[str, Any] = {"label": short[item.case], "case": item.case}
         for role in SERVER_ROLES:
@@ -100,7 +100,7 @@ def thin(points: list[tuple[float, int]], limit: int) -> list[tuple[float, int]]
 def time_wait_figure(data: ReportData) -> Figure:
     roles = {role: thin(pts, MAX_POINTS_PER_ROLE) for role, pts in data.time_wait.items()}
     points = sum(len(pts) for pts in roles.values())
-    shared, short = short_labels([case for case, _, _ in data.case_spans])
+    shared, short = data.labels.shared, data.labels.short
     spans = []
     for case, first, last in data.case_spans:
         ports, reuse = data.port_ranges.get(case, (None, False))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.core import fmt
-from harness.core.fmt import duration_unit, short_labels
+from harness.core.fmt import duration_unit
 from harness.core.units import format_rate
 from harness.report.data import CaseRow, ReportData
 from harness.report.figures_common import (
@@ -37,7 +37,7 @@ def _why_empty(row: CaseRow) -> str | None:
 
 def _labels(data: ReportData) -> tuple[str, dict[str, str]]:
     """Short case labels for the plots' axes (the shared part goes to the caption)."""
-    return short_labels([row.label for row in data.cases])
+    return data.labels.shared, data.labels.short
 
 
 def duration_figure(data: ReportData) -> Figure:
@@ -109,7 +109,7 @@ def throughput_figure(data: ReportData) -> Figure:
 
 
 def phases_figure(data: ReportData) -> Figure:
-    shared, short = short_labels([item.label for item in data.phases])
+    shared, short = data.labels.shared, data.labels.short
     cases = [
         {
             "label": short[item.label],

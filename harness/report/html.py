@@ -16,6 +16,7 @@ from harness.core.errors import UserInputError
 from harness.core.stats import min_two_sided_p, repeats_for_alpha
 from harness.core.terms import TRANSPORTS
 from harness.report.data import CLOCK_MARK, ReportData, RunInfo, clock_note
+from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
 from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
@@ -215,11 +216,8 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
     shown = [
         t for t in TRANSPORTS if any(c.transport == t for g in data.transports for c in g.costs)
     ]
-    transport_shared, transport_short = fmt.short_labels([g.key for g in data.transports])
-    names = [row.label for row in data.cases]
-    names += [x.label for x in data.phases] + [x.label for x in data.bounds]
-    names += [x.case for x in data.links if x.cases == 1]
-    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    transport_shared, transport_short = data.transport_labels.shared, data.transport_labels.short
+    shared, short = data.labels.shared, data.labels.short
     short_rows = [row for row in data.bounds if not row.steady and row.bound_bps]
     return (
         environment()
@@ -252,7 +250,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             ),
             figures_by_section={
                 section: [f for f in rendered_figures if f.section == section]
-                for section in ("answers", "fleet", "details")
+                for section in ("answers", "fleet", "faults", "stream", "details")
             },
             run=data.run,
             warnings=data.warnings,
@@ -268,6 +266,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             resources_source=data.resources_source,
             resources_note=data.resources_note,
             link_rows=link_rows,
+            fault_cell=cell_text,
         )
     )
 

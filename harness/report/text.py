@@ -12,6 +12,8 @@ from harness.core.ui import folding_table, print_table
 from harness.report.data import CLOCK_MARK, ReportData, clock_note
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
+from harness.report.stream_text import print_stream
+from harness.report.text_faults import print_faults
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 from harness.results.fleet import NOT_CONVERGED, refused_text
@@ -73,7 +75,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             for t in TRANSPORT_NAMES
             if any(c.transport == t for g in data.transports for c in g.costs)
         ]
-        _, keys = fmt.short_labels([g.key for g in data.transports])
+        keys = data.transport_labels.short
         table = folding_table(
             f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
             f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
@@ -360,9 +362,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
     commit = (run.git_commit or "-")[:12] + (" (dirty)" if run.git_dirty else "")
-    names = [row.label for row in data.cases] + [x.label for x in data.phases]
-    names += [x.label for x in data.bounds] + [x.case for x in data.links if x.cases == 1]
-    shared, short = fmt.short_labels(list(dict.fromkeys(names)))
+    shared, short = data.labels.shared, data.labels.short
     width = max((len(label) for label in short.values()), default=0)
     print_failures(data, console, report)
     lines = [
@@ -381,6 +381,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     print_answers(data, console, short)
     print_fleet(data, console, short)
+    print_faults(data, console)
+    print_stream(data, console, short)
 
     logged = data.failures_logged
     table = folding_table(

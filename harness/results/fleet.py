@@ -157,6 +157,8 @@ def fleet_repeats(
     for record in records:
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             continue
+        if record.trigger == "stream":  # one record per serial: results/stream.py's figures
+            continue
         groups.setdefault((record.case, record.repeat), []).append(record)
         hosts.setdefault(record.case, {})[record.host] = record.site
     if fleets is not None:

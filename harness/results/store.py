@@ -44,6 +44,7 @@ from harness.results.folder import (
 from harness.results.meta import RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
 from harness.results.resources import load_samples, summarize_resources
+from harness.results.stream import stream_summary
 from harness.results.summary import summarize, to_csv
 
 
@@ -183,6 +184,7 @@ class RunStore:
                     "cases": [s.to_dict() for s in summaries],
                     "resources": summarize_resources(samples),
                     "fleet": fleet_summary(records, samples),
+                    "stream": stream_summary(records),
                 },
             )
             write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))

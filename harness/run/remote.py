@@ -3,8 +3,9 @@ scenario's sites matched to the inventory's, each visit's servers on those hosts
 `remote.RemoteCase`, and every record's clock error beside its duration.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do (link emulation on the hosts' ingress, a server suite other
-than the hosts' own), and sites on one side only (inventory.match_sites).
+inventory backend does not do (link emulation on the hosts' ingress, change streams,
+faults, a server suite other than the hosts' own), and sites on one side only
+(inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from harness import zonegen
 from harness.core.errors import UserInputError
 from harness.core.terms import SERVER_TO_SERVER
 from harness.inventory import InventoryHost, load_inventory, match_sites
-from harness.measure.live import TLS_HOSTNAME
+from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.bench import RemoteCase
@@ -59,6 +60,21 @@ def check_scenario(loaded: LoadedScenario) -> None:
                     "their ingress is not supported yet",
                     "remove the link settings (the path is measured and stored instead)",
                 )
+        if scenario.trigger == "stream":
+            refuse(
+                "trigger",
+                "change streams are not run on inventory hosts: their flow drives the servers "
+                "of a namespace testbed",
+                "use trigger = 'notify', 'retransfer' or 'cold-start', or run the stream on "
+                "the netns backend (without --inventory)",
+            )
+        if scenario.faults:
+            refuse(
+                "faults",
+                "faults are not run on inventory hosts: they need linkem's control socket and "
+                "the servers' processes on this machine",
+                "run the scenario on the netns backend (without --inventory)",
+            )
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
                 refuse(f"secondaries.{site.name}.suite",

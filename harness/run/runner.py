@@ -29,7 +29,14 @@ from harness.metrics.exporter import Exporter
 from harness.metrics.openmetrics import write_openmetrics
 from harness.observe.sampler import Sampler
 from harness.plan.capacity import check_memory, host_memory_bytes
-from harness.plan.case import CasePlan, GroupPlan, group_cases, plan_case, support_problem
+from harness.plan.case import (
+    CasePlan,
+    GroupPlan,
+    group_cases,
+    plan_case,
+    support_problem,
+    supported_part,
+)
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
 from harness.results.fleet import fleet_repeat_values
@@ -137,19 +144,24 @@ def unsupported_cases(
     emit: Callable[[TransferRecord], None],
 ) -> list[CasePlan]:
     """Record every case the installed versions cannot run (one record per secondary with
-    the reason, never a silent fallback) and return the others."""
+    the reason, never a silent fallback) and return the others; a fleet case that some
+    secondaries cannot take runs with the others, those recorded as unsupported."""
     runnable = []
     for plan in plans:
         found = binaries[plan.name]
         caps = {name: (f"{b.kind} {b.version}", b.capabilities) for name, b in found.items()}
-        problem = support_problem(plan, caps)
-        if problem is None:
-            runnable.append(plan)
-            continue
+        part, reasons = supported_part(plan, caps)
+        if part is None:
+            reasons = dict.fromkeys((h.name for h in plan.secondaries), support_problem(plan, caps))
+        else:
+            runnable.append(part)
         ctx = RecordContext(run_id, plan)
-        for host in plan.secondaries:
+        # A faulted case's record names its fault (the report's faults table shows it).
+        fault = {"fault": {"name": plan.fault.label, "kind": plan.fault.kind}} if plan.fault else {}
+        for host, problem in reasons.items():
             reason = f"unsupported: {problem}"
-            emit(fail_record(ctx, host.name, 0, plan.zone_spec.origin, reason, "unsupported"))
+            zone = plan.zone_spec.origin
+            emit(fail_record(ctx, host, 0, zone, reason, "unsupported", fault))
     return runnable
 
 

@@ -21,8 +21,13 @@ from typing import Any
 
 from harness import zonegen
 from harness.compose.backend import Backend
+from harness.core.errors import ToolFailed
 from harness.link.path import compute_bound, configured_rtt, through
-from harness.measure.live import TLS_HOSTNAME, LiveCase
+from harness.measure.client_pull import TLS_HOSTNAME
+from harness.measure.faults import fault_repeat
+from harness.measure.live import LiveCase, Switched
+from harness.measure.live_faults import LiveFaults
+from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
@@ -32,6 +37,8 @@ from harness.measure.protocol import (
     update_repeat,
 )
 from harness.measure.records import RecordContext, failure, transfer_record
+from harness.measure.stream import stream_repeat
+from harness.measure.switch_proof import prove_switch
 from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
 from harness.plan.case import CasePlan, GroupPlan
@@ -59,6 +66,11 @@ class RunContext:
     status: Callable[[str], None] = lambda text: None
     spent: WallClock = field(default_factory=WallClock)  # where the run's wall time goes
     remote: Any = None  # run --inventory: the hosts' RemoteFleet (harness/remote/fleet.py)
+
+
+class SwitchFailed(Exception):
+    """A running secondary could not be switched to the selected case: the harness's error;
+    the case's remaining slots of the visit are not measured."""
 
 
 def slug(name: str) -> str:
@@ -93,6 +105,7 @@ class GroupSession:
         self.broken: str | None = None  # why the visit cannot run its slots any more
         self.broken_kind: Failure = "server"
         self.serial: int | None = None  # the last serial published (update triggers)
+        self.unswitched: dict[str, str] = {}  # case -> why switching to it failed this visit
         self._stack: Any = None
 
     def __enter__(self) -> GroupSession:
@@ -121,13 +134,15 @@ class GroupSession:
                         self.dir / "testbed",
                         label=group.first.name,
                         provider=provider,
+                        faults=group.faults,
                     )
                 )
                 tls = None
                 if group.tls:
                     tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
                 self._bounds()
-            self.live = LiveCase(
+            live = LiveStreamCase if group.first.stream is not None else LiveCase
+            self.live = live(
                 group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent
             )
             self._stack.callback(self._close_live)
@@ -182,23 +197,43 @@ class GroupSession:
         if self.broken is not None:
             self._fail(ctx, repeat, self.broken, extra)
             return
+        if plan.name in self.unswitched:
+            why = f"not measured: {self.unswitched[plan.name]} (earlier in this visit)"
+            self._fail(ctx, repeat, why, extra, "harness")
+            return
         assert self.live is not None
         try:
-            with self.run_ctx.spent.phase("switch"):
-                switched = self.live.select(plan)
-            extra["schedule"]["switched"] = switched
+            switched, per_host = self._switch(plan)
+            extra["schedule"]["switched"] = bool(switched)
+            emit = self._emitter(per_host)
             status = self.run_ctx.status
             if plan.cold_start:
                 status(f"{plan.name}: repeat {repeat}: cold start")
-                cold_start_repeat(self.live, ctx, repeat, self.run_ctx.emit, extra)
+                cold_start_repeat(self.live, ctx, repeat, emit, extra)
             else:
                 if self.serial is None:
                     status(f"{plan.name}: first copies and the warm-up update")
                     self.serial = prepare_updates(self.live)
+                elif switched:
+                    status(f"{plan.name}: proving the switch to {plan.transport}")
+                    if not self._prove(plan, switched, per_host):
+                        self._fail(ctx, repeat, self.unswitched[plan.name], extra, "harness", emit)
+                        return
                 self.serial += 1
-                status(f"{plan.name}: repeat {repeat}: transfer and verification")
-                update_repeat(self.live, ctx, repeat, self.serial, self.run_ctx.emit, extra)
-            client_pulls(self.live, ctx, repeat, self.run_ctx.emit)
+                if isinstance(self.live, LiveStreamCase):
+                    status(f"{plan.name}: repeat {repeat}: a stream from serial {self.serial}")
+                    self.serial = stream_repeat(self.live, ctx, repeat, self.serial, emit, extra)
+                elif plan.fault is not None:
+                    status(f"{plan.name}: repeat {repeat}: {plan.fault.kind} and healing")
+                    faults = LiveFaults(self.live)
+                    fault_repeat(self.live, faults, ctx, repeat, self.serial, emit, extra)
+                else:
+                    status(f"{plan.name}: repeat {repeat}: transfer and verification")
+                    update_repeat(self.live, ctx, repeat, self.serial, emit, extra)
+            client_pulls(self.live, ctx, repeat, emit)
+        except SwitchFailed as exc:
+            self.unswitched[plan.name] = str(exc)
+            self._fail(ctx, repeat, str(exc), extra, "harness")
         except PublishFailed as exc:
             self.broken, self.broken_kind = str(exc), "publish"
             if not exc.recorded:
@@ -208,11 +243,62 @@ class GroupSession:
             self.broken_kind = "server" if isinstance(exc, CaseFailed) else "timeout"
             self._fail(ctx, repeat, self.broken, extra)
 
-    def _fail(self, ctx: RecordContext, repeat: int, error: str, extra: dict[str, Any]) -> None:
-        zone = ctx.plan.zone_spec.origin
-        for host in ctx.plan.secondaries:
-            record = fail_record(ctx, host.name, repeat, zone, error, self.broken_kind, extra)
+    def _switch(self, plan: CasePlan) -> tuple[dict[str, Switched], dict[str, dict[str, Any]]]:
+        """Select `plan` on the running servers: how each secondary was switched, and what
+        each one's records keep of it (extra.schedule)."""
+        assert self.live is not None
+        with self.run_ctx.spent.phase("switch") as switching:
+            try:
+                switched = self.live.select(plan)
+            except ToolFailed as exc:  # its reconfiguration command failed
+                raise SwitchFailed(f"the switch to {plan.transport} failed: {exc}") from None
+        per_host = {
+            host: {"switched_by": how, "switch_s": round(switching.seconds, 3)}
+            for host, how in switched.items()
+        }
+        return switched, per_host
+
+    def _prove(
+        self, plan: CasePlan, switched: dict[str, Switched], per_host: dict[str, dict[str, Any]]
+    ) -> bool:
+        """The switch's unrecorded update over the new transport (measure/switch_proof.py);
+        False, with the reason in self.unswitched, when it was not proven."""
+        assert self.live is not None and self.serial is not None
+        restarted = [host for host, how in switched.items() if how == "restart"]
+        with self.run_ctx.spent.phase("switch"):
+            proof = prove_switch(self.live, self.serial + 1, self.serial, restarted)
+        self.serial = proof.serial
+        for host in per_host:
+            per_host[host]["proof"] = proof.for_host(host)
+        if not proof.ok:
+            self.unswitched[plan.name] = proof.reason(plan.transport)
+        return proof.ok
+
+    def _emitter(self, per_host: dict[str, dict[str, Any]]) -> Callable[[TransferRecord], None]:
+        """Each record says how its own secondary was switched before this slot (how, what
+        it cost, the proof), in extra.schedule."""
+
+        def emit(record: TransferRecord) -> None:
+            if record.host in per_host:
+                schedule = record.extra.get("schedule", {}) | per_host[record.host]
+                record.extra = record.extra | {"schedule": schedule}
             self.run_ctx.emit(record)
+
+        return emit
+
+    def _fail(
+        self,
+        ctx: RecordContext,
+        repeat: int,
+        error: str,
+        extra: dict[str, Any],
+        kind: Failure | None = None,
+        emit: Callable[[TransferRecord], None] | None = None,
+    ) -> None:
+        zone, kind = ctx.plan.zone_spec.origin, kind or self.broken_kind
+        for host in ctx.plan.secondaries:
+            record = fail_record(ctx, host.name, repeat, zone, error, kind, extra)
+            (emit or self.run_ctx.emit)(record)
 
     # --- what the visit leaves ---------------------------------------------------------------
 

@@ -22,12 +22,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import dns.rrset
 import jinja2
 
-from harness.core.terms import Role, ServerKind
+from harness.core.terms import TRANSPORTS, Role, ServerKind, Transport
 from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
 from harness.xfr import TsigKey
@@ -68,6 +68,9 @@ class ServerSetup:
     tsig_known: TsigKey | None = None
     tsig_only: bool = True
     tls: TlsFiles | None = None
+    # A secondary's TLS settings while it transfers over TCP, in a group with XoT cases: a
+    # server that applies them only at start (NSD) can then be switched to XoT later.
+    tls_known: TlsFiles | None = None
     ixfr: bool = True  # primary: serve IXFR from differences; secondary: ask for IXFR
     notify: bool = True  # primary: send NOTIFY to its secondaries on every new serial
     options: dict[str, int | str | bool] = field(default_factory=dict)
@@ -80,6 +83,13 @@ class ServerSetup:
     # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
     # runner gives a short one under /run/xfrbench.
     control_socket: Path | None = None
+
+    @property
+    def transport(self) -> Transport:
+        """The transport a secondary set up this way transfers over."""
+        if self.tls:
+            return "xot-tsig" if self.tsig else "xot"
+        return "tcp-tsig" if self.tsig else "tcp"
 
     @property
     def socket_path(self) -> Path:
@@ -186,9 +196,58 @@ class LoggedTransfer:
     logged_at: str  # the line's own timestamp, as written
     peer: str | None
     at_unix: float | None = None  # that stamp as unix time (to its resolution; Knot: 1 s)
+    # Whether the transfer was TSIG-signed, as the line (or its companion) says; None where
+    # the server's log does not say (Knot 3.2 either way, NSD 4.6 as a primary).
+    signed: bool | None = None
+    from_serial: int | None = None  # where an IXFR started, when the log says
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
+
+
+Switch = tuple[Transport, Transport]  # a running secondary's transport: from, to
+EVERY_SWITCH: frozenset[Switch] = frozenset(
+    (a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b
+)
+TCP_TSIG_SWITCHES: frozenset[Switch] = frozenset({("tcp", "tcp-tsig"), ("tcp-tsig", "tcp")})
+
+
+# Why an IXFR became an AXFR, in kinds a reader can count; each dialect maps its own words.
+FallbackKind = Literal[
+    "journal trimmed",  # the primary's history no longer reaches the secondary's serial
+    "delta too large",  # the IXFR would be larger than the primary lets it (max-ixfr-ratio)
+    "history inconsistent",  # the history does not apply to the secondary's copy
+    "IXFR refused",  # the primary answered the IXFR request with an error
+    "falling back to AXFR",  # a full zone in answer to an IXFR, no reason given
+]
+FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A server's own line saying that an IXFR became an AXFR: on the primary's side
+    ("out", it sent a full zone) or the secondary's ("in", it took one)."""
+
+    server: ServerKind
+    side: str  # out | in
+    zone: str
+    peer: str | None  # the other end, as the line writes it
+    kind: FallbackKind
+    text: str  # the line's message, as the server wrote it
+    at_unix: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FallbackWording:
+    """One line shape: its pattern (groups `zone`, `peer` where it names them, and
+    `message`, the words kept), which side writes it, and its kind."""
+
+    pattern: re.Pattern[str]
+    side: str
+    kind: FallbackKind
 
 
 def parse_semver(text: str) -> tuple[int, int, int]:
@@ -229,6 +288,9 @@ class Server(ABC):
     version_patterns: ClassVar[tuple[str, ...]]  # the first that matches gives X.Y.Z
     # Server tuning an operator compares; value type per option. Rendered into the config.
     options: ClassVar[dict[str, type]]
+    # Those of `options` that belong to each zone (or the zones' template), not the server:
+    # the IXFR history a primary keeps (journals) is a zone's.
+    zone_options: ClassVar[frozenset[str]] = frozenset()
     failures: ClassVar[FailureWording]  # its failure lines, in its own words
     # As a primary, the line it writes for each transfer it refuses for want of a slot
     # (servers/refusals.py); None while no such line is known: "not logged", never 0.
@@ -239,6 +301,18 @@ class Server(ABC):
     # image's package lists say the same for this machine and the images.
     packages: ClassVar[tuple[str, ...]]
     services: ClassVar[tuple[str, ...]]
+    # The transport switches its reconfiguration (reconfig_argv) really makes on a running
+    # secondary, as real runs showed; the harness restarts it for any other. A dialect
+    # declares none until runs show them.
+    reconfig_switches: ClassVar[frozenset[Switch]] = frozenset()
+    # Whether that reconfiguration also switches it between asking AXFR and IXFR.
+    reconfig_switches_xfr: ClassVar[bool] = False
+    # What in its workdir would keep a restarted secondary from transferring at once (saved
+    # timers or serials it would trust over the primary's): removed before it starts again.
+    restart_forgets: ClassVar[tuple[str, ...]] = ()
+    # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
+    # none at the harness's log level.
+    fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -264,6 +338,17 @@ class Server(ABC):
     def capabilities(cls, version: str) -> Capabilities: ...
 
     @classmethod
+    def switches_by_reconfig(
+        cls, started: ServerSetup, before: ServerSetup, after: ServerSetup
+    ) -> bool:
+        """Whether reconfig_argv switches a running secondary from `before` to `after`
+        (`started`: what it was started with); False: the harness restarts it."""
+        move = (before.transport, after.transport)
+        if move[0] != move[1] and move not in cls.reconfig_switches:
+            return False
+        return before.ixfr == after.ixfr or cls.reconfig_switches_xfr
+
+    @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:
         """Whether this server, as a primary, takes a new version as a whole zone file (so
         the harness writes one even when only the serial changes). `ixfr`: change sets,
@@ -275,8 +360,8 @@ class Server(ABC):
         how, in a few words for the record ("reload", "dynamic update", ...). Returns once
         the server accepted it; the harness then waits until it serves the new serial and
         checks what it serves. The default: the new zone file, then the server's reload."""
-        if version.change is None:
-            raise ValueError(f"{self.kind} publishes whole zone files: a change set is needed")
+        if version.change is None or version.change.zone_path is None:
+            raise ValueError(f"{self.kind} publishes whole zone files: a whole zone is needed")
         entry = next(z for z in self.setup.zones if z.origin == zone_name(version.zone))
         link_or_copy(version.change.zone_path, entry.file)
         reach.run_tool(self.reload_argv(version.zone))
@@ -286,6 +371,30 @@ class Server(ABC):
     @abstractmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         """Every transfer the log text records, in order (pure)."""
+
+    @classmethod
+    def parse_fallbacks(cls, text: str) -> list[Fallback]:
+        """Every line of the log text saying an IXFR became an AXFR, in order (pure)."""
+        out = []
+        for line in text.splitlines():
+            for wording in cls.fallback_wording:
+                match = wording.pattern.search(line)
+                if match is None:
+                    continue
+                groups = match.groupdict()
+                out.append(
+                    Fallback(
+                        cls.kind,
+                        wording.side,
+                        zone_name(groups["zone"]),
+                        groups.get("peer"),
+                        wording.kind,
+                        groups["message"],
+                        cls.failures.timestamp(line),
+                    )
+                )
+                break
+        return out
 
     @classmethod
     @abstractmethod
@@ -319,9 +428,15 @@ class Server(ABC):
             "key": s.tsig_known or s.tsig,
             "tsig_only": s.tsig_only,
             "tls": s.tls,
+            "tls_known": s.tls_known or s.tls,
             "ixfr": s.ixfr,
             "notify": s.notify,
-            "options": {k: _render_value(v) for k, v in s.options.items()},
+            "options": {
+                k: _render_value(v) for k, v in s.options.items() if k not in self.zone_options
+            },
+            "zone_options": {
+                k: _render_value(v) for k, v in s.options.items() if k in self.zone_options
+            },
             "port": s.port,
             "tls_port": s.tls_port,
             "control_port": s.control_port,
@@ -369,6 +484,31 @@ class Server(ABC):
     @abstractmethod
     def refresh_argv(self, zone: str) -> list[str]:
         """Check the primary's SOA now and transfer incrementally when it changed."""
+
+    # Faults (harness/measure/faults.py): a dialect that cannot do these returns None, and
+    # the record says "not supported by <kind>" where the server's words would be.
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        """The server's own account of a zone (its serial, refresh and transfer state)."""
+        return None
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        """As a primary: send NOTIFY for `zone` to its secondaries again, now."""
+        return None
+
+
+def lines_since(server: type[Server], text: str, since: float) -> list[str]:
+    """The log lines stamped at or after `since` (unix time, to the stamps' resolution);
+    a line without a stamp goes with the one before it."""
+    out: list[str] = []
+    keep = False
+    for line in text.splitlines():
+        stamp = server.failures.timestamp(line, None)
+        if stamp is not None:
+            keep = stamp > since - server.failures.resolution_s
+        if keep:
+            out.append(line)
+    return out
 
 
 class PublishesByUpdate(Server):

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
+    EVERY_SWITCH,
     Capabilities,
+    FallbackWording,
     Footprint,
     LoggedTransfer,
     PublishesByUpdate,
@@ -47,12 +49,41 @@ _STATUS = re.compile(
     r"^\S+ xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
     r"Transfer status: (?P<status>.+)$"
 )
+# "transferred serial N" ends in ": TSIG '<key>'" for a signed transfer; "Transfer completed"
+# (logged right after it) does not say.
+_TRANSFERRED = re.compile(
+    r"xfer-in: \w+: zone (?P<zone>[^/]+)/IN: transferred serial (?P<serial>\d+)(?P<tsig>: TSIG )?"
+)
 # "client @0x... 198.18.10.130#55471 (tld):", or with TSIG "... 198.18.10.130#55471/key
-# xfrbench-xfr (tld):"
+# xfrbench-xfr (tld):"; "AXFR-style IXFR" is a full zone sent in answer to an IXFR request
+# (an AXFR in effect).
 _OUT = re.compile(
-    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key \S+)? \([^)]*\): transfer of "
-    r"'(?P<zone>[^/]+)/IN': (?P<xfr>AXFR|IXFR) ended: (?P<msgs>\d+) messages, (?P<recs>\d+) "
-    r"records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs .*\(serial (?P<serial>\d+)\)"
+    r"^(?P<at>\S+) xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key (?P<key>\S+))? "
+    r"\([^)]*\): transfer of '(?P<zone>[^/]+)/IN': (?P<xfr>AXFR-style IXFR|AXFR|IXFR) ended: "
+    r"(?P<msgs>\d+) messages, (?P<recs>\d+) records, (?P<bytes>\d+) bytes, (?P<secs>[\d.]+) secs "
+    r".*\(serial (?P<serial>\d+)\)"
+)
+_CLIENT = (
+    r"xfer-out: \w+: client \S+ (?P<peer>[^\s/]+)(?:/key \S+)? \([^)]*\): "
+    r"transfer of '(?P<zone>[^/]+)/IN': "
+)
+_OUT_STARTED = re.compile(_CLIENT + r"IXFR started \(serial (?P<from>\d+) -> \d+\)")
+# Its lines saying an IXFR went out as an AXFR (tests/fixtures/fallbacks/bind-*.log). 9.18
+# says why at info level only for max-ixfr-ratio; "IXFR version not in journal, falling back
+# to AXFR" is a debug(4) line, so a trimmed journal shows as "AXFR-style IXFR" alone. A BIND
+# secondary logs nothing at info when it is sent a full zone.
+FALLBACKS = (
+    FallbackWording(
+        re.compile(
+            _CLIENT + r"(?P<message>IXFR delta size \(\d+ bytes\) exceeds the maximum ratio to "
+            r"database size \(\d+ bytes\), falling back to AXFR)$"
+        ),
+        "out",
+        "delta too large",
+    ),
+    FallbackWording(
+        re.compile(_CLIENT + r"(?P<message>AXFR-style IXFR) started"), "out", "falling back to AXFR"
+    ),
 )
 
 
@@ -162,9 +193,21 @@ class Bind(PublishesByUpdate):
         "transfer-format": str,
         "min-refresh-time": int,
         "min-retry-time": int,
+        # The primary's IXFR history: the journal's size ("64k", "unlimited"), and whether
+        # a reloaded zone file's differences go into it (rendered "yes" for IXFR cases).
+        "max-journal-size": str,
+        "ixfr-from-differences": bool,
+        # An IXFR larger than this share of the zone goes out as an AXFR ("100%" default).
+        "max-ixfr-ratio": str,
     }
     failures = FAILURES
     refusals = REFUSALS
+    fallback_wording = FALLBACKS
+    # `rndc reconfig` makes every transport switch (research-switch/REPORT.md: all 12 from
+    # each start, 76 switches, each seen on the wire and in the primary's log) and switches
+    # between asking AXFR and IXFR (the primary's xfer-out kinds, run 20261125T170854Z-228a6d).
+    reconfig_switches = EVERY_SWITCH
+    reconfig_switches_xfr = True
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
     packages = ("bind9", "bind9-utils", "bind9-dnsutils")
@@ -191,24 +234,38 @@ class Bind(PublishesByUpdate):
         before it failed (an aborted AXFR: "8 messages, 3787 records ... (serial 1)"): not a
         transfer."""
         out: list[LoggedTransfer] = []
-        failed: dict[tuple[str, str], bool] = {}  # (zone, peer) -> its last status failed
+        status: dict[tuple[str, str], str] = {}  # (zone, primary) -> its last transfer status
+        started: dict[tuple[str, str], int] = {}  # (zone, client) -> the IXFR's first serial
+        signed_in: dict[tuple[str, int], bool] = {}  # (zone, serial) -> signed, incoming
         for line in text.splitlines():
-            status = _STATUS.match(line)
-            if status:
-                failed[(status["zone"], status["peer"])] = status["status"] != "success"
+            if "Transfer status: " in line and (found := _STATUS.match(line)):
+                status[(found["zone"], found["peer"])] = found["status"]
+                continue
+            if "IXFR started (serial " in line and (found := _OUT_STARTED.search(line)):
+                started[(found["zone"], found["peer"])] = int(found["from"])
+                continue
+            if "transferred serial " in line and (said := _TRANSFERRED.search(line)):
+                signed_in[(said["zone"], int(said["serial"]))] = said["tsig"] is not None
                 continue
             match = _IN.match(line)
-            direction, xfr = "in", None
-            if match and (
-                failed.pop((match["zone"], match["peer"]), False) or match["msgs"] == "0"
-            ):
-                continue
-            if not match:
+            direction, xfr, first = "in", None, None
+            if match:
+                # A failed transfer ends with "Transfer completed" too (empty, or with what
+                # arrived before it failed): its status line came first.
+                if (
+                    match["msgs"] == "0"
+                    or status.pop((match["zone"], match["peer"]), "success") != "success"
+                ):
+                    continue
+            else:
                 match = _OUT.match(line)
                 direction = "out"
                 if not match:
                     continue
-                xfr = match["xfr"].lower()
+                xfr = "axfr" if match["xfr"] == "AXFR-style IXFR" else match["xfr"].lower()
+                first = started.pop((match["zone"], match["peer"]), None) if xfr == "ixfr" else None
+            key = (match["zone"], int(match["serial"]))
+            signed = signed_in.pop(key, None) if direction == "in" else bool(match["key"])
             out.append(
                 LoggedTransfer(
                     "bind",
@@ -223,6 +280,8 @@ class Bind(PublishesByUpdate):
                     match["at"],
                     match["peer"],
                     bind_timestamp(line),
+                    signed,
+                    first,
                 )
             )
         return out
@@ -257,3 +316,9 @@ class Bind(PublishesByUpdate):
 
     def refresh_argv(self, zone: str) -> list[str]:
         return self.control("refresh", zone)
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        return self.control("zonestatus", zone)
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        return self.control("notify", zone)

@@ -11,7 +11,8 @@ Failures (FAILURES): one line per attempt, "xfrd: connect <addr> failed: <strerr
 not tcp connect to <addr>: <strerror>" (the non-blocking connect failed later, as a refused,
 unreachable or kernel-timed-out one does), "xfrd: zone <zone> received error code <rcode>
 from <addr>" (the primary answered with an error), or "xfrd: failed reading tcp <strerror>"
-(the connection failed part way; names no zone or peer). 4.6.1 logs neither the expiry of
+(the connection failed part way; names no zone or peer; over XoT after "ssl_read returned
+error 5 ..." and "tls read sz: ..."). 4.6.1 logs neither the expiry of
 xfrd's own timer nor its retries (only in debug builds): its retry count is None, "not
 logged", and so is its timed_out count unless the kernel's connect timeout was logged (then
 a floor). 0 would say nothing failed that way.
@@ -33,10 +34,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.servers.base import (
+    EVERY_SWITCH,
     Capabilities,
     Footprint,
     LoggedTransfer,
     Server,
+    ServerSetup,
     Support,
     parse_semver,
     zone_name,
@@ -46,6 +49,7 @@ from harness.servers.failures import FailureCategory, FailureWording, local_epoc
 _COMMIT = re.compile(
     r"^\[(?P<at>[^\]]+)\] nsd\[\d+\]: \w+: xfrd: zone (?P<zone>\S+) committed \"received update "
     r"to serial (?P<serial>\d+) at \S+ from (?P<peer>\S+?)\"?(?:\s|$)"
+    r"(?P<tsig>TSIG verified with key )?"
 )
 
 
@@ -92,6 +96,9 @@ NSD_FIXED: tuple[tuple[re.Pattern[str], FailureCategory], ...] = ()
 NSD_FOLLOW_UPS = (
     # At verbosity 2 (the harness's), the reset before "xfrd: failed reading tcp ...".
     re.compile(r"\]: error: tcp read sz: .+$"),
+    # Over XoT, told twice (tests/fixtures/failures/nsd-reset.log).
+    re.compile(r"\]: error: ssl_read returned error \d+ with received -?\d+$"),
+    re.compile(r"\]: error: tls read sz: .+$"),
 )
 
 FAILURES = FailureWording(
@@ -122,11 +129,28 @@ class Nsd(Server):
         "server-count": int,
         "xfrd-reload-timeout": int,
         "tcp-timeout": int,
+        # The primary's IXFR history, per zone: how many versions it keeps (default 5) and
+        # their bytes at most (default 1048576, 0: unlimited).
+        "ixfr-number": int,
+        "ixfr-size": int,
     }
+    zone_options = frozenset({"ixfr-number", "ixfr-size"})
     failures = FAILURES
     # No line of a NSD primary refusing a transfer for want of a slot is captured yet
     # (servers/refusals.py): its refusals are "not logged". Set a RefusalWording here.
     refusals = None
+    # `nsd-control reconfig` makes every transport switch of an NSD started with the TLS
+    # settings (the template renders them whenever the group has XoT: tls_known): 32 of 32
+    # in the harness's run 20261125T171331Z-423c4c (visits started on tcp-tsig, tcp and
+    # xot-tsig), 24 of 24 in research-switch/REPORT.md. It never applies new tls-auth
+    # clauses or a CA bundle, so without them every switch into XoT failed there (0 of 27).
+    # AXFR <-> IXFR: the primary's xfer-out kinds, run 20261125T170854Z-228a6d.
+    reconfig_switches = EVERY_SWITCH
+    reconfig_switches_xfr = True
+    # With zonefiles-write 0 a restarted NSD has no zone; after failed attempts, with its
+    # xfrd.state kept it served nothing until the next NOTIFY, 60 s (research "remedies"
+    # #11); without it, it transferred at once. (After good transfers it did either way.)
+    restart_forgets = ("xfrd.state",)
     # RSS of its processes: 205 MiB at 500 k records (tld); per zone not measured, taken
     # as Knot's.
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)
@@ -157,6 +181,14 @@ class Nsd(Server):
         )
 
     @classmethod
+    def switches_by_reconfig(
+        cls, started: ServerSetup, before: ServerSetup, after: ServerSetup
+    ) -> bool:
+        if after.tls is not None and (started.tls or started.tls_known) is None:
+            return False  # reconfig would point it at a tls-auth it never loaded
+        return super().switches_by_reconfig(started, before, after)
+
+    @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:
         out: list[LoggedTransfer] = []
         for line in text.splitlines():
@@ -176,6 +208,7 @@ class Nsd(Server):
                         match["at"],
                         match["peer"],
                         nsd_timestamp(line),
+                        match["tsig"] is not None,
                     )
                 )
         return out
@@ -205,3 +238,9 @@ class Nsd(Server):
 
     def refresh_argv(self, zone: str) -> list[str]:
         return self.control("transfer", zone)
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        return self.control("zonestatus", zone)
+
+    def notify_argv(self, zone: str) -> list[str] | None:
+        return self.control("notify", zone)

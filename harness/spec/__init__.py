@@ -11,10 +11,12 @@ The names below are the package's API; its modules:
 - hosts: each host's server ([servers.*]) and TCP settings ([hosts.*]).
 - link: an emulated link's two directions ([link], [uplink], a site's link).
 - fleet: the sites of secondaries ([[secondaries]]) and how they inherit defaults.
+- faults: what breaks while a new serial travels ([[faults]]), each a case of its own.
 - scenario: the top-level keys, [zones], [repeats_auto], and the whole ``Scenario``.
 - loader: reading a file, validation messages, matrix expansion into cases, the hash.
 """
 
+from harness.spec.faults import FaultSpec, fault_targets
 from harness.spec.fleet import MAX_SECONDARIES, SITE_NAME, SiteSpec
 from harness.spec.hosts import (
     DEFAULT_SUITE,
@@ -36,6 +38,7 @@ __all__ = [
     "AutoRepeats",
     "Case",
     "DirectionSpec",
+    "FaultSpec",
     "HostSpec",
     "HostsSpec",
     "LinkSpec",
@@ -47,6 +50,7 @@ __all__ = [
     "SiteSpec",
     "ZonesSpec",
     "expand",
+    "fault_targets",
     "load",
     "spec_hash",
 ]

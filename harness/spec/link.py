@@ -55,7 +55,7 @@ class LossSpec(Strict):
         return bool(self.p13)
 
 
-def _loss_shorthand(value: Any) -> Any:
+def loss_shorthand(value: Any) -> Any:
     # loss = "1%" is random loss; a table selects a model.
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return {"model": "random", "p": value}
@@ -67,7 +67,7 @@ class DirectionSpec(Strict):
     jitter: Duration = 0.0
     jitter_distribution: Literal["uniform", "normal", "pareto", "paretonormal"] = "normal"
     delay_correlation: Percent = 0.0
-    loss: Annotated[LossSpec, BeforeValidator(_loss_shorthand)] = LossSpec()
+    loss: Annotated[LossSpec, BeforeValidator(loss_shorthand)] = LossSpec()
     duplicate: Percent = 0.0
     reorder: Percent = 0.0
     reorder_gap: int = Field(default=0, ge=0)

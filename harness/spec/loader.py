@@ -18,20 +18,24 @@ from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import ScenarioError
 from harness.core.terms import Transport, XfrKind
+from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
 from harness.spec.scenario import Scenario, flatten_matrix
+from harness.spec.stream import stream_problem
 
 
 @dataclass(frozen=True)
 class Case:
-    """One cell of the matrix: a fully resolved scenario for one transport and xfr kind."""
+    """One cell of the matrix: a fully resolved scenario for one transport and xfr kind (and
+    one of its [[faults]], when it has any)."""
 
     name: str
     axes: dict[str, Any]  # the matrix values that made this case, by dotted key
     transport: Transport
     xfr: XfrKind
     scenario: Scenario
+    fault: FaultSpec | None = None
 
     @property
     def pair(self) -> str:
@@ -154,7 +158,7 @@ def _as_written(loc: tuple[Any, ...], raw: dict[str, Any]) -> tuple[Any, ...]:
 
 def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
     try:
-        return Scenario.model_validate(raw, context={"written": True})
+        scenario = Scenario.model_validate(raw, context={"written": True})
     except ValidationError as exc:
         lines: list[str] = []
         for error in exc.errors():
@@ -163,6 +167,11 @@ def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
             if line not in lines:
                 lines.append(line)
         raise ScenarioError("\n".join(lines)) from None
+    try:
+        scenario.check_faults()
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: {exc}{context}") from None
+    return scenario
 
 
 def _labelled(path: Path, key: str, value: Any) -> tuple[str | None, Any]:
@@ -195,6 +204,13 @@ def _only_kinds(key: str, value: Any) -> bool:
     return False
 
 
+def _check_stream(scenario: Scenario, path: Path, where: str) -> None:
+    problem = stream_problem(scenario)
+    if problem is not None:
+        key, text = problem
+        raise ScenarioError(f"{path}: {key}: {text}{where}")
+
+
 def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]:
     """Validate the scenario and expand its matrix into cases, each validated on its own."""
     base = _validate(raw, path)
@@ -224,20 +240,24 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
             chosen[key] = value if label is None else label
         where = f" (in the matrix case {_case_label(chosen)})" if chosen else ""
         scenario = _validate(variant, path, where)
+        faults: list[FaultSpec | None] = list(scenario.faults) or [None]
+        _check_stream(scenario, path, where)
         for transport in base.transports:
             for xfr in base.xfr:
-                name = "/".join(
-                    [f"{scenario.servers.primary.kind}-{scenario.fleet_kinds}"]
-                    + [
-                        _case_label(v)
-                        if isinstance(v, dict)
-                        else f"{key.rsplit('.', 1)[-1]}={_case_label(v)}"
-                        for key, v in chosen.items()
-                        if not _only_kinds(key, v)
-                    ]
-                    + [transport, xfr]
-                )
-                cases.append(Case(name, chosen, transport, xfr, scenario))
+                for fault in faults:
+                    name = "/".join(
+                        [f"{scenario.servers.primary.kind}-{scenario.fleet_kinds}"]
+                        + [
+                            _case_label(v)
+                            if isinstance(v, dict)
+                            else f"{key.rsplit('.', 1)[-1]}={_case_label(v)}"
+                            for key, v in chosen.items()
+                            if not _only_kinds(key, v)
+                        ]
+                        + [transport, xfr]
+                        + ([fault.label] if fault is not None else [])
+                    )
+                    cases.append(Case(name, chosen, transport, xfr, scenario, fault))
     names = [case.name for case in cases]
     if len(set(names)) != len(names):
         # Two axes ending in the same key (link.delay and link.forward.delay): use full paths.
@@ -247,11 +267,13 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                     [case.pair.replace("->", "-")]
                     + [f"{k}={_case_label(v)}" for k, v in case.axes.items()]
                     + [case.transport, case.xfr]
+                    + ([case.fault.label] if case.fault is not None else [])
                 ),
                 case.axes,
                 case.transport,
                 case.xfr,
                 case.scenario,
+                case.fault,
             )
             for case in cases
         ]
@@ -265,6 +287,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "passes": 2,
     "schedule_seed": 1,
     "settle": 1.0,
+    "stream": None,
 }
 
 
@@ -280,6 +303,8 @@ def spec_hash(scenario: Scenario) -> str:
         dumped.pop("secondaries", None)
     if dumped.get("uplink") == LinkSpec().model_dump(mode="json"):
         dumped.pop("uplink", None)
+    if not dumped.get("faults"):
+        dumped.pop("faults", None)
     for key, default in _LATER_DEFAULTS.items():
         if dumped.get(key) == default:
             dumped.pop(key, None)

@@ -19,10 +19,12 @@ from pydantic import (
 
 from harness.core.stats import check_auto_repeats
 from harness.core.terms import Transport, Trigger, XfrKind
+from harness.spec.faults import FaultSpec, check_faults
 from harness.spec.fields import Duration, Percent, Strict
 from harness.spec.fleet import MAX_SECONDARIES, SiteSpec, fill_site_defaults
 from harness.spec.hosts import HostsSpec, ServersSpec
 from harness.spec.link import LinkSpec
+from harness.spec.stream import StreamSpec
 
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
 ZonePreset = Literal["tiny", "tld", "hosting"]
@@ -132,6 +134,10 @@ class Scenario(Strict):
     secondaries: list[SiteSpec] | None = Field(default=None, min_length=1)
     # The primary's access link, crossed by every transfer (forward: leaving the primary).
     uplink: LinkSpec = LinkSpec()
+    # Each fault is a case of its own beside the transports and kinds (spec/faults.py).
+    faults: list[FaultSpec] = Field(default_factory=list)
+    # A change stream (trigger = "stream"): its schedule, its changes, its target.
+    stream: StreamSpec | None = None
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     _fill_sites = model_validator(mode="before")(fill_site_defaults)
@@ -154,6 +160,17 @@ class Scenario(Strict):
                 host=self.hosts.secondary,
             ),
         )
+
+    @property
+    def sites(self) -> dict[str, list[str]]:
+        """Each site's name -> its secondaries' host names."""
+        return {site.name: site.host_names() for site in self.fleet}
+
+    def check_faults(self) -> None:
+        """What the faults need of the whole scenario (raises ValueError naming the key):
+        targets that exist, a trigger of one new serial, linkem on failing links."""
+        links = [self.link, self.uplink, *(site.link for site in self.secondaries or [])]
+        check_faults(list(self.faults), self.sites, self.trigger, {link.backend for link in links})
 
     @property
     def fleet_kinds(self) -> str:
@@ -217,6 +234,20 @@ class Scenario(Strict):
             raise ValueError(
                 "a cold start has no zone to update, so it is always a full transfer; "
                 'set xfr = ["axfr"]'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stream_table(self) -> Scenario:
+        if self.trigger == "stream" and self.stream is None:
+            raise ValueError(
+                'trigger = "stream" needs a [stream] table, e.g. interval = "5s" and '
+                'duration = "5m"'
+            )
+        if self.trigger != "stream" and self.stream is not None:
+            raise ValueError(
+                f'[stream] applies to trigger = "stream" only (this scenario\'s trigger is '
+                f"{self.trigger!r}); set the trigger or remove the table"
             )
         return self
 

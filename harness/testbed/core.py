@@ -56,10 +56,14 @@ def _netem_available() -> bool:
 
 
 def choose_backend(
-    links: Sequence[LinkSpec], netem_available: bool | None, emulate: bool = False
+    links: Sequence[LinkSpec],
+    netem_available: bool | None,
+    emulate: bool = False,
+    faults: bool = False,
 ) -> str:
-    """'none' for unimpaired links (unless `emulate`); else netem or linkem as asked."""
-    if not any(link.impaired for link in links) and not emulate:
+    """'none' for unimpaired links (unless `emulate`); else netem or linkem as asked. Faults
+    need linkem's runtime control and byte counters, whatever the kernel has."""
+    if not any(link.impaired for link in links) and not emulate and not faults:
         return "none"
     asked = {link.backend for link in links} - {"auto"}
     if len(asked) > 1:
@@ -68,6 +72,14 @@ def choose_backend(
             key="link.backend",
             fix="use one backend for every link of a testbed",
         )
+    if faults:
+        if asked == {"netem"}:
+            raise UserInputError(
+                "faults need linkem (its runtime control and byte counters), not netem",
+                key="link.backend",
+                fix="set link.backend = 'linkem' or 'auto'",
+            )
+        return "linkem"
     if asked == {"linkem"}:
         return "linkem"
     if netem_available is None:
@@ -102,11 +114,14 @@ class Testbed:
         emulate: bool = False,
         provider: HostProvider | None = None,
         endpoints: Sequence[Endpoint] | None = None,
+        faults: bool = False,
     ) -> None:
         """`netem_available` skips the kernel probe (tests); `emulate` runs the emulator even
         for an unimpaired link, to measure its own cost (benchmarks). `provider`: where the
         hosts come from (default: namespaces of the testbed's own). `endpoints` replaces
-        `link` and `hosts` with any number of secondaries (see `Testbed.of`)."""
+        `link` and `hosts` with any number of secondaries (see `Testbed.of`). `faults`:
+        linkem on every direction, reading headers (bytes), with its control socket, so
+        that faults can be set while it runs (`Testbed.link_control`)."""
         self.endpoints = tuple(endpoints or topology.two_hosts(link, hosts))
         topology.netns_suffixes(self.endpoints)  # one primary, unique names
         self.run_dir = Path(run_dir)
@@ -115,6 +130,7 @@ class Testbed:
         self.provider: HostProvider = provider or NetnsProvider()
         self._netem_available = netem_available
         self._emulate = emulate
+        self._faults = faults
         self.backend = "none"
         self.testbed_id = ""
         self.plan: TopologyPlan | None = None
@@ -222,7 +238,7 @@ class Testbed:
         except ValueError as exc:
             raise UserInputError(str(exc), key="block", fix="e.g. 198.18.0.0/15") from None
         links = [e.link for e in self.endpoints]
-        self.backend = choose_backend(links, self._netem_available, self._emulate)
+        self.backend = choose_backend(links, self._netem_available, self._emulate, self._faults)
         binary = linkem.find_binary() if self.backend == "linkem" else None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._create_registry()
@@ -247,11 +263,19 @@ class Testbed:
             record=self._add,
             spawn=self.spawn,
             persistent=self.provider.persistent,
-            every_direction=self._emulate,
+            every_direction=self._emulate or self._faults,
             label=self.label or "",
+            control=self._control_path() if self._faults else None,
         )
         self.emulation.apply(binary)
         self._check_reachable()
+
+    def _control_path(self) -> Path:
+        """linkem's control socket, recorded before linkem makes it."""
+        linkem.CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = linkem.CONTROL_DIR / f"{self.testbed_id}.sock"
+        self._add("file", path=str(path))
+        return path
 
     def _create_registry(self) -> None:
         directory = reg.registry_dir()
@@ -488,6 +512,10 @@ class Testbed:
 
     def link_counters(self) -> dict[str, Any]:
         return self.emulation.counters() if self.emulation is not None else {}
+
+    def link_control(self) -> linkem.LinkemControl | None:
+        """linkem's runtime control (a testbed built with `faults`), else None."""
+        return self.emulation.control if self.emulation is not None else None
 
     def describe(self) -> dict[str, Any]:
         assert self.plan is not None

@@ -169,10 +169,12 @@ class LinkEmulation:
         persistent: bool = False,
         every_direction: bool = False,
         label: str = "",
+        control: Path | None = None,
     ) -> None:
         """`persistent`: the router outlives the testbed, so its root qdiscs are recorded for
         removal. `every_direction`: queue unimpaired directions too (the emulator's own
-        cost). `label`: the case, which seeds linkem's random streams."""
+        cost). `label`: the case, which seeds linkem's random streams. `control`: linkem's
+        control socket (faults), its directions then reading headers (bytes, TCP)."""
         self.hosts = hosts
         self.router = hosts[ROUTER]
         self.plan = plan
@@ -184,6 +186,8 @@ class LinkEmulation:
         self._persistent = persistent
         self._every_direction = every_direction
         self._label = label
+        self._control_path = control
+        self.control: linkem.LinkemControl | None = None
         self.directions = directions(plan, endpoints)
         self.rtt = link_rtt(endpoints)
         self.tc_applied: list[list[str]] = []
@@ -230,6 +234,8 @@ class LinkEmulation:
             rtt=self.rtt,
             seed=linkem.instance_seed(self._first_link(), self._label or None),
             stats_path=self.stats_path,
+            control_path=self._control_path,
+            inspect=self._control_path is not None,
         )
         self.linkem_config = config
         config_path = self.run_dir / "linkem.json"
@@ -245,6 +251,8 @@ class LinkEmulation:
                 self.router, [str(binary), "--config", str(config_path)], stdout=out, stderr=err
             )
         _wait_ready(proc, out_path, err_path, config_path)
+        if self._control_path is not None:
+            self.control = linkem.LinkemControl(self._control_path)
 
     def _first_link(self) -> LinkSpec:
         return next(e.link for e in self.endpoints if e.role == "secondary")

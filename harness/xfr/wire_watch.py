@@ -31,16 +31,19 @@ PACKET_OUTGOING = 4
 OPCODE_NOTIFY = 4
 SOA = 6
 SO_ATTACH_FILTER = 26
+SO_TIMESTAMPNS = 35  # asm-generic/socket.h (SO_TIMESTAMPNS_OLD): also the cmsg's type
+TIMESPEC = struct.Struct("@ll")  # struct timespec: seconds, nanoseconds (CLOCK_REALTIME)
 TCP_SYN, TCP_ACK = 0x02, 0x10
 
 
 @dataclass(frozen=True)
 class WireEvent:
-    at: float  # time.monotonic() when the packet was read
+    at: float  # when the kernel took the packet, on time.monotonic()'s clock
     kind: str  # "notify" (primary -> secondary), "soa_query" or "connect" (secondary -> it)
     peer: str  # the secondary's address
     serial: int | None = None  # a NOTIFY's announced serial (0: none given)
     port: int | None = None  # a connect's source port: a SYN sent again is one connection
+    to_port: int | None = None  # a connect's port on the primary: 53 (TCP) or 853 (XoT)
 
 
 # Classic BPF opcodes (linux/filter.h).
@@ -96,10 +99,11 @@ def _bpf() -> bytes:
 
 def parse_packet(
     ip_packet: bytes, outgoing: bool, peers: Collection[str]
-) -> tuple[str, str, int | None, int | None] | None:
-    """(kind, peer, serial, port) if this IPv4 packet is a NOTIFY to a peer (UDP, or TCP as
-    Knot sends it), an SOA query from a peer, or a peer's SYN to port 53/853 (port: its
-    source port, which a retransmitted SYN keeps); else None."""
+) -> tuple[str, str, int | None, int | None, int | None] | None:
+    """(kind, peer, serial, port, to_port) if this IPv4 packet is a NOTIFY to a peer (UDP,
+    or TCP as Knot sends it), an SOA query from a peer, or a peer's SYN to port 53/853
+    (port: its source port, which a retransmitted SYN keeps; to_port: 53 or 853, the
+    transport it connects for); else None."""
     if len(ip_packet) < 20 or ip_packet[0] >> 4 != 4:
         return None
     source = socket.inet_ntoa(ip_packet[12:16])
@@ -114,13 +118,13 @@ def parse_packet(
         flags = transport[13]
         if flags & TCP_SYN and not flags & TCP_ACK:
             if port in (53, 853) and source in peers and not outgoing:
-                return "connect", source, None, source_port
+                return "connect", source, None, source_port, port
             return None
         if not (outgoing and port == 53 and destination in peers):
             return None
         payload = transport[(transport[12] >> 4) * 4 + 2 :]  # after the 2-byte length
         serial = _notify_serial(payload)
-        return None if serial is None else ("notify", destination, serial, None)
+        return None if serial is None else ("notify", destination, serial, None, None)
     if proto != socket.IPPROTO_UDP or len(transport) < 8:
         return None
     if struct.unpack_from("!H", transport, 2)[0] != 53:
@@ -128,10 +132,23 @@ def parse_packet(
     payload = transport[8:]
     if outgoing and destination in peers:
         serial = _notify_serial(payload)
-        return None if serial is None else ("notify", destination, serial, None)
+        return None if serial is None else ("notify", destination, serial, None, None)
     if not outgoing and source in peers and _is_soa_query(payload):
-        return "soa_query", source, None, None
+        return "soa_query", source, None, None, None
     return None
+
+
+def packet_time(ancillary: list[tuple[int, int, bytes]], now: float, now_monotonic: float) -> float:
+    """When the kernel took a packet, on the monotonic clock: its SO_TIMESTAMPNS stamp
+    (wall clock) moved by how long ago that was. The thread reads packets when it gets to
+    them, up to milliseconds late under load: a NOTIFY stamped on reading came after a 1 ms
+    transfer it started was served (a negative duration). Without a stamp: now."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            seconds, nanoseconds = TIMESPEC.unpack_from(data)
+            ago = now - (seconds + nanoseconds / 1e9)
+            return now_monotonic - max(0.0, ago)
+    return now_monotonic
 
 
 def _notify_serial(payload: bytes) -> int | None:
@@ -206,6 +223,7 @@ class WireWatch:
         program = _bpf()
         fprog = struct.pack("HL", len(program) // 8, _address_of(program))
         sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.settimeout(0.1)
         self._sock = sock
         self._thread = threading.Thread(target=self._read, name="wire-watch", daemon=True)
@@ -216,12 +234,12 @@ class WireWatch:
         assert self._sock is not None
         while not self._stop.is_set():
             try:
-                packet, address = self._sock.recvfrom(65535)
+                packet, ancillary, _, address = self._sock.recvmsg(65535, TIMESPEC.size + 64)
             except TimeoutError:
                 continue
             except OSError:
                 return
-            seen_at = time.monotonic()
+            seen_at = packet_time(ancillary, time.time(), time.monotonic())
             self.packets += 1
             if address[1] != ETH_P_IP:
                 continue
@@ -238,6 +256,12 @@ class WireWatch:
                 for e in self._events
                 if e.peer == peer and e.at >= since and (until is None or e.at <= until)
             ]
+
+    def connect_ports(self, peer: str, since: float, until: float | None = None) -> list[int]:
+        """The primary's ports `peer` connected to between two times (one per SYN seen):
+        53 for TCP, 853 for XoT."""
+        events = self.events(peer, since, until)
+        return [e.to_port for e in events if e.kind == "connect" and e.to_port is not None]
 
     def wait_notify(
         self, serial: int, timeout: float, peer: str, since: float = 0.0

@@ -142,17 +142,21 @@ def _check_room(available: int, k: int, changes: int, what: str) -> None:
 
 
 def _build_tld(
-    spec: ZoneSpec, k: int, changes: int, folder: Path, serial_to: int
+    spec: ZoneSpec, k: int, changes: int, folder: Path, serial_to: int, whole: bool
 ) -> dict[str, Any]:
     p = tld.plan(spec.origin, spec.records, spec.seed)
     _check_room(p.full, k, changes, "distinct delegations")
-    overrides: dict[int, list[str]] = {}
-    last: dict[int, _Edit] = {}
-    for j in range(1, k + 1):
-        last = _tld_edits(p, j, changes)
-        overrides.update({d: e.new_lines for d, e in last.items()})
     zone_name = zone_file_name(spec.origin)
-    size = write_lines_file(folder / zone_name, tld.iter_chunks(p, serial_to, overrides))
+    # A delegation is edited at most once along the chain, so change set k alone gives
+    # the diff; the whole zone at serial_to needs every set's edits.
+    last = _tld_edits(p, k, changes)
+    size = None
+    if whole:
+        overrides: dict[int, list[str]] = {}
+        for j in range(1, k + 1):
+            edits = last if j == k else _tld_edits(p, j, changes)
+            overrides.update({d: e.new_lines for d, e in edits.items()})
+        size = write_lines_file(folder / zone_name, tld.iter_chunks(p, serial_to, overrides))
     deleted = [line for e in last.values() for line in e.deleted]
     added = [line for e in last.values() for line in e.added]
     soa_from = tld.soa_line(spec.origin, serial_to - 1)
@@ -175,7 +179,7 @@ def _small_base(spec: ZoneSpec, serial: int) -> tuple[str, list[str]]:
 
 
 def _build_small(
-    spec: ZoneSpec, k: int, changes: int, folder: Path, serial_to: int
+    spec: ZoneSpec, k: int, changes: int, folder: Path, serial_to: int, whole: bool
 ) -> dict[str, Any]:
     origin, base = _small_base(spec, serial_to)
     soa_to, body = base[0], base[1:]
@@ -199,7 +203,7 @@ def _build_small(
             body.append(extra)
             added.append(extra)
     zone_name = zone_file_name(origin)
-    size = write_lines_file(folder / zone_name, [soa_to, *body])
+    size = write_lines_file(folder / zone_name, [soa_to, *body]) if whole else None
     return _finish(
         folder, origin, zone_name, size, 1 + len(body), serial_to, soa_from, soa_to, deleted, added
     )
@@ -212,7 +216,7 @@ def _finish(
     folder: Path,
     origin: str,
     zone_name: str,
-    size: int,
+    size: int | None,
     records: int,
     serial_to: int,
     soa_from: str,
@@ -234,16 +238,26 @@ def _finish(
         "diff": diff_name,
         "added": len(added),
         "deleted": len(deleted),
-        "files": [{"file": zone_name, "bytes": size, "records": records}],
+        "records": records,
+        # The whole zone at serial_to, when it was written (None: the diff alone).
+        "files": [] if size is None else [{"file": zone_name, "bytes": size, "records": records}],
     }
     cache.write_meta(folder, meta)
     return meta
 
 
 def change_set(
-    spec: ZoneSpec, serial_to: int, changes: int, cache_dir: Path | None = None
+    spec: ZoneSpec,
+    serial_to: int,
+    changes: int,
+    cache_dir: Path | None = None,
+    *,
+    whole_zone: bool = True,
 ) -> ChangeSet:
-    """The zone at ``serial_to`` and the diff from ``serial_to - 1``; see the module docstring."""
+    """The zone at ``serial_to`` and the diff from ``serial_to - 1``; see the module docstring.
+    ``whole_zone=False``: the diff alone (``zone_path`` None), for a primary that takes
+    changes by update: a stream of a 1 M-record zone then writes kilobytes per serial,
+    not the whole zone every time."""
     spec = validate(spec)
     if spec.signed:
         raise UserInputError(
@@ -265,16 +279,19 @@ def change_set(
     cache.sweep_stale(root)
     key = f"changes-{cache_key(spec)}-c{changes}-to{serial_to}"
     meta = cache.read_meta(root / key)
+    if meta is None and not whole_zone:
+        key += "-diff"
+        meta = cache.read_meta(root / key)
     if meta is None:
         build = _build_tld if spec.preset == "tld" else _build_small
         with cache.building(root, key) as tmp:
-            meta = build(spec, k, changes, tmp, serial_to)
+            meta = build(spec, k, changes, tmp, serial_to, whole_zone)
     entry = root / key
     return ChangeSet(
         meta["origin"],
         meta["serial_from"],
         meta["serial_to"],
-        entry / meta["zone"],
+        entry / meta["zone"] if meta["files"] else None,
         entry / meta["diff"],
         meta["added"],
         meta["deleted"],

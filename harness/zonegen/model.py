@@ -61,7 +61,7 @@ class ChangeSet:
     origin: str
     serial_from: int
     serial_to: int
-    zone_path: Path  # the full zone at serial_to
+    zone_path: Path | None  # the full zone at serial_to (None: a diff-only change set)
     diff_path: Path  # RFC 1995-style text: old SOA, deletions, new SOA, additions
     added: int
     deleted: int

@@ -30,6 +30,9 @@ pub struct Config {
     pub stats_path: String,
     #[serde(default = "default_stats_interval")]
     pub stats_interval_ms: u64,
+    /// A Unix socket for runtime control (control.rs); none: no control channel.
+    #[serde(default)]
+    pub control_path: Option<String>,
     #[serde(default)]
     pub directions: Vec<DirectionConfig>,
 }
@@ -82,6 +85,10 @@ pub struct DirectionConfig {
     pub reorder_gap: u32,
     #[serde(default = "default_queue_max_len")]
     pub queue_max_len: u32,
+    /// Read each packet's headers (IP length, TCP): bytes are counted, and faults that need
+    /// them (a rate limit, resets, `after_bytes`) can be set at run time.
+    #[serde(default)]
+    pub inspect: bool,
 }
 
 /// Loss model. Parameter meanings are netem's (see loss.rs).
@@ -151,7 +158,7 @@ impl Config {
         Config::from_json(&text)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.stats_interval_ms == 0 {
             return Err(ConfigError(
                 "config key `stats_interval_ms`: must be > 0".into(),
@@ -160,6 +167,11 @@ impl Config {
         if self.stats_path.is_empty() {
             return Err(ConfigError(
                 "config key `stats_path`: must not be empty".into(),
+            ));
+        }
+        if self.control_path.as_deref() == Some("") {
+            return Err(ConfigError(
+                "config key `control_path`: must not be empty (leave it out for no control)".into(),
             ));
         }
         if self.directions.is_empty() {
@@ -286,6 +298,18 @@ impl DirectionConfig {
     pub fn needs_payload(&self) -> bool {
         self.duplicate > 0.0
     }
+
+    /// How many bytes of each packet the kernel copies to linkem: the whole packet to
+    /// duplicate it, its headers to inspect them, else none (metadata only: the fastest).
+    pub fn copy_range(&self) -> u32 {
+        if self.needs_payload() {
+            0xffff
+        } else if self.inspect {
+            crate::tcp::HEADER_COPY
+        } else {
+            0
+        }
+    }
 }
 
 #[cfg(test)]
@@ -384,6 +408,25 @@ mod tests {
             Config::from_json(r#"{"directions":[{"name":"f","queue":1},{"name":"r","queue":1}]}"#)
                 .unwrap_err();
         assert!(e.0.contains("directions[1].queue"), "{e}");
+    }
+
+    #[test]
+    fn inspect_copies_headers_and_duplicates_whole_packets() {
+        let c = Config::from_json(
+            r#"{"control_path":"/run/x.sock","directions":[{"name":"f","queue":1,"inspect":true},
+                {"name":"r","queue":2},{"name":"d","queue":3,"inspect":true,"duplicate":0.1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.control_path.as_deref(), Some("/run/x.sock"));
+        let ranges: Vec<u32> = c.directions.iter().map(|d| d.copy_range()).collect();
+        assert_eq!(ranges, vec![crate::tcp::HEADER_COPY, 0, 0xffff]);
+    }
+
+    #[test]
+    fn empty_control_path_rejected() {
+        let e = Config::from_json(r#"{"control_path":"","directions":[{"name":"f","queue":1}]}"#)
+            .unwrap_err();
+        assert!(e.0.contains("control_path"), "{e}");
     }
 
     #[test]

@@ -4,14 +4,15 @@
 //! command line, 1 for a runtime error (e.g. the queue cannot be bound).
 
 use linkem::config::Config;
-use linkem::stats::{self, Counters};
-use linkem::worker::Worker;
+use linkem::control;
+use linkem::stats::{self, DirectionStats, Events};
+use linkem::worker::{Links, Worker};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Set by the signal handler; workers and the stats loop poll it.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -70,8 +71,36 @@ fn real_main() -> i32 {
         .iter()
         .map(|w| (w.name.clone(), w.queue_num(), Arc::clone(&w.shared)))
         .collect();
+    // Every worker gets an inbox; each knows the others' (to cut a connection everywhere).
+    let events = Arc::new(Events::default());
+    let channels: Vec<_> = workers.iter().map(|_| std::sync::mpsc::channel()).collect();
+    let senders: Vec<_> = channels.iter().map(|(tx, _)| tx.clone()).collect();
+    let mut inboxes = BTreeMap::new();
+    for ((w, (_, inbox)), i) in workers.iter_mut().zip(channels).zip(0..) {
+        inboxes.insert(w.name.clone(), senders[i].clone());
+        let peers = (0..senders.len())
+            .filter(|&j| j != i)
+            .map(|j| senders[j].clone())
+            .collect();
+        w.connect(Links {
+            inbox,
+            peers,
+            events: Arc::clone(&events),
+        });
+    }
+    let control_path = cfg.control_path.as_ref().map(PathBuf::from);
+    let listener = match &control_path {
+        Some(path) => match control::bind(path) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("linkem: control socket {}: {e}", path.display());
+                return 1;
+            }
+        },
+        None => None,
+    };
     let stats_path = PathBuf::from(&cfg.stats_path);
-    if let Err(e) = write_stats(&stats_path, &shared) {
+    if let Err(e) = write_stats(&stats_path, &shared, &events) {
         eprintln!(
             "linkem: cannot write stats file {}: {e}",
             stats_path.display()
@@ -98,12 +127,24 @@ fn real_main() -> i32 {
         })
         .collect();
 
+    let controller = listener.map(|listener| {
+        let shared = shared.clone();
+        let events = Arc::clone(&events);
+        std::thread::Builder::new()
+            .name("linkem-control".into())
+            .spawn(move || {
+                let stats = || render_stats(&shared, &events);
+                control::serve(&listener, &inboxes, &STOP, &stats);
+            })
+            .expect("spawn control thread")
+    });
+
     let interval = Duration::from_millis(cfg.stats_interval_ms);
     let mut next = Instant::now() + interval;
     while !STOP.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= next {
-            if let Err(e) = write_stats(&stats_path, &shared) {
+            if let Err(e) = write_stats(&stats_path, &shared, &events) {
                 eprintln!(
                     "linkem: cannot write stats file {}: {e}",
                     stats_path.display()
@@ -120,6 +161,12 @@ fn real_main() -> i32 {
         );
     }
 
+    if let Some(c) = controller {
+        let _ = c.join();
+    }
+    if let Some(path) = &control_path {
+        let _ = std::fs::remove_file(path);
+    }
     let mut code = 0;
     let mut finished = Vec::new();
     for h in handles {
@@ -135,7 +182,7 @@ fn real_main() -> i32 {
         }
     }
     // Final stats while the queues are still bound (their kernel counters vanish on unbind).
-    if let Err(e) = write_stats(&stats_path, &shared) {
+    if let Err(e) = write_stats(&stats_path, &shared, &events) {
         eprintln!(
             "linkem: cannot write stats file {}: {e}",
             stats_path.display()
@@ -162,21 +209,22 @@ fn install_signal_handlers() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }
 
-fn write_stats(
-    path: &Path,
-    shared: &[(String, u16, Arc<linkem::stats::SharedCounters>)],
-) -> std::io::Result<()> {
+type Shared = (String, u16, Arc<linkem::stats::SharedCounters>);
+
+fn render_stats(shared: &[Shared], events: &Events) -> String {
     let kernel = stats::read_proc_nfqueue();
-    let mut dirs: BTreeMap<String, Counters> = BTreeMap::new();
+    let mut dirs: BTreeMap<String, DirectionStats> = BTreeMap::new();
     for (name, queue, s) in shared {
-        let mut c = s.snapshot();
-        c.dropped_overflow =
+        let mut counters = s.snapshot();
+        counters.dropped_overflow =
             stats::overflow_drops(kernel.get(queue), s.enobufs.load(Ordering::Relaxed));
-        dirs.insert(name.clone(), c);
+        let state = s.state();
+        dirs.insert(name.clone(), DirectionStats { counters, state });
     }
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    stats::write_atomic(path, &stats::render(&dirs, t))
+    let (list, dropped) = events.snapshot();
+    stats::render(&dirs, &list, dropped, stats::unix_now())
+}
+
+fn write_stats(path: &Path, shared: &[Shared], events: &Events) -> std::io::Result<()> {
+    stats::write_atomic(path, &render_stats(shared, events))
 }

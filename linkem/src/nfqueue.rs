@@ -169,11 +169,12 @@ impl AsRawFd for NfQueue {
 
 impl NfQueue {
     /// Open a netlink socket, bind it to `queue` and configure it:
-    /// copy mode META (or PACKET when `copy_payload`, to re-inject duplicates), kernel queue
+    /// copy mode META when `copy_range` is 0, else PACKET with that many bytes of each
+    /// packet (its headers, or the whole packet to re-inject a duplicate), kernel queue
     /// length `max_len`, and a receive buffer of `rcvbuf` bytes (SO_RCVBUFFORCE, so it is not
     /// capped by net.core.rmem_max). The GSO flag is deliberately left off, so the kernel
     /// segments GSO packets before queueing them and every packet we judge is MSS-sized.
-    pub fn open(queue: u16, copy_payload: bool, max_len: u32, rcvbuf: usize) -> io::Result<Self> {
+    pub fn open(queue: u16, copy_range: u32, max_len: u32, rcvbuf: usize) -> io::Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let raw = unsafe {
             libc::socket(
@@ -212,8 +213,8 @@ impl NfQueue {
         // Bind. (PF_BIND/PF_UNBIND are no-ops on kernels since 3.8 and are not sent.)
         q.config(|b| put_attr(b, NFQA_CFG_CMD, &[NFQNL_CFG_CMD_BIND, 0, 0, 0]))
             .map_err(|e| with_context(e, &format!("bind NFQUEUE {queue}")))?;
-        let (mode, range) = if copy_payload {
-            (NFQNL_COPY_PACKET, 0xffffu32)
+        let (mode, range) = if copy_range > 0 {
+            (NFQNL_COPY_PACKET, copy_range)
         } else {
             (NFQNL_COPY_META, 0)
         };

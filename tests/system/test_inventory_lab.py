@@ -374,7 +374,7 @@ def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path:
     methods = [(r["method"], r["host"]) for r in records]
     assert sorted(methods) == sorted(
         [("server-to-server", h) for h in ("ns1", "ns2", "ns3")] * 2
-        + [("own", "ns1"), ("kdig", "ns1")] * 2
+        + [("client-pull-own", "ns1"), ("client-pull-kdig", "ns1")] * 2
     )
     pulls = [r for r in records if r["method"] != "server-to-server"]
     assert all(r["records"] >= 20000 and r["duration_s"] > 0 for r in pulls), pulls

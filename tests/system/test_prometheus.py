@@ -60,9 +60,33 @@ kind = "bind"
 [link]
 delay = "5ms"
 """
+# A change stream: two sites, the far one 50 ms away, 10 serials at 200 ms intervals.
+STREAM = """
+repeats = 1
+timeout = "60s"
+xfr = ["ixfr"]
+trigger = "stream"
+[zones]
+preset = "tld"
+records = 1000
+origin = "prom-stream.example."
+[servers.primary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+kind = "bind"
+[[secondaries]]
+name = "far"
+kind = "knot"
+link = { delay = "50ms" }
+[stream]
+interval = "200ms"
+updates = 10
+"""
 # Families a run fills only in a fleet, and only where a link has loss configured.
 FLEET_ONLY = ("xfrbench_fleet_",)
 LOSS_ONLY = ("xfrbench_link_loss_",)
+STREAM_ONLY = ("xfrbench_stream_",)  # ...and only in a change stream
 
 
 @dataclass
@@ -101,7 +125,12 @@ def small_fleet() -> spec.LoadedScenario:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ScrapedRun]]:
     root = tmp_path_factory.mktemp("prometheus")
     (root / "scenario.toml").write_text(SCENARIO)
-    scenarios = {"single": spec.load(root / "scenario.toml"), "fleet": small_fleet()}
+    (root / "stream.toml").write_text(STREAM)
+    scenarios = {
+        "single": spec.load(root / "scenario.toml"),
+        "fleet": small_fleet(),
+        "stream": spec.load(root / "stream.toml"),
+    }
     ports = {name: free_port() for name in scenarios}  # each run's exporter listens there
     assert len(set(ports.values())) == len(ports)
     targets = [f"127.0.0.1:{port}" for port in ports.values()]
@@ -122,6 +151,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
             out[name] = ScrapedRun(prom, run_dir, meta, records, start, end)
         assert len(out["single"].records) == REPEATS
         assert len(out["fleet"].records) == REPEATS * 3
+        assert len(out["stream"].records) == 10 * 2
         yield out
 
 
@@ -226,7 +256,8 @@ def board_queries() -> list[tuple[dict[str, Any], str, str]]:
 def never_read(run: ScrapedRun) -> set[str]:
     """Families a run leaves empty by design: readings the contract allows to be null (no
     cgroup, process-tree fallback) when its samples never had them, fleet figures outside a
-    fleet, loss checks where no link has loss configured."""
+    fleet (and in a stream), loss checks where no link has loss configured, a stream's lag
+    outside a stream and throughput in one."""
     samples = load_samples(run.run_dir / "samples.jsonl")
     nullable = {
         "xfrbench_server_memory_anon_bytes": "anon_bytes",
@@ -238,11 +269,17 @@ def never_read(run: ScrapedRun) -> set[str]:
         for metric, key in nullable.items()
         if not any(s.get(key) is not None for s in samples if s["role"] != "link")
     }
-    if not any(r.site is not None for r in run.records):
-        out |= set(FLEET_ONLY)
+    stream = all(r.trigger == "stream" for r in run.records)
+    # (Format 2 holds a fleet's site in the record, no longer in extra.)
+    if not any(r.site is not None for r in run.records) or stream:
+        out |= set(FLEET_ONLY)  # a stream's figures are per serial, not per repeat
+    if stream:  # its records are latencies of serials, not transfers with sizes
+        out.add("xfrbench_transfer_throughput_bytes_per_second")
     checks = [d for r in run.records for d in r.extra.get("link", {}).values() if "loss_check" in d]
     if not checks:
         out |= set(LOSS_ONLY)
+    if not any(r.trigger == "stream" for r in run.records):
+        out |= set(STREAM_ONLY)
     return out
 
 
@@ -260,14 +297,16 @@ def empty_panels(
         got = prom.query_range(expr, start - start % step, end - end % step + step, step)
         has_data = any(math.isfinite(v) for v in values(got))
         if any(family in expr for family in skip):
-            if has_data and any(family in expr for family in (*FLEET_ONLY, *LOSS_ONLY)):
+            if has_data and any(
+                family in expr for family in (*FLEET_ONLY, *LOSS_ONLY, *STREAM_ONLY)
+            ):
                 unexpected.append(f"{label}: {expr}")
         elif not has_data:
             empty.append(f"{label}: {expr}")
     return empty, unexpected
 
 
-@pytest.mark.parametrize("name", ["single", "fleet"])
+@pytest.mark.parametrize("name", ["single", "fleet", "stream"])
 def test_every_dashboard_query_returns_data_for_the_run(
     runs: dict[str, ScrapedRun], name: str
 ) -> None:

@@ -81,8 +81,8 @@ servers = [
     assert methods == {
         ("bind", "axfr"): "dynamic update",
         ("bind", "ixfr"): "dynamic update",
-        ("knot", "axfr"): "reload",
-        ("knot", "ixfr"): "reload",
+        ("knot", "axfr"): "dynamic update",
+        ("knot", "ixfr"): "dynamic update",
         ("nsd", "axfr"): "reload",
         ("nsd", "ixfr"): "reload",
     }
@@ -135,7 +135,7 @@ servers = [
     assert "ALPN" in reasons["nsd"] and "Knot 3.2" in reasons["knot"]
 
 
-def test_a_new_serial_alone_is_a_zone_transaction_on_knot(tmp_path: Path) -> None:
+def test_a_new_serial_alone_is_a_dynamic_update_on_knot(tmp_path: Path) -> None:
     meta, records = _run(
         tmp_path,
         """
@@ -151,7 +151,7 @@ kind = "knot"
 """,
     )
     _assert_verified(records, 2)
-    assert {r.extra["serial_method"] for r in records} == {"zone transaction"}
+    assert {r.extra["serial_method"] for r in records} == {"dynamic update"}
     assert [r.serial for r in records] == [3, 4]  # the warm-up published 2
 
 

@@ -72,11 +72,36 @@ def test_notify_soa_query_and_connect_are_seen_bulk_data_is_not(tmp_path: Path) 
             reader.join(10)
             assert watch.wait_notify(42, 2.0, secondary.address) is not None
             time.sleep(0.2)
-            kinds = [e.kind for e in watch.events(secondary.address, start)]
+            events = watch.events(secondary.address, start)
+            kinds = [e.kind for e in events]
             packets = watch.packets
             for sock in (out, udp, conn, accepted, listener, sink):
                 sock.close()
     # One of each: the A query and the bulk transfer's packets never reach Python.
     assert sorted(kinds) == ["connect", "notify", "soa_query"], kinds
+    assert [e.to_port for e in events if e.kind == "connect"] == [53]  # the transport it is for
     # 2 MB crossed the wire in ~1,400 segments; the kernel passed on only the few that match.
     assert packets < 20, packets
+
+
+def test_a_packet_is_dated_when_the_kernel_took_it_not_when_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NOTIFY read late (the watch's thread waits its turn) must not be dated late: one
+    was, after the 1 ms transfer it started was served (a negative duration)."""
+    read = WireWatch._read
+
+    def late(self: WireWatch) -> None:
+        time.sleep(0.3)  # the packets wait in the socket meanwhile
+        read(self)
+
+    monkeypatch.setattr(WireWatch, "_read", late)
+    with Testbed(LinkSpec(), HostsSpec(), tmp_path / "tb") as bed:
+        primary, secondary = bed.primary, bed.secondary
+        with WireWatch(primary.netns, [secondary.address]) as watch:
+            out = socket_in(primary.netns, socket.AF_INET, socket.SOCK_DGRAM)
+            sent = time.monotonic()
+            out.sendto(_notify(43), (secondary.address, 53))
+            at = watch.wait_notify(43, 2.0, secondary.address)
+            out.close()
+    assert at is not None and sent <= at < sent + 0.05, at - sent if at else None

@@ -48,6 +48,14 @@ def test_a_suite_needs_the_compose_backend(tmp_path: Path) -> None:
         check_scenario(loaded, static)
 
 
+def test_faults_need_the_netns_backend(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, '[[faults]]\nkind = "primary-restart"\n')
+    check_scenario(loaded, Backend("netns"))
+    with pytest.raises(UserInputError) as caught:
+        check_scenario(loaded, Backend("compose"))
+    assert caught.value.key == "faults" and "--backend netns" in str(caught.value)
+
+
 def test_images_and_binaries_per_role() -> None:
     knot = spec.ServerSpec(kind="knot", suite="trixie")
     assert Backend("netns").image_for("secondary", knot) is None

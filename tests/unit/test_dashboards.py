@@ -128,18 +128,32 @@ def test_durations_and_throughput_on_log_axes() -> None:
             assert scale == {"type": "log", "log": 10}, panel["title"]
 
 
+def row_queries(board: dict[str, Any], title: str) -> str:
+    """The queries of the panels under the row `title`, up to the next row."""
+    items = board["panels"]
+    start = next(i for i, p in enumerate(items) if p["type"] == "row" and p["title"] == title)
+    end = next((i for i in range(start + 1, len(items)) if items[i]["type"] == "row"), len(items))
+    return " ".join(t["expr"] for p in items[start + 1 : end] for t in p["targets"])
+
+
 def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
     board = dashboard()
-    rows = [p for p in board["panels"] if p["type"] == "row"]
-    assert [r["title"] for r in rows][-1] == "Fleet"
-    start = board["panels"].index(rows[-1])
-    fleet = " ".join(t["expr"] for p in board["panels"][start + 1 :] for t in p["targets"])
+    rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
+    assert rows[-2:] == ["Fleet", "Stream"]
+    fleet = row_queries(board, "Fleet")
     assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
     assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
     assert "xfrbench_fleet_secondaries" in fleet
     assert "xfrbench_fleet_refusals" in fleet  # counted in the primary's log
     for cost in ("cpu_seconds", "peak_connections", "transmit_bytes"):
         assert f"xfrbench_primary_repeat_{cost}" in fleet, cost
+
+
+def test_stream_row_shows_each_secondarys_lag_and_each_sites_slowest() -> None:
+    stream = row_queries(dashboard(), "Stream")
+    assert "max by (case, site, host) (max_over_time(xfrbench_stream_behind_serials" in stream
+    assert "max by (case, site, host) (max_over_time(xfrbench_stream_behind_seconds" in stream
+    assert "max by (case, site) (max_over_time(xfrbench_stream_behind_seconds" in stream
 
 
 def test_grid_positions_fit_and_do_not_overlap() -> None:

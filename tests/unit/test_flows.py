@@ -24,6 +24,7 @@ from harness.measure.protocol import (
     Verification,
 )
 from harness.measure.records import RecordContext
+from harness.measure.transport_seen import port_of
 from harness.measure.wall import WallClock, describe
 from harness.plan.case import CasePlan, HostPlan, plan_case
 from harness.results.model import TransferRecord
@@ -58,6 +59,10 @@ class FakeBench:
         self.zone_unserved_before = script.get("zone_unserved_before", {})
         self._served: dict[str, float] = {}
         self._zones_served: dict[str, dict[str, float]] = {}
+        # What the wire and the primary's log show of each host's transfers: by default the
+        # selected case's port, and a log that does not say whether it was signed.
+        self.ports = script.get("ports", {})
+        self.signed = script.get("signed", {})
         self._trigger_at = self.now
         self.spent = WallClock(clock=self.clock)
 
@@ -150,7 +155,14 @@ class FakeBench:
         return {zone: self.verify(host, zone, serial) for zone in zones}
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
-        return Logged({"bytes": 4000, "messages": 2}, {"records": 43}, {"timed_out": 1})
+        primary: dict[str, Any] = {"records": 43}
+        if host in self.signed:
+            primary["signed"] = self.signed[host]
+        return Logged({"bytes": 4000, "messages": 2}, primary, {"timed_out": 1})
+
+    def connect_ports(self, host: str, since: float) -> list[int]:
+        self.calls.append(("connect_ports", host))
+        return self.ports.get(host, [port_of(self.plan.transport)])
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0}, 2.49, 0.001)

@@ -540,6 +540,7 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
             )
         )
     exporter.observe_sample(link_sample())
+    exporter.observe_sample(stream_sample())
     text = exporter.exposition()
     # Every family has a series, so the linter sees every name.
     for family in FAMILIES:
@@ -561,3 +562,25 @@ def test_an_agents_exporter_serves_its_samples_but_not_the_run() -> None:
     cpu = value(text, "xfrbench_server_cpu_seconds_total", mode="user", host="ns1", site="near")
     assert cpu == 1.25
     assert value(Exporter("r1", "quick", "h", port=None).exposition(), "xfrbench_run_info") == 1
+
+
+def stream_sample(**over: Any) -> dict[str, Any]:
+    """A change stream's lag line (measure/live_stream.py)."""
+    line = {"t": 2.0, "event": "note", "case": "stream-case", "repeat": 1, "role": "stream",
+            "host": "seoul-1", "site": "seoul", "behind_serials": 3, "behind_s": 1.25}  # fmt: skip
+    return line | over
+
+
+def test_a_streams_lag_is_a_gauge_per_secondary() -> None:
+    exporter = Exporter("r1", "stream", "h", port=None)
+    exporter.observe_sample(stream_sample())
+    exporter.observe_sample(stream_sample(host="frankfurt-1", site="frankfurt", behind_serials=0,
+                                          behind_s=0.0))  # fmt: skip
+    exporter.observe_sample(stream_sample(behind_serials=1, behind_s=0.2))  # the latest counts
+    text = exporter.exposition().decode()
+    labels = 'case="stream-case",host="seoul-1",run_id="r1",site="seoul"'
+    assert f"xfrbench_stream_behind_serials{{{labels}}} 1.0" in text
+    assert f"xfrbench_stream_behind_seconds{{{labels}}} 0.2" in text
+    assert 'xfrbench_stream_behind_serials{case="stream-case",host="frankfurt-1"' in text
+    with pytest.raises(ValueError, match="bad host"):
+        exporter.observe_sample(stream_sample(host="Bad Host"))

@@ -221,6 +221,22 @@ def test_linkem_counters() -> None:
     assert normalize_link_counters(LINKEM) == {"forward": {"passed": 100, "dropped": 20}}
 
 
+def test_linkem_fault_drops_count_as_dropped() -> None:
+    # A faulted case: the link down, a cut connection, a fault's rate limit and loss.
+    faulted = {
+        "forward": LINKEM["forward"]
+        | {
+            "dropped_down": 7,
+            "dropped_cut": 2,
+            "dropped_rate": 1,
+            "dropped_fault": 3,
+            "passed_bytes": 123_456,
+            "state": {"down": True, "rate_bps": 0},
+        }
+    }
+    assert normalize_link_counters(faulted) == {"forward": {"passed": 100, "dropped": 33}}
+
+
 def test_netem_qdisc_counters() -> None:
     # The shape parse_tc_stats gives for a `qdisc netem` entry.
     netem = {

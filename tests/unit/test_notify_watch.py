@@ -13,7 +13,15 @@ import dns.rrset
 import pytest
 
 from harness.measure.watch import wire_facts
-from harness.xfr.wire_watch import WireEvent, first_notify, parse_packet
+from harness.xfr.wire_watch import (
+    SO_TIMESTAMPNS,
+    TIMESPEC,
+    WireEvent,
+    WireWatch,
+    first_notify,
+    packet_time,
+    parse_packet,
+)
 
 
 def _notify(serial: int | None, *, response: bool = False) -> bytes:
@@ -71,13 +79,17 @@ def test_soa_queries_and_connects_from_a_secondary() -> None:
     watched = {"198.18.7.66"}
     query = dns.message.make_query("example.", dns.rdatatype.SOA).to_wire()
     incoming = _from(_ip(query, "198.18.7.2"), "198.18.7.66")
-    assert parse_packet(incoming, False, watched) == ("soa_query", "198.18.7.66", None, None)
+    soa_query = ("soa_query", "198.18.7.66", None, None, None)
+    assert parse_packet(incoming, False, watched) == soa_query
     a_query = dns.message.make_query("example.", dns.rdatatype.A).to_wire()
     assert parse_packet(_from(_ip(a_query, "198.18.7.2"), "198.18.7.66"), False, watched) is None
     syn = bytearray(_from(_ip(b"", "198.18.7.2", socket.IPPROTO_TCP), "198.18.7.66"))
     syn[20 + 13] = 0x02  # SYN alone
     # A connect names its source port: a SYN sent again from it is the same connection.
-    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None, 40000)
+    assert parse_packet(bytes(syn), False, watched) == ("connect", "198.18.7.66", None, 40000, 53)
+    xot = bytearray(_from(_ip(b"", "198.18.7.2", socket.IPPROTO_TCP, port=853), "198.18.7.66"))
+    xot[20 + 13] = 0x02  # the connect says its transport: 853 is XoT
+    assert parse_packet(bytes(xot), False, watched) == ("connect", "198.18.7.66", None, 40000, 853)
     syn[20 + 13] = 0x12  # SYN+ACK: the primary's answer, not a connect
     assert parse_packet(bytes(syn), False, watched) is None
     assert parse_packet(incoming, False, {"198.18.7.99"}) is None  # not a secondary of ours
@@ -118,3 +130,27 @@ def test_a_notify_without_serial_counts_only_from_the_publish_on() -> None:
     named = [WireEvent(10.0, "notify", peer, 3), WireEvent(10.5, "notify", peer, 4)]
     assert first_notify(named, 4, peer, since=0.0) == 10.5
     assert first_notify(named, 5, peer, since=0.0) is None
+
+
+def test_the_ports_a_peer_connected_to_are_the_primarys_not_its_own() -> None:
+    # No socket: the events as the watch keeps them. A retransmitted SYN keeps its source
+    # port; what tells the transport is the port on the primary.
+    watch = WireWatch("unused", ["198.18.7.66", "198.18.7.130"])
+    watch._events = [
+        WireEvent(1.0, "connect", "198.18.7.66", None, 40000, 853),
+        WireEvent(1.5, "soa_query", "198.18.7.66"),
+        WireEvent(2.0, "connect", "198.18.7.66", None, 40002, 53),
+        WireEvent(2.0, "connect", "198.18.7.130", None, 40004, 53),
+        WireEvent(3.0, "connect", "198.18.7.66", None, 40006, 853),
+    ]
+    assert watch.connect_ports("198.18.7.66", 0.5, 2.5) == [853, 53]
+    assert watch.connect_ports("198.18.7.66", 2.5, 9.0) == [853]
+
+
+def test_a_packet_is_dated_by_the_kernels_stamp() -> None:
+    stamp = TIMESPEC.pack(1_795_632_008, 250_000_000)  # taken 0.25 s before "now"
+    ancillary = [(socket.SOL_SOCKET, SO_TIMESTAMPNS, stamp)]
+    assert packet_time(ancillary, 1_795_632_008.5, 100.0) == pytest.approx(99.75)
+    assert packet_time([], 1_795_632_008.5, 100.0) == 100.0  # no stamp: when read
+    # A stamp "after now" (the wall clock stepped back) is no later than now.
+    assert packet_time(ancillary, 1_795_632_008.0, 100.0) == 100.0

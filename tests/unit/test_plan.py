@@ -10,7 +10,13 @@ import pytest
 
 from harness import spec
 from harness.core.errors import EnvironmentProblem
-from harness.plan.case import CasePlan, plan_case, support_problem
+from harness.plan.case import (
+    CasePlan,
+    group_cases,
+    plan_case,
+    support_problem,
+    supported_part,
+)
 from harness.servers import DIALECTS, Support
 from harness.testbed import emulation, topology
 from harness.testbed import registry as reg
@@ -89,6 +95,29 @@ def test_every_capability_a_case_needs_is_checked_in_both_roles(tmp_path: Path) 
     plain = _plan(tmp_path, 'transports = ["tcp"]\nxfr = ["axfr"]\n')
     unable = dataclasses.replace(able, tsig=Support(False, "t"), ixfr_secondary=Support(False, "i"))
     assert support_problem(plain, {"primary": ("b", able), "secondary": ("x", unable)}) is None
+
+
+def test_a_fleet_case_runs_on_the_secondaries_that_can_take_it(tmp_path: Path) -> None:
+    path = tmp_path / "f.toml"
+    path.write_text(
+        'transports = ["tcp", "xot"]\n'
+        + "".join(f'[[secondaries]]\nname = "{k}"\nkind = "{k}"\n' for k in ("bind", "knot"))
+    )
+    tcp, xot = (plan_case(case) for case in spec.load(path).cases)
+    servers = {
+        "primary": ("bind 9.18.49", DIALECTS["bind"].capabilities("9.18.49")),
+        "bind": ("bind 9.18.49", DIALECTS["bind"].capabilities("9.18.49")),
+        "knot": ("knot 3.2.6", DIALECTS["knot"].capabilities("3.2.6")),
+    }
+    assert supported_part(tcp, servers) == (tcp, {})  # type: ignore[arg-type]
+    part, reasons = supported_part(xot, servers)  # type: ignore[arg-type]
+    assert part is not None and [h.name for h in part.secondaries] == ["bind"]
+    assert reasons == {"knot": "secondary knot 3.2.6: Knot 3.2.6 has no XoT (added in 3.4)"}
+    # Without the Knot secondary the XoT case needs a testbed of its own.
+    assert [len(g.cases) for g in group_cases([tcp, part])] == [1, 1]
+    # A primary that cannot: the whole case.
+    servers["primary"] = ("knot 3.2.6", DIALECTS["knot"].capabilities("3.2.6"))
+    assert supported_part(xot, servers) == (None, {})  # type: ignore[arg-type]
 
 
 def test_one_primary_and_three_secondaries_build_and_tear_down(tmp_path: Path) -> None:

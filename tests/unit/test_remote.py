@@ -135,6 +135,7 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
     [
         ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
+        ('[[faults]]\nkind = "primary-restart"\n', "faults"),
     ],
 )
 def test_what_the_inventory_backend_does_not_do_is_refused(
@@ -145,6 +146,18 @@ def test_what_the_inventory_backend_does_not_do_is_refused(
     with pytest.raises(UserInputError) as caught:
         check_scenario(spec.load(tmp_path / "s.toml"))
     assert f"s.toml: {key}:" in str(caught.value)
+    assert caught.value.exit_status == 2
+
+
+def test_a_change_stream_is_refused_on_an_inventory(tmp_path: Path) -> None:
+    """The stream's flow drives a namespace testbed's servers (measure/live_stream.py):
+    on an inventory it would fail once the hosts were deployed, so it is refused first."""
+    stream = '[stream]\ninterval = "1s"\nupdates = 5\n'
+    text = 'trigger = "stream"\n' + FLEET.replace('"axfr", ', "") + stream
+    (tmp_path / "s.toml").write_text(text)
+    with pytest.raises(UserInputError) as caught:
+        check_scenario(spec.load(tmp_path / "s.toml"))
+    assert "s.toml: trigger:" in str(caught.value)
     assert caught.value.exit_status == 2
 
 

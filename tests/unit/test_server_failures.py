@@ -58,6 +58,9 @@ EXPECTED = {
     # 16 SOA queries out of retries + 3 connects timed out; 3 skipped as unreachable.
     "bind-timed-out.log": (0, 0, 19, 3, None, 0, 28),
     "bind-lossy.log": (0, 0, 2, 0, None, 0, 2),
+    # A reset mid-transfer (a fault): "failed while receiving responses: connection reset" and
+    # its status; its "Transfer completed" says what it had received (25 messages).
+    "bind-reset.log": (0, 0, 0, 0, None, 1, 2),
     # A primary without 4 of the 10 zones: each refresh is an SOA query answered REFUSED and
     # the transfer BIND tries anyway answered NOTAUTH (+ its status and empty completion).
     "bind-refused-rcode.log": (0, 16, 0, 0, None, 0, 32),
@@ -77,6 +80,8 @@ EXPECTED = {
     "knot-refused.log": (0, 7, 0, None, 7, 0, 28),
     "knot-timed-out.log": (0, 0, 5, None, 5, 0, 20),
     "knot-lossy.log": (0, 0, 1, None, 1, 0, 4),
+    # A reset (a fault): "fallback to AXFR (connection reset)", tried again at once.
+    "knot-reset.log": (0, 1, 0, None, 0, 0, 1),
     # Knot 3.4.6 words its failures as 3.2.6 does: TCP connects refused by a reset.
     "knot-3.4-refused.log": (0, 31, 0, None, 31, 0, 124),
     # Its primary in the same capture: no failure line.
@@ -89,6 +94,9 @@ EXPECTED = {
     # NSD: one line per failed connect, nothing else.
     "nsd-address-not-available.log": (15, 0, None, 0, None, 0, 15),
     "nsd-refused.log": (0, 18, None, 0, None, 0, 18),
+    # A reset over XoT (a fault): "ssl_read returned error 5", "tls read sz: ...", then
+    # "xfrd: failed reading tcp ...".
+    "nsd-reset.log": (0, 0, None, 0, None, 1, 3),
     # A primary without 4 of the 10 zones answers NOTAUTH, in NSD's words.
     "nsd-refused-rcode.log": (0, 10, None, 0, None, 0, 10),
     # The kernel's connect timeout (tcp_syn_retries 2: 7 s, before xfrd's own 120 s timer).

@@ -20,6 +20,38 @@ def test_bind_incoming_and_outgoing() -> None:
     assert [(e.xfr, e.serial) for e in outgoing] == [("axfr", 1), ("ixfr", 2)]
 
 
+def test_each_side_says_whether_a_transfer_was_signed() -> None:
+    # Serials 3 (tcp), 4 (tcp-tsig), 6 (xot), 8 (xot-tsig); NSD 1-3 xot, 4 tcp, 5 xot-tsig,
+    # 6 tcp-tsig. Knot 3.2 never says: None, not False.
+    bind = Bind.parse_log((FIXTURES / "bind_xfer_transports.log").read_text())
+    signed = {(e.direction, e.serial): e.signed for e in bind}
+    assert signed == {
+        ("in", 3): False,
+        ("in", 4): True,
+        ("in", 6): False,
+        ("in", 8): True,
+        ("out", 3): False,
+        ("out", 4): True,
+        ("out", 6): False,
+        ("out", 8): True,
+    }
+    nsd = Nsd.parse_log((FIXTURES / "nsd_xfer_transports.log").read_text())
+    assert [(e.serial, e.signed, e.peer) for e in nsd] == [
+        (1, False, "198.19.200.2@853"),
+        (2, False, "198.19.200.2@853"),
+        (3, False, "198.19.200.2@853"),
+        (4, False, "198.19.200.2@53"),
+        (5, True, "198.19.200.2@853"),
+        (6, True, "198.19.200.2@53"),
+    ]
+    knot = Knot.parse_log((FIXTURES / "knot_xfer.log").read_text())
+    assert knot and all(e.signed is None for e in knot)
+    # A transfer whose "transferred serial" line is missing cannot say.
+    lines = (FIXTURES / "bind_xfer.log").read_text().splitlines()
+    alone = "\n".join(line for line in lines if "transferred serial" not in line)
+    assert {e.signed for e in Bind.parse_log(alone) if e.direction == "in"} == {None}
+
+
 def test_knot_takes_the_serial_from_the_started_line() -> None:
     entries = Knot.parse_log((FIXTURES / "knot_xfer.log").read_text())
     assert [(e.direction, e.xfr, e.bytes) for e in entries] == [

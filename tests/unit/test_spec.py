@@ -43,7 +43,7 @@ BAD_SCENARIOS = {
     "option of another server": (
         '[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
         "servers.primary.options",
-        "allowed: max-transfer",
+        "max-transfer-idle-in, max-transfer-time-in",
     ),
     "option of wrong type": (
         '[servers.secondary]\nkind="knot"\noptions={tcp-workers="many"}',
@@ -117,6 +117,46 @@ BAD_SCENARIOS = {
     "unknown client pull": ('client_pulls=["curl"]', "client_pulls[0]", "'own' or 'kdig'"),
     "zero timeout": ("timeout=0", "timeout", "more than 0"),
     "unknown trigger": ('trigger="carrier-pigeon"', "trigger", "'cold-start'"),
+    "stream without its table": ('trigger="stream"', "(top level)", "needs a [stream] table"),
+    "stream table without the trigger": (
+        '[stream]\ninterval="1s"\nupdates=3',
+        "(top level)",
+        'applies to trigger = "stream" only',
+    ),
+    "stream with updates and duration": (
+        'trigger="stream"\n[stream]\ninterval="1s"\nupdates=3\nduration="1m"',
+        "stream",
+        "exactly one of 'updates'",
+    ),
+    "stream interval too short": (
+        'trigger="stream"\n[stream]\ninterval="1ms"\nupdates=3',
+        "stream",
+        "below 0.01 s",
+    ),
+    "stream arrival unknown": (
+        'trigger="stream"\n[stream]\ninterval="1s"\nupdates=3\narrival="bursty"',
+        "stream.arrival",
+        "'fixed' or 'poisson'",
+    ),
+    "stream changes over 10 % of the zone": (
+        'trigger="stream"\n[zones]\npreset="tld"\nrecords=1000\n'
+        '[stream]\ninterval="1s"\nupdates=3\nchanges=101',
+        "stream.changes",
+        "more than 10 % of the 1,000-record zone; give at most 100, or more zones.records",
+    ),
+    "stream whose change sets outrun the delegations": (
+        'trigger="stream"\nrepeats=2\ntransports=["tcp","xot"]\n[zones]\npreset="tld"\n'
+        'records=2000\n[stream]\ninterval="1s"\nupdates=40\nchanges=20',
+        "stream",
+        "161 change sets (the warm-up, and up to 40 serials per repeat, case and transfer kind) "
+        "of 20 changes edit 1,610 delegations; the 2,000-record zone has 771: give fewer",
+    ),
+    "stream of the default changes over 10 % of a matrix zone": (
+        'trigger="stream"\n[zones]\npreset="tld"\nixfr_changes=50\n'
+        '[stream]\ninterval="1s"\nupdates=3\n[matrix]\n"zones.records"=[1000, 400]',
+        "zones.ixfr_changes",
+        "(in the matrix case zones.records=400)",
+    ),
 }
 
 
@@ -340,3 +380,20 @@ def test_dry_run_checks_suites_against_the_backend(
     assert status == 2
     assert f"{path}: servers.primary.suite: suite 'trixie' needs server images" in err
     assert "--backend compose" in err
+
+
+def test_a_stream_plans_its_schedule_and_changes(tmp_path: Path) -> None:
+    from harness.plan.case import plan_case
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'trigger="stream"\nxfr=["ixfr"]\nschedule_seed=7\n[zones]\npreset="tld"\n'
+        'records=20000\nixfr_changes=20\n[stream]\ninterval="5s"\nduration="5m"\n'
+        'sla="30s"\n'
+    )
+    plan = plan_case(spec.load(path).cases[0])
+    assert plan.trigger == "stream" and plan.notify and plan.changes == 20
+    assert plan.stream is not None and plan.stream.sla == 30.0 and plan.stream.seed == 7
+    offsets = plan.stream.offsets(plan.name, 1)
+    assert offsets == [5.0 * k for k in range(60)]  # due strictly before the 5 minutes end
+    assert plan.transfers() == 3 * 60  # repeats x secondaries x serials

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.report.data import port_ranges, time_wait_series
+from harness.core.fmt import short_labels
+from harness.report.data import Labels, port_ranges, time_wait_series
 from harness.report.figures import render_svg
 from harness.report.figures_resources import time_wait_figure
 from harness.results.folder import open_run
@@ -44,6 +45,7 @@ def figure(peak: int, ports: int) -> str:
         case_spans=spans,
         port_ranges={TCP: (ports, False), XOT: (ports, True)},
         samples_note=None,
+        labels=Labels(*short_labels([case for case, _, _ in spans])),
     )
     return render_svg(time_wait_figure(data))  # type: ignore[arg-type]
 

@@ -250,6 +250,25 @@ def test_change_set_diff_format(cache_dir: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [ZoneSpec("tld", 600, "cz.", seed=2), ZoneSpec("hosting", 12, "h.example."),
+     ZoneSpec("tiny", 2, "example.")],
+)  # fmt: skip
+def test_a_diff_only_change_set_is_the_whole_ones_diff(cache_dir: Path, spec: ZoneSpec) -> None:
+    changes = 2 if spec.preset == "tiny" else 5
+    for k in (3, 1):  # a later serial first: no set before it is needed
+        alone = change_set(spec, spec.serial + k, changes, cache_dir=cache_dir, whole_zone=False)
+        assert alone.zone_path is None
+        whole = change_set(spec, spec.serial + k, changes, cache_dir=cache_dir)
+        assert whole.zone_path is not None and whole.zone_path.exists()
+        assert alone.diff_path.read_bytes() == whole.diff_path.read_bytes()
+        assert (alone.added, alone.deleted) == (whole.added, whole.deleted)
+        # Once the whole set is cached, a diff-only request takes it.
+        again = change_set(spec, spec.serial + k, changes, cache_dir=cache_dir, whole_zone=False)
+        assert again.zone_path == whole.zone_path
+
+
 def test_change_set_bad_input(cache_dir: Path) -> None:
     with pytest.raises(UserInputError) as err:
         change_set(ZoneSpec("tld", 100, "cz."), 1, 2, cache_dir=cache_dir)
