@@ -13,6 +13,7 @@ calls (ControlMaster in the run's control folder, closed with Ansible's at teard
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from harness.core.errors import EnvironmentProblem
 from harness.inventory import InventoryHost
 
 SYNC_TIMEOUT = 1800.0
+UNIX_PATH_MAX = 107  # a unix socket's path, in bytes (sun_path without its NUL)
+SSH_TEMP_SUFFIX = 17  # ssh makes a master's socket as its ControlPath + "." + 16 characters
 
 
 def rsync_argv(
@@ -32,8 +35,7 @@ def rsync_argv(
     """rsync of the folder `source` (its symlinks followed) into `dest` on the host, with
     the inventory's ssh (pure)."""
     ssh = host.ssh
-    shell = [*ssh.ssh(), "-o", "ControlMaster=auto", "-o", f"ControlPath={control}/r-%C",
-             "-o", "ControlPersist=120"]  # fmt: skip
+    shell = [*ssh.ssh(), *_shared(control, f"{ssh.user}@{ssh.host}:{ssh.port}")]
     argv = ["rsync", "--recursive", "--copy-links", "--times", "--chmod=D700,F644", "--mkpath",
             "--stats", "-e", shlex.join(shell)]  # fmt: skip
     argv += [f"--copy-dest={folder}" for folder in basis]
@@ -41,6 +43,16 @@ def rsync_argv(
         argv.append(f"--rsync-path=sudo -n -u {ssh.become_user} rsync")
     address = f"[{ssh.host}]" if ":" in ssh.host else ssh.host
     return [*argv, f"{source}/", f"{address}:{dest}/"]
+
+
+def _shared(control: Path, destination: str) -> list[str]:
+    """ssh options that share one connection per host between calls, named by a short hash
+    of the destination (ssh's %C is 40 characters: a run id of 19 made the socket's path
+    too long); none where even that does not fit: a connection per call still works."""
+    socket = f"{control}/r-{hashlib.sha256(destination.encode()).hexdigest()[:12]}"
+    if len(socket) + SSH_TEMP_SUFFIX > UNIX_PATH_MAX:
+        return ["-o", "ControlMaster=no"]
+    return ["-o", "ControlMaster=auto", "-o", f"ControlPath={socket}", "-o", "ControlPersist=120"]
 
 
 def sent_bytes(stats: str) -> int | None:
