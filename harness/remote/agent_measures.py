@@ -13,13 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.measure.client_pull import pull_zone
 from harness.measure.cold_start import polling_summary
 from harness.remote.pathwatch import PathWatch
 from harness.xfr import TsigKey, XfrError
-from harness.xfr.kdig import kdig_pull
 from harness.xfr.poll_zones import ZonesTimeout, wait_for_zones
-from harness.xfr.pull import xot_context
-from harness.xfr.verify import verify_copy, verify_many
+from harness.xfr.verify import verify_many
 
 
 def proc_start(pid: int) -> int | None:
@@ -93,24 +92,16 @@ class Measures:
         method: str,
         address: str,
         zone: str,
-        port: int,
         tsig: dict[str, str] | None,
         tls_ca: str | None,
-        tls_hostname: str | None,
         timeout: float,
     ) -> dict[str, Any]:
         """A client on this host pulls `zone` from `address` (AXFR), with the harness's own
         reader or kdig, as the netns backend's pull does; times are this host's."""
-        options: dict[str, Any] = {"port": port, "netns": None, "timeout": timeout,
-                                   "tsig": TsigKey(**tsig) if tsig else None,
-                                   "tls_hostname": tls_hostname}  # fmt: skip
-        if method == "own":
-            tls = xot_context(tls_ca) if tls_ca else None
-            result = verify_copy(address, zone, concurrent=False, tls=tls, **options)
-        else:
-            ca = Path(tls_ca) if tls_ca else None
-            result = kdig_pull(address, zone, xfr="axfr", tls_ca=ca, digest="rrsum", **options)
-        return result.to_dict()
+        key = TsigKey(**tsig) if tsig else None
+        ca = Path(tls_ca) if tls_ca else None
+        return pull_zone(method, zone, address, None, tls_ca=ca, tsig=key,
+                         timeout=timeout).to_dict()  # fmt: skip
 
     # --- the real path -----------------------------------------------------------------------
 

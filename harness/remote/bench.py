@@ -18,6 +18,7 @@ from typing import Any
 
 from harness import zonegen
 from harness.core.errors import ToolFailed
+from harness.measure.client_pull import pulled
 from harness.measure.copies import read_back
 from harness.measure.live import Switched
 from harness.measure.processes import CaseFailed
@@ -468,30 +469,14 @@ class RemoteCase(Observing, ColdStarting):
     def pull(self, method: str, host: str) -> Pulled:
         """A client on `host` (a secondary's) pulls the first zone from the primary across
         the real path, through that host's agent."""
-        reference = self._reference(self.first_zone)
         tls = self._tls(host) if self.plan.tls else None
         tsig = self.tsig if self.plan.tsig_algorithm else None
         data = self.fleet.channel(host).call(
             "pull", wait=self.plan.timeout + 30, method=method,
-            address=self.address(self.plan.primary.name), zone=self.first_zone,
-            port=853 if tls else 53, tsig=_key(tsig), tls_ca=tls["ca_cert"] if tls else None,
-            tls_hostname=tls["hostname"] if tls else None, timeout=self.plan.timeout,
+            address=self.address(self.plan.primary.name), zone=self.first_zone, tsig=_key(tsig),
+            tls_ca=tls["ca_cert"] if tls else None, timeout=self.plan.timeout,
         )  # fmt: skip
         result = PullResult(**data)
-        seen = (("connect", result.connect_s), ("tls", result.tls_s),
-                ("first_byte", result.first_byte_s))  # fmt: skip
-        phases = {name: at for name, at in seen if at is not None}
-        started = result.started_at
-        return Pulled(
-            ok=result.ok,
-            error=result.error,
-            serial=result.serial or 0,
-            records=result.records,
-            bytes=result.bytes,
-            messages=result.messages,
-            duration_s=result.duration_s,
-            # the client's host clock, put on the controller's
-            started_at=started - self.fleet.clock(host).offset_s if started else self.wall(),
-            phases=phases,
-            digest_matches=result.ok and check_copy(reference, result) is None,
-        )
+        started = result.started_at  # the client's host clock, put on the controller's
+        at = started - self.fleet.clock(host).offset_s if started else self.wall()
+        return pulled(result, self._reference(self.first_zone), at)
