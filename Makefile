@@ -107,6 +107,7 @@ bench: setup
 	$(PYTHON) bench/transfers --quick
 	$(PYTHON) bench/scale --only tld --records 1000000 --repeats 2
 	$(PYTHON) bench/fleet --only hosts --sizes 1,16
+	$(PYTHON) bench/overhead --only quick,transports,fanout
 
 clean:
 	@if [ -x $(XFRBENCH) ]; then $(XFRBENCH) clean || true; fi

@@ -26,7 +26,7 @@ def judged(reference: ZoneSum, copy: PullResult, serial: int) -> Verification:
     if not copy.ok:
         return Verification(False, f"could not read the secondary's copy: {copy.error}", None)
     problem = check_copy(reference, copy, serial)
-    return Verification(problem is None, problem, copy.records)
+    return Verification(problem is None, problem, copy.records, read_s=copy.duration_s)
 
 
 def between_versions(copy: PullResult, serial: int) -> bool:
@@ -48,4 +48,8 @@ def read_back(
         return judged(reference, first, serial)
     pause(REREAD_AFTER_S)
     second = judged(reference, read(), serial)
-    return dataclasses.replace(second, reread=judged(reference, first, serial).problem)
+    # Both copies were a transfer out of the secondary that the harness waited for.
+    read_s = None if second.read_s is None else second.read_s + (first.duration_s or 0.0)
+    return dataclasses.replace(
+        second, reread=judged(reference, first, serial).problem, read_s=read_s
+    )

@@ -42,10 +42,10 @@ from harness.measure.protocol import (
     Emit,
     PublishFailed,
     _failed,
-    _names,
     _notified,
     _trigger,
     _Triggered,
+    secondary_names,
 )
 from harness.measure.records import Observed, RecordContext, transfer_record
 from harness.spec import FaultSpec, fault_targets
@@ -155,7 +155,7 @@ def _until_fault(
     served: dict[str, float],
 ) -> FaultAct:
     """Wait (watching the secondaries) for the fault's moment and begin it."""
-    plan, zone, hosts = bench.plan, bench.first_zone, _names(bench.plan)
+    plan, zone, hosts = bench.plan, bench.first_zone, secondary_names(bench.plan)
     deadline = trigger_at + plan.timeout
     if fault.after_bytes is None:
         moment = trigger_at + fault.start_at
@@ -198,7 +198,7 @@ def fault_repeat(
     plan = ctx.plan
     fault = plan.fault
     assert fault is not None, "a faulted repeat needs a case with a fault"
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     targets = [h for h in fault_targets(fault, plan.case.scenario.sites) if h in hosts]
     spent = bench.spent
     with spent.phase("settle"):

@@ -150,9 +150,9 @@ def restart(testbed: Testbed, running: RunningServer) -> None:
     spawn(testbed, running, render=False)
 
 
-def stop(testbed: Testbed, running: RunningServer) -> None:
+def stop(testbed: Testbed, running: RunningServer, *, signalled: bool = False) -> None:
     if running.proc is not None:
-        testbed.stop(running.proc)
+        testbed.stop(running.proc, signalled=signalled)
         running.proc = None
     running.server.remove_control_socket()
 
@@ -175,6 +175,17 @@ def kill(testbed: Testbed, running: RunningServer) -> list[int]:
         time.sleep(0.01)  # the children die after their parent
     stop(testbed, running)
     return sorted(set([proc.pid, *pids]))
+
+
+def stop_all(testbed: Testbed, servers: list[RunningServer]) -> None:
+    """Stop several servers together: all are told to stop first, then each is waited for
+    (a server holding 14 M records takes seconds to exit; one after the other, they add up)."""
+    for running in servers:
+        if running.proc is not None and running.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                running.proc.terminate()
+    for running in servers:
+        stop(testbed, running, signalled=True)
 
 
 def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:

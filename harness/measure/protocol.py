@@ -28,21 +28,19 @@ outlier of start-up rather than of transfer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from harness.core.terms import Method
 from harness.link.bounds import with_advertised_window
+from harness.measure.evidence import evidence_of
+from harness.measure.logged import ColdStartLog, Logged
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
-from harness.measure.transport_seen import TransportSeen
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
 from harness.results.model import Failure, TransferRecord
 from harness.xfr import XfrTimeout
 from harness.xfr.served_times import (
-    error_summary,
-    served_curve,
-    served_distribution,
     served_error,
 )
 
@@ -78,54 +76,15 @@ class Verification:
     problem: str | None
     records: int | None  # the copy's record count; None when it could not be read
     reread: str | None = None  # the first read's problem, when the copy was read twice
+    # Seconds the server took to send its copy (connect to last message; both reads when
+    # it was read twice): the part of the verification that is a transfer out of the
+    # secondary, not the harness's digest.
+    read_s: float | None = None
 
     @property
     def failure(self) -> Failure:
         """A copy the harness could not read is its own failure, not the transfer's."""
         return "harness" if self.records is None else "verification"
-
-
-@dataclass(frozen=True)
-class Logged:
-    """A transfer as the servers logged it (sizes where they say them)."""
-
-    secondary: dict[str, Any] = field(default_factory=dict)
-    primary: dict[str, Any] = field(default_factory=dict)
-    failures: dict[str, Any] = field(default_factory=dict)  # the secondary's, this repeat
-    # The primary's refusals for want of a slot so far in this repeat, to any secondary
-    # (servers/refusals.py RefusalCount.to_json(); refusals None: not logged).
-    refusals: dict[str, Any] = field(default_factory=dict)
-
-    def sizes(self, copy_records: int | None, full_zone: bool) -> tuple[int | None, ...]:
-        """Bytes, messages and records, from whichever server logged them; None where neither
-        did (Knot logs no record count, NSD 4.6 no sizes at all). An AXFR carries the whole
-        zone, so its record count is the copy's when no log says it."""
-
-        def pick(key: str) -> int | None:
-            for source in (self.secondary, self.primary):
-                if source.get(key) is not None:
-                    return int(source[key])
-            return None
-
-        records = pick("records")
-        if records is None and full_zone:
-            records = copy_records
-        return pick("bytes"), pick("messages"), records
-
-
-@dataclass(frozen=True)
-class ColdStartLog:
-    transfers: int  # incoming transfers the secondary logged
-    # Their sizes summed; None when its log does not say them (NSD 4.6, PowerDNS).
-    bytes: int | None
-    messages: int | None
-    # Failed attempts by category in its own wording, and the first one's time since it
-    # started (harness.servers.failures.FailureCounts.to_json()).
-    failures: dict[str, Any]
-    # When its log says the last incoming transfer ended, seconds since it was started,
-    # and the resolution of its stamps (Knot: 1 s): the servers' own view of the duration.
-    last_transfer_s: float | None = None
-    stamp_resolution_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +199,7 @@ class Bench(Protocol):
     def pull(self, method: str, host: str) -> Pulled: ...
 
 
-def _names(plan: CasePlan) -> list[str]:
+def secondary_names(plan: CasePlan) -> list[str]:
     return [host.name for host in plan.secondaries]
 
 
@@ -252,7 +211,7 @@ def prepare_updates(bench: Bench) -> int:
     """Start the secondaries, wait for their first copy, and run one unrecorded warm-up
     update; returns the serial the warm-up published (the next repeat publishes +1)."""
     plan = bench.plan
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     with bench.spent.phase("first_copies"):
         bench.prepare_secondaries()
         bench.start_secondaries()
@@ -272,7 +231,7 @@ def unrecorded_update(bench: Bench, serial: int, what: str) -> tuple[Publication
     and wait for every secondary, measuring nothing; returns the publication and when each
     secondary served it. PublishFailed when the primary serves something else."""
     plan = bench.plan
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     published = bench.publish(serial)
     if plan.trigger == "retransfer":
         for host in hosts:
@@ -291,7 +250,7 @@ def update_repeat(
     `serial`, trigger, wait for every secondary, verify, record. `extra` goes into every
     record (the repeat's place in the schedule)."""
     plan = ctx.plan
-    zone, hosts = bench.first_zone, _names(plan)
+    zone, hosts = bench.first_zone, secondary_names(plan)
     spent = bench.spent
     with spent.phase("settle") as settle:
         bench.between_repeats()
@@ -351,16 +310,17 @@ def update_repeat(
             # now, not until it served: the watch stamps a packet when it reads it, which can
             # be after a 1 ms transfer was served.
             ports = bench.connect_ports(host, triggered.issued)
-        used = TransportSeen.of(ports, logged.primary, logged.secondary)
-        # A secondary that kept its old transport after a switch transfers fine: the harness's
-        # error, never a result of the transport the case names.
-        wrong = used.contradiction(plan.transport)
+        # A secondary that kept its old transport after a switch transfers fine, and one that
+        # asks IXFR in an AXFR case too: the harness's error, never a result of the case.
+        evidence = evidence_of(ports, logged, plan.transport, plan.xfr)
+        wrong = evidence.wrong
         wall = {
             "settle_s": settle.seconds,
             "publish_s": publish.seconds,
             "transfer_s": transfer.seconds,
             "verify_s": verify.seconds,
             "check_primary_s": checked.seconds,
+            **({"verify_read_s": check.read_s} if check.read_s is not None else {}),
             "observe_s": watch.seconds + watched.seconds + observe.seconds + observe_logs.seconds,
         }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
@@ -375,7 +335,7 @@ def update_repeat(
             duration_s=duration,
             started_at=started_at,
             ok=check.ok and wrong is None,
-            error=f"not over {plan.transport}: {wrong}" if wrong else check.problem,
+            error=wrong or check.problem,
             verified=check.ok,
             failure="harness" if wrong else None if check.ok else check.failure,
             records=records,
@@ -388,7 +348,7 @@ def update_repeat(
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
                 **({"verify_reread": check.reread} if check.reread else {}),
-                "transport_seen": used.to_json(),
+                **evidence.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
             }
             | facts
@@ -440,7 +400,7 @@ def _no_notify_text(timeout: float, host: str, serial: int) -> str:
 def _trigger(bench: Bench, serial: int, zone: str) -> _Triggered:
     """Publish `serial` and trigger the transfers."""
     plan = bench.plan
-    hosts = _names(plan)
+    hosts = secondary_names(plan)
     try:
         published = bench.publish(serial)
     except XfrTimeout as exc:
@@ -485,104 +445,6 @@ def _failed(
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 
-def cold_start_repeat(
-    bench: Bench, ctx: RecordContext, repeat: int, emit: Emit, extra: dict[str, Any]
-) -> None:
-    """Secondaries with every zone configured and none on disk, started from nothing."""
-    plan = ctx.plan
-    hosts = _names(plan)
-    serial, origins = bench.base_serial, bench.zones
-    label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
-    spent = bench.spent
-    with spent.phase("settle") as settle:
-        bench.between_repeats()
-    with spent.phase("testbed") as prepare:
-        bench.prepare_secondaries()
-    started_at = bench.wall()
-    with spent.phase("cold_start") as cold:
-        t0 = bench.clock()
-        bench.start_secondaries()
-        bench.mark("transfer-start", repeat)
-        served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
-        bench.mark("transfer-end", repeat)
-    for host in hosts:
-        if host not in served:
-            # Timed out: what the secondary logged (the cliff's failures, their first time)
-            # and how many zones it served are the evidence of why; keep them.
-            with spent.phase("observe"):
-                log = bench.cold_start_log(host)
-                polling = bench.cold_start_polling(host)
-            observed = failure(serial, errors[host], started_at, kind="timeout")
-            observed.server_logged = _cold_start_logged(log)
-            observed.extra = {"zones": len(origins), "polling": polling} | extra
-            emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
-            continue
-        times = sorted(served[host].values())
-        duration = times[-1] - t0
-        unserved = bench.zones_last_unserved(host)
-        late = {z: served_error(at, unserved.get(z), t0) for z, at in served[host].items()}
-        last = max(served[host], key=served[host].__getitem__)
-        problems, records = [], 0
-        with spent.phase("verify") as verify:
-            checks = bench.verify_zones(host, origins, serial)
-        for origin, check in checks.items():
-            records += check.records or 0
-            if not check.ok:
-                problems.append(f"{origin}: {check.problem}")
-        with spent.phase("observe") as observe:
-            log = bench.cold_start_log(host)
-            polling = bench.cold_start_polling(host)
-        wall = {
-            "settle_s": settle.seconds,
-            "prepare_s": prepare.seconds,
-            "cold_start_s": cold.seconds,
-            "verify_s": verify.seconds,
-            "observe_s": observe.seconds,
-        }
-        observed = Observed(
-            serial=serial,
-            duration_s=duration,
-            started_at=started_at,
-            ok=not problems,
-            error="; ".join(problems[:5]) or None,
-            verified=not problems,
-            failure=None if not problems else "verification",
-            records=records,
-            bytes=log.bytes,
-            messages=log.messages,
-            phases=zones_served_phases(times, t0) | {"served": duration},
-            duration_error_s=round(late[last], 6),
-            server_logged=_cold_start_logged(log),
-            extra={
-                "zones": len(origins),
-                "served_curve": served_curve(times, t0),
-                "served_error_s": error_summary(late.values()),
-                "polling": polling,
-                "wall": {k: round(v, 4) for k, v in wall.items()},
-            }
-            | extra,
-        )
-        emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
-    with spent.phase("teardown"):
-        bench.stop_secondaries()
-
-
-def _cold_start_logged(log: ColdStartLog) -> dict[str, Any]:
-    return {
-        "secondary_transfers": log.transfers,
-        "secondary_failures": log.failures,
-        "secondary_last_transfer_s": log.last_transfer_s,
-        "stamp_resolution_s": log.stamp_resolution_s,
-    }
-
-
-def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:
-    """When the first zone, the median zone and the 95th-percentile zone were served,
-    seconds since the start (nearest rank: each is the time a real zone was served)."""
-    dist = served_distribution(times, t0)
-    return {f"zones_{key}": value for key, value in dist.items() if key != "last"}
-
-
 def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> None:
     """Pulls from the primary by a client on the first secondary's host, across its link:
     one per method the case asks for."""
@@ -622,18 +484,3 @@ def client_pulls(bench: Bench, ctx: RecordContext, repeat: int, emit: Emit) -> N
             ctx, host=host, repeat=repeat, zone=bench.first_zone, observed=observed, method=name
         )
         emit(record)
-
-
-def run_flows(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
-    """One case alone, its repeats in a row: its trigger's flow, each repeat followed by
-    the client pulls it asks for (the schedule of harness/run/campaign.py interleaves
-    cases the same way, one repeat at a time)."""
-    plan = ctx.plan
-    serial = None if plan.cold_start else prepare_updates(bench)
-    for repeat in range(1, plan.repeats + 1):
-        if serial is None:
-            cold_start_repeat(bench, ctx, repeat, emit, {})
-        else:
-            serial += 1
-            update_repeat(bench, ctx, repeat, serial, emit, {})
-        client_pulls(bench, ctx, repeat, emit)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.link import linkem
@@ -106,11 +107,29 @@ class TransferObserver:
     def begin(self) -> None:
         self._before = self.testbed.link_counters()
         primary = self.testbed.primary
+        since = time.monotonic()
         for name in self._watched:
             host = self.testbed.hosts[name]
             with contextlib.suppress(SockDiagRefused):
-                watch = ConnectionWatch((primary.address, self.port), netns=host.netns)
+                watch = ConnectionWatch(
+                    (primary.address, self.port),
+                    netns=host.netns,
+                    candidates=self._connects(host.address, since),
+                )
                 self._watches[name] = self._stack.enter_context(watch)
+
+    def _connects(self, address: str, since: float) -> Callable[[], list[tuple[str, int]]] | None:
+        """The connections `address` opened to the primary since `since`, as its wire watch
+        saw their SYNs: the TCP watch looks them up instead of walking the kernel's table.
+        None without a wire watch (the TCP watch then dumps, filtered in the kernel)."""
+        wire = self.wire
+        if wire is None:
+            return None
+        return lambda: [
+            (address, e.port)
+            for e in wire.events(address, since)
+            if e.kind == "connect" and e.port is not None
+        ]
 
     def finish(self) -> None:
         """Every transfer ended: stop the TCP watches (before verification, which costs CPU

@@ -25,6 +25,11 @@ user/system split only per tick. v2's cpu.stat scales the tick split to the exac
 on v1 `adjust_cputime` does the same with cpuacct.usage (cpuacct.stat alone moves in 10 ms
 steps).
 
+CPU sets (harness.observe.cpuset decides them): where the host has cores enough, a server's
+group is also a cpuset group holding it to the servers' CPUs (v2: the cpuset controller
+enabled in both subtree_controls; v1: the cpuset hierarchy, whose groups need cpuset.cpus
+and cpuset.mems written, parents first, before a process may join).
+
 A server joins its groups before it execs (`attach_argv`), so the children it forks (NSD)
 are counted too. Groups are created at the hierarchy's root, beside the host's own, not
 inside the driver's group: v2 forbids processes in a group whose controllers are delegated
@@ -71,6 +76,7 @@ class Layout:
     cpu_root: str | None  # hierarchy root holding cpu figures (v2: the only root)
     memory_root: str | None
     reason: str  # one line for doctor / run.json
+    cpuset_root: str | None = None  # where cpuset groups go (None: no cpuset controller)
 
     @property
     def roots(self) -> list[str]:
@@ -114,15 +120,18 @@ def choose_layout(mounts: list[Mount], v2_controllers: dict[str, str]) -> Layout
             offered = v2_controllers.get(mount.mountpoint, "").split()
             if "memory" in offered:
                 root = mount.mountpoint
-                return Layout("v2", root, root, f"cgroup v2 at {root} offers memory")
+                cpuset = root if "cpuset" in offered else None
+                return Layout("v2", root, root, f"cgroup v2 at {root} offers memory", cpuset)
     cpu = next((m for m in mounts if m.fstype == "cgroup" and "cpuacct" in m.options), None)
     memory = next((m for m in mounts if m.fstype == "cgroup" and "memory" in m.options), None)
+    cpuset = next((m for m in mounts if m.fstype == "cgroup" and "cpuset" in m.options), None)
     if cpu and memory:
         return Layout(
             "v1",
             cpu.mountpoint,
             memory.mountpoint,
             f"cgroup v1 cpuacct at {cpu.mountpoint}, memory at {memory.mountpoint}",
+            cpuset.mountpoint if cpuset else None,
         )
     return Layout("proc", None, None, "no cgroup hierarchy offers both cpu and memory figures")
 
@@ -195,12 +204,18 @@ def anon_bytes(memory_stat: dict[str, int]) -> int:
     raise ValueError("memory.stat has none of anon, total_rss, rss")
 
 
-def cgroup_dirs(name: str, layout: Layout) -> list[str]:
-    """Every directory `Cgroup.create(name, layout)` makes, parents first (for a registry
-    entry written before they exist)."""
+def _roots(layout: Layout, cpuset: bool) -> list[str]:
+    """The hierarchies a group is made in: cpu and memory, and cpuset when asked for."""
+    extra = [layout.cpuset_root] if cpuset and layout.cpuset_root else []
+    return list(dict.fromkeys([*layout.roots, *extra]))
+
+
+def cgroup_dirs(name: str, layout: Layout, cpuset: bool = False) -> list[str]:
+    """Every directory `Cgroup.create(name, layout, cpus)` makes (`cpuset`: cpus given),
+    parents first (for a registry entry written before they exist)."""
     _check_name(name)
     out = []
-    for root in layout.roots:
+    for root in _roots(layout, cpuset):
         out += [os.path.join(root, PARENT), os.path.join(root, PARENT, name)]
     return out
 
@@ -244,28 +259,64 @@ def detect() -> Layout:
     return layout
 
 
-def _enable_memory(directory: str) -> None:
+def _enable(directory: str, controller: str) -> None:
     control = os.path.join(directory, "cgroup.subtree_control")
-    if "memory" not in Path(control).read_text().split():
-        Path(control).write_text("+memory")
+    if controller not in Path(control).read_text().split():
+        Path(control).write_text(f"+{controller}")
+
+
+def _inherited(directory: str, name: str) -> str:
+    """A cpuset file's value, or its nearest ancestor's where it is empty (a v1 group is
+    made with empty cpuset.cpus and cpuset.mems)."""
+    while True:
+        text = (_read_optional(directory, name) or "").strip()
+        parent = os.path.dirname(directory)
+        if text or parent == directory:
+            return text
+        directory = parent
+
+
+def configure_cpuset(kind: str, parent: str, child: str, cpus: str) -> None:
+    """Hold the group `child` (under `parent`, both made) to `cpus`. v1: a group may take a
+    process only once its cpuset.cpus and cpuset.mems are set, its parent's first (the
+    parent gets its own parent's, so that it holds every child's CPUs); v2: the controller
+    is enabled above the group and only its cpuset.cpus is written (mems are inherited)."""
+    if kind == "v2":
+        _enable(os.path.dirname(parent), "cpuset")
+        _enable(parent, "cpuset")
+        Path(child, "cpuset.cpus").write_text(cpus)
+        return
+    for directory in (parent, child):
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if not (_read_optional(directory, name) or "").strip():
+                value = _inherited(os.path.dirname(directory), name)
+                Path(directory, name).write_text(value)
+    Path(child, "cpuset.cpus").write_text(cpus)
 
 
 class Cgroup:
     """One server's groups (one per hierarchy the layout uses)."""
 
-    def __init__(self, name: str, layout: Layout, paths: list[str]) -> None:
+    def __init__(
+        self, name: str, layout: Layout, paths: list[str], cpus: str | None = None
+    ) -> None:
         self.name = name
         self.layout = layout
         self.paths = paths  # every directory created (parents included), for teardown
+        self.cpus = cpus  # the CPUs its cpuset group holds it to (None: not held)
         self._split: tuple[float, float] = (0.0, 0.0)  # v1: the last (user, system) read
 
     @classmethod
-    def create(cls, name: str, layout: Layout | None = None) -> Cgroup:
-        """Make <root>/xfrbench/<name> in each hierarchy; an existing group is reused."""
+    def create(cls, name: str, layout: Layout | None = None, cpus: str | None = None) -> Cgroup:
+        """Make <root>/xfrbench/<name> in each hierarchy; an existing group is reused.
+        `cpus` (a cpuset list, "1-3"): also hold it to those CPUs (the layout must offer a
+        cpuset controller)."""
         layout = layout or detect()
         if layout.kind == "proc":
             raise EnvironmentProblem(f"no cgroup to create {name!r} in: {layout.reason}")
-        dirs = cgroup_dirs(name, layout)
+        if cpus is not None and layout.cpuset_root is None:
+            raise EnvironmentProblem(f"no cpuset controller to hold {name!r} to CPUs {cpus}")
+        dirs = cgroup_dirs(name, layout, cpuset=cpus is not None)
         made: list[str] = []
         try:
             for parent, child in zip(dirs[::2], dirs[1::2], strict=True):
@@ -274,21 +325,23 @@ class Cgroup:
                     try:
                         os.makedirs(parent, exist_ok=True)
                         if layout.kind == "v2":
-                            _enable_memory(os.path.dirname(parent))
-                            _enable_memory(parent)
+                            _enable(os.path.dirname(parent), "memory")
+                            _enable(parent, "memory")
                         os.makedirs(child, exist_ok=True)
                         break
                     except FileNotFoundError:
                         if attempt == 4:
                             raise
                 made += [parent, child]
+                if cpus is not None and os.path.dirname(parent) == layout.cpuset_root:
+                    configure_cpuset(layout.kind, parent, child, cpus)
         except OSError as exc:
             remove(made)
             raise EnvironmentProblem(
                 f"cannot create cgroup {name!r} ({layout.reason}): {exc}; run as root, "
                 "or on a host whose cgroups the driver may write"
             ) from exc
-        return cls(name, layout, made)
+        return cls(name, layout, made, cpus)
 
     def _dir(self, root: str | None) -> str:
         assert root is not None
@@ -296,7 +349,8 @@ class Cgroup:
 
     @property
     def procs_files(self) -> list[str]:
-        return [os.path.join(self._dir(root), "cgroup.procs") for root in self.layout.roots]
+        roots = _roots(self.layout, self.cpus is not None)
+        return [os.path.join(self._dir(root), "cgroup.procs") for root in roots]
 
     def pids(self) -> list[int]:
         pids: set[int] = set()

@@ -27,6 +27,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness.core.errors import EnvironmentProblem
@@ -41,6 +42,7 @@ from harness.observe.sockdiag_wire import (
     exact_request,
     is_done,
     parse_sockets,
+    remote_filter,
     request,
     summarise,
 )
@@ -112,13 +114,18 @@ _TIMEOUT = 5.0  # seconds; a dump of 30 k sockets takes milliseconds
 
 
 def dump(
-    sock: socket.socket, family: int | None = None, states: int = ALL_STATES, ext: int = 0
+    sock: socket.socket,
+    family: int | None = None,
+    states: int = ALL_STATES,
+    ext: int = 0,
+    bytecode: bytes = b"",
 ) -> list[bytes]:
     """The raw recv() chunks of one dump on ``sock`` (pure parsers take it from here);
-    ``family`` None: both families in one walk (see ``request``)."""
+    ``family`` None: both families in one walk (see ``request``); ``bytecode`` a kernel
+    filter (``remote_filter``)."""
     try:
         sock.settimeout(_TIMEOUT)
-        sock.send(request(family, states, ext))
+        sock.send(request(family, states, ext, bytecode=bytecode))
         chunks = []
         while True:
             chunk = sock.recv(_RECV)
@@ -183,17 +190,31 @@ def tcp_connections(
 # --- watching one transfer's connection ------------------------------------------------------
 
 
+NO_COOKIE = (1 << 64) - 1  # INET_DIAG_NOCOOKIE in both words: a lookup by the ends alone
+CANDIDATE_PATIENCE = 1.0  # seconds a connection announced but not found is looked for
+
+
 class ConnectionWatch:
     """Samples tcp_info of the connections to ``peer`` (address, port or None) in a
     namespace every ``interval`` seconds, in a thread, while the ``with`` body runs.
 
-    Known connections are looked up by key (a hash lookup in the kernel); a dump of the
-    namespace's connected sockets finds new ones every ``discover`` seconds (a dump walks
-    the kernel's whole TCP hash table, some milliseconds). ``local_port`` narrows the
-    match (the primary's side of a transfer: local port 53, peer the secondary's address).
-    While no connection is known it dumps every ``interval``, so that a transfer's first
-    moments are seen. ``peaks()`` is the reduction for a transfer record (constant memory);
-    ``error`` says why sampling stopped, if it did.
+    Known connections are looked up by key (a hash lookup in the kernel, no walk). New
+    ones are found one of two ways:
+
+    - ``candidates`` given: a callable returning the local (address, port) of connections
+      opened towards the peer since the watch began, as the primary's wire watch sees their
+      SYNs (harness.xfr.wire_watch, kernel-filtered). Each is looked up by its ends; no
+      dump at all. A dump walks the kernel's whole TCP hash table, shared by every
+      namespace (some 16 ms here), so a fleet's watchers dumping every 20 ms while their
+      secondaries waited for a transfer slot cost the driver most of a core.
+    - otherwise a dump of the namespace's connected sockets every ``discover`` seconds
+      (every ``interval`` while none is known, so that a transfer's first moments are
+      seen), filtered in the kernel to the peer (``remote_filter``): only its sockets are
+      copied to us.
+
+    ``local_port`` narrows the match (the primary's side of a transfer: local port 53,
+    peer the secondary's address). ``peaks()`` is the reduction for a transfer record
+    (constant memory); ``error`` says why sampling stopped, if it did.
     """
 
     def __init__(
@@ -205,6 +226,7 @@ class ConnectionWatch:
         local_port: int | None = None,
         interval: float = 0.02,
         discover: float = 0.2,
+        candidates: Callable[[], Iterable[tuple[str, int]]] | None = None,
     ) -> None:
         if interval <= 0 or discover < interval:
             raise ValueError(f"need 0 < interval <= discover (got {interval}, {discover})")
@@ -212,8 +234,11 @@ class ConnectionWatch:
         self.local_port = local_port
         self.interval = interval
         self.discover = discover
+        self.candidates = candidates
         self.tracker = Peaks()
         self.error: str | None = None
+        self.dumps = 0  # table walks made (the cost the candidates avoid)
+        self._filter = remote_filter(peer[0], peer[1])
         self._sock = socket_for(netns, pid)  # here, so a refusal raises in the caller
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="xfrbench-tcpinfo", daemon=True)
@@ -239,28 +264,61 @@ class ConnectionWatch:
         return same_address(conn.dst, address)
 
     def _run(self) -> None:
-        known: dict[SocketKey, None] = {}
-        next_dump = 0.0
         try:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if now >= next_dump or not known:
-                    found = connections_to(
-                        parse_sockets(dump(self._sock, None, CONNECTED_STATES, INFO_EXT)), None
-                    )
-                    fresh = [c for c in found if self._matches(c)]
-                    known = {c.key: None for c in fresh if c.key is not None}
-                    for conn in fresh:
-                        self.tracker.add(conn)
-                    next_dump = now + self.discover
-                else:
-                    for key in list(known):
-                        sock = lookup(self._sock, key)
-                        if sock is None or sock.state == TCP_TIME_WAIT:
-                            del known[key]
-                            continue
-                        for conn in connections_to([sock], None):
-                            self.tracker.add(conn)
-                self._stop.wait(self.interval)
+            if self.candidates is None:
+                self._run_dumps()
+            else:
+                self._run_candidates(self.candidates)
         except SockDiagRefused as exc:  # reported, never raised into a run
             self.error = str(exc)
+
+    def _add(self, sockets: Iterable[DiagSocket]) -> dict[SocketKey, None]:
+        """Track the matching connections; returns their keys."""
+        found = [c for c in connections_to(sockets, None) if self._matches(c)]
+        for conn in found:
+            self.tracker.add(conn)
+        return {c.key: None for c in found if c.key is not None}
+
+    def _follow(self, known: dict[SocketKey, None]) -> None:
+        for key in list(known):
+            sock = lookup(self._sock, key)
+            if sock is None or sock.state == TCP_TIME_WAIT:
+                del known[key]
+                continue
+            self._add([sock])
+
+    def _run_dumps(self) -> None:
+        known: dict[SocketKey, None] = {}
+        next_dump = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_dump or not known:
+                chunks = dump(self._sock, None, CONNECTED_STATES, INFO_EXT, self._filter)
+                self.dumps += 1
+                known = self._add(parse_sockets(chunks))
+                next_dump = now + self.discover
+            else:
+                self._follow(known)
+            self._stop.wait(self.interval)
+
+    def _run_candidates(self, candidates: Callable[[], Iterable[tuple[str, int]]]) -> None:
+        address, port = self.peer
+        known: dict[SocketKey, None] = {}
+        looking: dict[tuple[str, int], float] = {}  # announced, not found yet: since when
+        done: set[tuple[str, int]] = set()
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for local in candidates():
+                if local not in done and local not in looking:
+                    looking[local] = now
+            for local, since in list(looking.items()):
+                key = SocketKey(family, local[0], local[1], address, port or 0, NO_COOKIE)
+                sock = lookup(self._sock, key)
+                if sock is not None and sock.state != TCP_TIME_WAIT:
+                    known.update(self._add([sock]))
+                if sock is not None or now - since > CANDIDATE_PATIENCE:
+                    del looking[local]
+                    done.add(local)
+            self._follow(known)
+            self._stop.wait(self.interval)

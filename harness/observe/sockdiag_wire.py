@@ -48,6 +48,12 @@ TCP_LISTEN = 10
 ALL_STATES = 0xFFFFFFFF
 CONNECTED_STATES = sum(1 << s for s in (1, 2, 3, 4, 5, 8, 9, 11))  # not TW, CLOSE, LISTEN
 
+# Request attributes and the bytecode a dump may carry (include/uapi/linux/inet_diag.h).
+INET_DIAG_REQ_BYTECODE = 1
+INET_DIAG_BC_D_COND = 8  # the remote end: family, prefix, port (-1: any), address
+_BC_OP = struct.Struct("=BBH")  # code, yes, no: jumps in bytes from this op's start
+_HOSTCOND = struct.Struct("=BB2xi")  # family, prefix_len, (pad), port; then the address
+
 NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
 # inet_diag_req_v2: family, protocol, ext, pad, states; then inet_diag_sockid: sport,
 # dport (network order), src[4], dst[4] (network order), if, cookie[2] (host order).
@@ -72,9 +78,17 @@ class SockDiagError(Exception):
 # --- requests ------------------------------------------------------------------------------
 
 
-def request(family: int | None, states: int = ALL_STATES, ext: int = 0, seq: int = 1) -> bytes:
+def request(
+    family: int | None,
+    states: int = ALL_STATES,
+    ext: int = 0,
+    seq: int = 1,
+    bytecode: bytes = b"",
+) -> bytes:
     """A dump request for the TCP sockets in the ``states`` bitmask (bit S for state S),
-    with the attributes of ``ext`` (bit A-1 for attribute A).
+    with the attributes of ``ext`` (bit A-1 for attribute A). ``bytecode`` (see
+    ``remote_filter``) makes the kernel skip every other socket: they are neither copied
+    nor parsed.
 
     ``family`` None asks both families at once with the original ``inet_diag_req``
     (TCPDIAG_GETSOCK, which the kernel serves as AF_UNSPEC): the kernel walks its TCP hash
@@ -84,11 +98,29 @@ def request(family: int | None, states: int = ALL_STATES, ext: int = 0, seq: int
     """
     flags = NLM_F_REQUEST | NLM_F_DUMP
     sockid = _SOCKID_PORTS.pack(0, 0) + bytes(32) + _SOCKID_TAIL.pack(0, 0, 0)
+    if bytecode:
+        attr_len = _RTATTR.size + len(bytecode)
+        tail = _RTATTR.pack(attr_len, INET_DIAG_REQ_BYTECODE) + bytecode
+        tail += bytes(-attr_len % 4)
+    else:
+        tail = b""
     if family is None:
-        body = _REQ_V1.pack(0, 0, 0, ext) + sockid + struct.pack("=II", states, 0)
+        body = _REQ_V1.pack(0, 0, 0, ext) + sockid + struct.pack("=II", states, 0) + tail
         return NLMSGHDR.pack(HDR_LEN + len(body), TCPDIAG_GETSOCK, flags, seq, 0) + body
-    body = _REQ.pack(family, socket.IPPROTO_TCP, ext, states) + sockid
+    body = _REQ.pack(family, socket.IPPROTO_TCP, ext, states) + sockid + tail
     return NLMSGHDR.pack(HDR_LEN + len(body), SOCK_DIAG_BY_FAMILY, flags, seq, 0) + body
+
+
+def remote_filter(address: str, port: int | None) -> bytes:
+    """inet_diag bytecode keeping only sockets whose remote end is ``address`` (and
+    ``port``, None: any): one INET_DIAG_BC_D_COND op with its hostcond. An IPv4 address
+    also matches IPv4-mapped IPv6 sockets (the kernel's rule). The kernel accepts a socket
+    when the program runs off its end exactly, rejects it when a jump goes 4 bytes past."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    raw = socket.inet_pton(family, address)
+    cond = _HOSTCOND.pack(family, len(raw) * 8, -1 if port is None else port) + raw
+    size = _BC_OP.size + len(cond)
+    return _BC_OP.pack(INET_DIAG_BC_D_COND, size, size + 4) + cond
 
 
 def exact_request(key: SocketKey, ext: int = 0, seq: int = 1) -> bytes:

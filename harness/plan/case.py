@@ -20,6 +20,7 @@ from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_t
 from harness.plan.stream import StreamPlan
 from harness.servers.base import Capabilities, Support
 from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
+from harness.spec.scenario import DEFAULT_COLD_START_POLL
 from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -55,6 +56,8 @@ class CasePlan:
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # least seconds from one transfer's end to the next trigger
+    # A cold start's SOA queries per second to each secondary at most, or "off" (its log)
+    cold_start_poll: int | str = DEFAULT_COLD_START_POLL
     fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
     stream: StreamPlan | None = None  # trigger "stream": its schedule and target
 
@@ -163,6 +166,7 @@ def plan_case(case: Case) -> CasePlan:
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
+        cold_start_poll=scenario.cold_start_poll,
         fault=case.fault,
         stream=stream,
     )
@@ -190,6 +194,25 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
             support = getattr(theirs, as_secondary)
             if not support.ok:
                 return f"secondary {secondary}: {support.reason}"
+    return axfr_problem(plan, servers)
+
+
+def axfr_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]) -> str | None:
+    """Why an AXFR case sharing its primary with IXFR cases (which keeps it providing IXFR)
+    cannot get AXFRs: a secondary that asks IXFR anyway, and a primary that cannot stop
+    providing it (measure/primary_ixfr.py). None when it can."""
+    primary, caps = servers[plan.primary.name]
+    if plan.ixfr or "ixfr" not in plan.case.scenario.xfr or not caps.ixfr_primary.ok:
+        return None
+    if caps.withholds_ixfr_primary.ok:
+        return None
+    for host in plan.secondaries:
+        secondary, theirs = servers[host.name]
+        if not theirs.axfr_only_secondary.ok:
+            return (
+                f"secondary {secondary}: {theirs.axfr_only_secondary.reason}, and primary "
+                f"{primary}: {caps.withholds_ixfr_primary.reason} (AXFR beside IXFR cases)"
+            )
     return None
 
 

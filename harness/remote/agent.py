@@ -54,10 +54,12 @@ def setup_from(data: dict[str, Any]) -> ServerSetup:
     tsig = TsigKey(**data["tsig"]) if data.get("tsig") else None
     known = TsigKey(**data["tsig_known"]) if data.get("tsig_known") else None
     update = TsigKey(**data["update_key"]) if data.get("update_key") else None
-    tls = None
-    if data.get("tls"):
-        t = data["tls"]
-        tls = TlsFiles(Path(t["ca_cert"]), Path(t["cert"]), Path(t["key"]), t["hostname"])
+
+    def tls_files(t: dict[str, str] | None) -> TlsFiles | None:
+        if not t:
+            return None
+        return TlsFiles(Path(t["ca_cert"]), Path(t["cert"]), Path(t["key"]), t["hostname"])
+
     return ServerSetup(
         role=data["role"],
         address=data["address"],
@@ -67,8 +69,10 @@ def setup_from(data: dict[str, Any]) -> ServerSetup:
         tsig=tsig,
         tsig_known=known,
         tsig_only=data.get("tsig_only", True),
-        tls=tls,
+        tls=tls_files(data.get("tls")),
+        tls_known=tls_files(data.get("tls_known")),
         ixfr=data.get("ixfr", True),
+        provide_ixfr=data.get("provide_ixfr", True),
         notify=data.get("notify", True),
         options=dict(data.get("options", {})),
         update_key=update,

@@ -54,7 +54,13 @@ class Measures:
         (folder / "zones").mkdir(parents=True)
 
     def op_wait_zones(
-        self, name: str, address: str, zones: list[str], serial: int, timeout: float
+        self,
+        name: str,
+        address: str,
+        zones: list[str],
+        serial: int,
+        timeout: float,
+        max_rate: float,
     ) -> dict[str, Any]:
         """Every zone of the secondary `name` polled on this host until it serves `serial`
         (xfr/poll_zones.py), while it runs; when each was first served, and how it was
@@ -69,7 +75,8 @@ class Measures:
         error = None
         try:
             seen = wait_for_zones(address, zones, serial, netns=None, timeout=timeout,
-                                  since=time.monotonic(), between_rounds=alive)  # fmt: skip
+                                  since=time.monotonic(), max_rate=max_rate,
+                                  between_rounds=alive)  # fmt: skip
         except ZonesTimeout as exc:
             seen, error = exc.result, str(exc)
         shift = real_minus_mono()

@@ -21,6 +21,8 @@ from harness.core.errors import ToolFailed
 from harness.measure.client_pull import pulled
 from harness.measure.copies import read_back
 from harness.measure.live import Switched
+from harness.measure.logged import transfer_logged
+from harness.measure.primary_ixfr import provides_ixfr
 from harness.measure.processes import CaseFailed
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -38,8 +40,7 @@ from harness.remote.channel import AgentError
 from harness.remote.coldstart import ColdStarting
 from harness.remote.fleet import RemoteFleet
 from harness.remote.observing import Observing
-from harness.servers import count_failures, count_refusals, server_class
-from harness.servers.base import last_incoming, last_outgoing
+from harness.servers import server_class
 from harness.servers.binaries import ServerBinary
 from harness.xfr import PullResult, TsigKey, XfrError, XfrTimeout
 from harness.xfr.primary_check import FULL_CHECK_RECORDS
@@ -150,6 +151,8 @@ class RemoteCase(Observing, ColdStarting):
             "tsig_only": tsig_only,
             "tls": tls,
             "ixfr": ixfr,
+            "tls_known": self._tls(name),  # set only when some case of the group uses XoT
+            "provide_ixfr": provides_ixfr(case, self.binaries),  # a primary's (primary_ixfr.py)
             "notify": case.notify and host.role == "primary",
             "options": dict(host.server.options),
             "update_key": _key(self.update_key) if host.role == "primary" else None,
@@ -246,6 +249,7 @@ class RemoteCase(Observing, ColdStarting):
         if case is self.plan:
             return {}
         self.plan = case
+        self._switch_primary()  # first: it answers the secondaries' next transfer
         switched: dict[str, Switched] = {}
         for host in case.secondaries:
             name = host.name
@@ -272,6 +276,22 @@ class RemoteCase(Observing, ColdStarting):
                 switched[name] = "restart"
         self._watch()  # the samples from now on are this case's
         return switched
+
+    def _switch_primary(self) -> None:
+        """The running primary reconfigured when the selected case changes whether it
+        provides IXFR (measure/primary_ixfr.py); one without IXFR history has none to
+        withhold."""
+        name = self.plan.primary.name
+        if name not in self.running:
+            return
+        setup, old = self._setup(name), self.setups[name]
+        if not old["ixfr"] or setup["provide_ixfr"] == old["provide_ixfr"]:
+            return
+        self.fleet.channel(name).call(
+            "reconfig", wait=self.plan.timeout + 5, name=name, setup=setup,
+            timeout=self.plan.timeout,
+        )  # fmt: skip
+        self.setups[name] = setup
 
     def close(self) -> None:
         self.stop_secondaries()
@@ -451,19 +471,17 @@ class RemoteCase(Observing, ColdStarting):
         return text.decode(errors="replace")
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
+        """What the servers logged of the transfer to `host`, read as on namespaces
+        (measure/logged.py)."""
         primary = self.plan.primary.name
-        dialect = server_class(self.binaries[host].kind)
-        text = self._log(host)
-        incoming = last_incoming(dialect, text, zone, serial)
-        primary_dialect = server_class(self.binaries[primary].kind)
-        primary_text = self._log(primary)
-        outgoing = last_outgoing(primary_dialect, primary_text, zone, serial, self.address(host))
-        failures = count_failures(dialect.kind, text, since)
-        return Logged(
-            incoming.to_json() if incoming else {},
-            outgoing.to_json() if outgoing else {},
-            failures.to_json() if failures.failing_lines else {},
-            count_refusals(primary_dialect.kind, primary_text, since, self.wall()).to_json(),
+        return transfer_logged(
+            server_class(self.binaries[host].kind),
+            self._log(host),
+            server_class(self.binaries[primary].kind),
+            self._log(primary),
+            (zone, serial, self.address(host)),
+            since,
+            self.wall(),
         )
 
     def pull(self, method: str, host: str) -> Pulled:

@@ -46,6 +46,7 @@ class ColdStarting:
                 return self.fleet.channel(name).call(  # type: ignore[no-any-return]
                     "wait_zones", wait=remaining + 30, name=name, address=self.address(name),
                     zones=zones, serial=serial, timeout=remaining,
+                    max_rate=float(self.plan.cold_start_poll),
                 )  # fmt: skip
             except XfrError as exc:  # the secondary exited while its zones were polled
                 raise CaseFailed(str(exc)) from None
@@ -65,7 +66,8 @@ class ColdStarting:
         return {z: self.to_bench(host, at) for z, at in seen.get("unserved", {}).items()}
 
     def cold_start_polling(self, host: str) -> dict[str, Any]:
-        return dict(self.zones_seen.get(host, {}).get("polling", {}))
+        polling = self.zones_seen.get(host, {}).get("polling")
+        return {"max_rate": self.plan.cold_start_poll} | polling if polling else {}
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         """The secondary's log, read as the netns backend reads it; its stamps and its start

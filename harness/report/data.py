@@ -6,50 +6,42 @@ renderers (figures, HTML, terminal) only format what is here, so tests check the
 once and the rendering separately.
 
 Per-case duration figures come from ``harness.results.summary`` over transfers.jsonl (the
-same code that writes summary.json), so an interrupted run without summary.json reports the
-same figures a finished one would. Resource figures come from summary.json["resources"]
-when the run wrote it, else from samples.jsonl through ``harness.results.resources``.
+same code that writes summary.json; report/case_rows.py), so an interrupted run without
+summary.json reports the same figures a finished one would. Resource figures come from
+summary.json["resources"] when the run wrote it, else from samples.jsonl through
+``harness.results.resources``.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harness.core import fmt
 from harness.core.fmt import short_labels
 from harness.core.terms import ROLES
 from harness.link.describe import describe_direction, describe_link
+from harness.report.case_rows import CaseRow, case_rows
 from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.logged_failures import (
-    LoggedFailures,
-    logged_failures,
-    logged_failures_text,
     unlogged_note,
 )
 from harness.report.phases import CasePhases, case_phases
 from harness.report.real_paths import RealPath, real_paths
-from harness.report.resources_rows import CaseResources, as_float, case_resources
+from harness.report.resources_rows import CaseResources, case_resources
 from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
 from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
 from harness.results.meta import CaseMeta, RunMeta
-from harness.results.model import FAILURE_WORDS, TransferRecord
+from harness.results.model import FAILURE_WORDS
 from harness.results.resources import summarize_resources
 from harness.results.summary import (
-    MAX_STABLE_CV,
-    MIN_STABLE_N,
     case_label,
-    summarize_case,
-    transfer_rate,
 )
 
 REPORT_HTML = "report.html"
@@ -85,6 +77,10 @@ class RunInfo:
     servers: list[ServerVersion]
     link_backend: str | None
     transfers: int
+    # Whose cores the harness and the servers ran on (run.json cpus' reason), and the CPU
+    # split in words; None for runs written before they were recorded.
+    cpu_placement: str | None = None
+    cpu_split: str | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -92,63 +88,6 @@ class RunInfo:
 
 
 @dataclass
-class CaseRow:
-    case: str
-    method: str
-    transport: str | None
-    xfr: str | None
-    primary: str | None
-    secondary: str | None
-    link: str | None  # the emulated link of the case, from cases/*/case.json
-    n: int
-    ok: int
-    failed: int
-    unsupported: int
-    failure_reasons: list[tuple[str, int]]  # (error, how many), most frequent first
-    unsupported_reasons: list[tuple[str, int]]
-    durations_s: list[float]  # the transfers that count, in the order they ran
-    median_s: float | None
-    p10_s: float | None
-    p90_s: float | None
-    cv: float | None
-    throughputs_bps: list[float]
-    throughput_bps: float | None  # median
-    bound_bps: dict[str, float]  # TransferRecord.bound keys, median over the case's records
-    unstable: bool
-    unstable_why: str | None
-    # The secondaries' failed attempts by category, counted in their own logs' words
-    logged_failures: list[LoggedFailures] = field(default_factory=list)
-    # Counted transfers timed across two hosts' clocks (run --inventory) whose clocks' error
-    # exceeds 10 % of the duration (extra.clock.clock_error_over_10pct), and the largest
-    clock_flagged: int = 0
-    clock_error_max_s: float | None = None
-
-    @property
-    def label(self) -> str:
-        return case_label(self.case, self.method)
-
-    @property
-    def logged_failures_text(self) -> str:
-        return logged_failures_text(self.logged_failures)
-
-    @property
-    def model_bound_bps(self) -> float | None:
-        if "model" in self.bound_bps:
-            return self.bound_bps["model"]
-        return min(self.bound_bps.values()) if self.bound_bps else None
-
-    @property
-    def limited_by(self) -> str | None:
-        """Which bound the model figure is (rate, receive_window, ...), when it says."""
-        model = self.model_bound_bps
-        if model is None:
-            return None
-        for key, value in self.bound_bps.items():
-            if key != "model" and value == model:
-                return key
-        return None
-
-
 @dataclass
 class FailedAttempt:
     """One attempt that does not count, for the report's list of them."""
@@ -216,6 +155,16 @@ class ReportData:
         return Labels(*short_labels([g.key for g in self.transports]))
 
     @property
+    def whole_zone_notes(self) -> list[str]:
+        """The IXFR cases whose transfers came as whole zones, for the first screen: their
+        figures are AXFR times however the case is named."""
+        return [
+            f"{self.labels(row.label)}: {note}, as the servers logged: AXFR times, not IXFR"
+            for row in self.cases
+            if (note := row.whole_zone_note)
+        ]
+
+    @property
     def unlogged_failures_note(self) -> str | None:
         """What the secondaries' servers never log (so never count), said once for the run."""
         return unlogged_note(item for row in self.cases for item in row.logged_failures)
@@ -230,110 +179,6 @@ class ReportData:
         """The link description when every case ran on the same link, else None."""
         links = {row.link for row in self.cases if row.link is not None}
         return links.pop() if len(links) == 1 else None
-
-
-def _reasons(records: list[TransferRecord]) -> list[tuple[str, int]]:
-    counts = Counter(
-        (r.error or ("not verified" if r.ok and not r.verified else "no reason recorded")).strip()
-        for r in records
-    )
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-
-
-def _bounds(records: list[TransferRecord]) -> dict[str, float]:
-    values: dict[str, list[float]] = {}
-    for record in records:
-        for key, value in record.bound.items():
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                values.setdefault(key, []).append(float(value))
-    return {key: statistics.median(items) for key, items in values.items()}
-
-
-CLOCK_MARK = "‡"  # beside a median some of whose transfers carry a clock flag
-
-
-def clock_note(rows: list[CaseRow]) -> str | None:
-    """The line under the cases table when a case has transfers timed across two hosts'
-    clocks with an error over 10 % of their duration (None when none has)."""
-    flagged = [row for row in rows if row.clock_flagged]
-    if not flagged:
-        return None
-    count = sum(row.clock_flagged for row in flagged)
-    largest = max(row.clock_error_max_s or 0.0 for row in flagged)
-    return (
-        f"{CLOCK_MARK} {count} transfer{'s' if count != 1 else ''} of the marked cases were "
-        "timed across two hosts' clocks whose measured error (up to "
-        f"{fmt.duration(largest)}) exceeds 10 % of the duration: read each with its "
-        "duration_error_s (transfers.jsonl extra.clock; the clocks in run.json remote.clocks)."
-    )
-
-
-def clock_flags(records: list[TransferRecord]) -> tuple[int, float | None]:
-    """(how many of these counted records carry a clock error over 10 % of their duration,
-    the largest such clock error)."""
-    errors = []
-    for record in records:
-        clock = record.extra.get("clock")
-        if record.counts and isinstance(clock, dict) and clock.get("clock_error_over_10pct"):
-            errors.append(as_float(clock.get("clock_error_s")) or 0.0)
-    return len(errors), max(errors, default=None)
-
-
-def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[CaseRow]:
-    """One row per (case, method), in the order they first ran."""
-    groups: dict[tuple[str, str], list[TransferRecord]] = {}
-    for record in records:
-        groups.setdefault((record.case, record.method), []).append(record)
-    rows = []
-    for (case, method), items in groups.items():
-        summary = summarize_case(case, items)
-        counted = [r for r in items if r.counts]
-        durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
-        why = None  # a case with no result is not "unstable": the failures say why
-        if summary.unstable and durations:
-            if len(durations) < MIN_STABLE_N:
-                counted_text = (
-                    "1 verified transfer"
-                    if len(durations) == 1
-                    else (f"{len(durations)} verified transfers")
-                )
-                why = f"only {counted_text} (fewer than {MIN_STABLE_N})"
-            elif summary.cv is not None:
-                why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
-        failed = [r for r in items if not r.counts and not r.unsupported]
-        clock_flagged, clock_error_max = clock_flags(items)
-        rows.append(
-            CaseRow(
-                case=case,
-                method=method,
-                transport=summary.transport,
-                xfr=summary.xfr,
-                primary=summary.primary_kind,
-                secondary=summary.secondary_kind,
-                link=links.get(case),
-                n=summary.n,
-                ok=summary.ok,
-                failed=summary.failed,
-                unsupported=summary.unsupported,
-                failure_reasons=_reasons(failed),
-                unsupported_reasons=_reasons([r for r in items if r.unsupported]),
-                durations_s=durations,
-                median_s=summary.median_s,
-                p10_s=summary.p10_s,
-                p90_s=summary.p90_s,
-                cv=summary.cv,
-                throughputs_bps=rates,
-                throughput_bps=summary.throughput_bps,
-                bound_bps=_bounds(items),
-                unstable=summary.unstable,
-                unstable_why=why,
-                logged_failures=logged_failures(items),
-                clock_flagged=clock_flagged,
-                clock_error_max_s=clock_error_max,
-            )
-        )
-    return rows
 
 
 def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
@@ -363,6 +208,25 @@ def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
         ],
         link_backend=meta.link_backend,
         transfers=transfers,
+        cpu_placement=(meta.cpus or {}).get("reason"),
+        cpu_split=_cpu_split_text(meta.cpu),
+    )
+
+
+def _cpu_split_text(cpu: dict[str, Any] | None) -> str | None:
+    """ "servers 812.3 s, driver 95.1 s (5.6 % of the wall), link emulator and tools 40.2 s"."""
+    if not cpu:
+        return None
+
+    def seconds(key: str) -> str:
+        value = cpu.get(key)
+        return "?" if value is None else f"{value:.1f} s"
+
+    share = cpu.get("driver_share_of_wall")
+    of_wall = "" if share is None else f" ({share:.1%} of the wall)"
+    return (
+        f"servers {seconds('servers_s')}, driver {seconds('driver_s')}{of_wall}, "
+        f"link emulator and tools {seconds('other_s')}"
     )
 
 

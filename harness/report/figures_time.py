@@ -11,7 +11,8 @@ from typing import Any
 from harness.core import fmt
 from harness.core.fmt import duration_unit
 from harness.core.units import format_rate
-from harness.report.data import CaseRow, ReportData
+from harness.report.case_rows import CaseRow
+from harness.report.data import ReportData
 from harness.report.figures_common import (
     BOUND_COLOUR,
     PHASE_COLOURS,

@@ -15,7 +15,8 @@ from harness.core import fmt
 from harness.core.errors import UserInputError
 from harness.core.stats import min_two_sided_p, repeats_for_alpha
 from harness.core.terms import TRANSPORTS
-from harness.report.data import CLOCK_MARK, ReportData, RunInfo, clock_note
+from harness.report.case_rows import CLOCK_MARK, clock_note
+from harness.report.data import ReportData, RunInfo
 from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
@@ -156,6 +157,8 @@ def meta_rows(run: RunInfo, uniform_link: str | None) -> list[tuple[str, str]]:
         ("CPU", run.cpu or "-"),
         ("servers", servers or "-"),
         ("link backend", run.link_backend or "-"),
+        ("CPU placement", run.cpu_placement or "-"),
+        ("CPU used", run.cpu_split or "-"),
     ]
     if uniform_link:
         rows.append(("link", uniform_link))

@@ -9,7 +9,8 @@ from rich.markup import escape
 
 from harness.core import fmt
 from harness.core.ui import folding_table, print_table
-from harness.report.data import CLOCK_MARK, ReportData, clock_note
+from harness.report.case_rows import CLOCK_MARK, clock_note
+from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.stream_text import print_stream
@@ -101,11 +102,14 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
             "What each transport costs: no pair, zone and kind ran TCP and another transport",
             soft_wrap=True,
         )
+    for note in data.whole_zone_notes:
+        console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
 
     if data.phases:
         table = folding_table(
             "Where the time went: the median transfer's phases, from the reload command "
-            "(notify), the control command (retransfer) or the start (cold start)",
+            "(notify), the control command (retransfer), the start (cold start) or the primary "
+            "serving the serial (stream)",
             ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
             left=2,
             names=max(len(short.get(x.label, x.label)) for x in data.phases),
@@ -373,6 +377,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         + (f"; link {data.uniform_link}" if data.uniform_link else ""),
         f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}",
     ]
+    if run.cpu_placement or run.cpu_split:
+        placement = run.cpu_placement or "placement not recorded"
+        lines.append(f"CPU: {run.cpu_split or '-'}; {placement}")
     if shared:
         lines.append(f"every case is {shared}; the tables show what * stands for")
     for line in lines:
@@ -396,6 +403,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         notes = []
         if row.unstable_why:
             notes.append(f"unstable: {row.unstable_why}")
+        if row.whole_zone_note:
+            notes.append(row.whole_zone_note)
         if row.failed:
             notes.append("failed: " + ", ".join(data.failures.case_notes(row.label)))
         if row.unsupported_reasons:

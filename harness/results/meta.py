@@ -107,6 +107,12 @@ class RunMeta(_Meta):
     # run --inventory: the hosts, their clocks at start and end, the real paths, what the
     # deployment cost (harness/run/remote.py)
     remote: dict[str, Any] | None = None
+    # The CPUs of the harness and of the servers: {"isolation": "disjoint" | "shared" |
+    # "remote", "reason", "online", "harness", "servers", "method"} (harness.observe.cpuset).
+    cpus: dict[str, Any] | None = None
+    # Where the CPU went: servers_s, driver_s (of which sampler_s), other_s (the link
+    # emulator and tools) and driver_share_of_wall (harness.run.runner.cpu_split).
+    cpu: dict[str, Any] | None = None
 
     @property
     def state(self) -> str:

@@ -68,6 +68,14 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "use trigger = 'notify', 'retransfer' or 'cold-start', or run the stream on "
                 "the netns backend (without --inventory)",
             )
+        if scenario.trigger == "cold-start" and scenario.cold_start_poll == "off":
+            refuse(
+                "cold_start_poll",
+                "a cold start timed by the secondaries' logs alone is not run on inventory "
+                "hosts: their zones are polled there",
+                "set cold_start_poll to a rate (queries per second), or run the scenario on "
+                "the netns backend",
+            )
         if scenario.faults:
             refuse(
                 "faults",

@@ -27,6 +27,13 @@ from harness.measure.records import RecordContext
 from harness.measure.wall import WallClock
 from harness.metrics.exporter import Exporter
 from harness.metrics.openmetrics import write_openmetrics
+from harness.observe import cgroup as cgroups
+from harness.observe.cpuset import (
+    CpuPlacement,
+    apply_placement,
+    online_cpus,
+    plan_placement,
+)
 from harness.observe.sampler import Sampler
 from harness.plan.capacity import check_memory, host_memory_bytes
 from harness.plan.case import (
@@ -99,12 +106,48 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
     )
 
 
+def cpu_placement(backend: Backend, *, remote: bool = False) -> CpuPlacement:
+    """Whether the harness and the servers get CPUs of their own (observe/cpuset.py);
+    `remote`: the servers run on an inventory's hosts (run --inventory)."""
+    online = online_cpus()
+    if remote:
+        reason = f"the servers ran on the inventory's hosts, not on this host's {len(online)} CPUs"
+        return CpuPlacement("remote", reason, online)
+    if backend.compose:
+        reason = (
+            f"{len(online)} CPUs; the compose backend's containers are not held to CPUs: "
+            "the harness shared the servers' cores"
+        )
+        return CpuPlacement("shared", reason, online)
+    layout = cgroups.detect()
+    return plan_placement(online, layout.kind, layout.cpuset_root)
+
+
 def driver_usage() -> dict[str, float]:
     """The driver's own peak RSS and CPU so far: the harness must not be the bottleneck."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+    }
+
+
+def cpu_split(
+    wall_s: float, driver_cpu_s: float, servers_cpu_s: float | None, sampler_cpu_s: float
+) -> dict[str, float | None]:
+    """Where the run's CPU went (run.json `cpu`): the servers (their cgroups, read as each
+    stopped; None without cgroups), the driver (of which sampling), and the other processes
+    it started and reaped (the link emulator and tools: its children's CPU less the
+    servers'), with the driver's share of the wall (issue 22: at most 10 %)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = usage.ru_utime + usage.ru_stime
+    other = None if servers_cpu_s is None else max(0.0, children - servers_cpu_s)
+    return {
+        "servers_s": None if servers_cpu_s is None else round(servers_cpu_s, 2),
+        "driver_s": round(driver_cpu_s, 2),
+        "sampler_s": round(sampler_cpu_s, 2),
+        "other_s": None if other is None else round(other, 2),
+        "driver_share_of_wall": round(driver_cpu_s / wall_s, 4) if wall_s > 0 else None,
     }
 
 
@@ -241,10 +284,13 @@ def run_scenario(
             per_case, distinct = resolve_binaries(plans, backend, loaded.path)
         else:
             per_case, distinct = {}, {}
+        placement = cpu_placement(backend, remote=inventory is not None)
+        apply_placement(placement)  # before the sampler's and the watchers' threads start
     console = console or ui.console()
     interrupted = False
     with contextlib.ExitStack() as stack:
         meta = run_meta(loaded, list(distinct.values()), backend)
+        meta.cpus = placement.to_json()
         store = stack.enter_context(RunStore.create(results_root, run_id, out, meta))
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
         fleet = None
@@ -272,6 +318,7 @@ def run_scenario(
                 console.print(serve_host_metrics(fleet, store, loaded, exporter, prometheus_port))
         on_sample = exporter.observe_sample if exporter else None
         sampler = stack.enter_context(Sampler(store.folder / SAMPLES, sample_interval, on_sample))
+        run: RunContext | None = None
         try:
             with ui.case_progress(console, {p.name: p.transfers() for p in plans}) as progress:
                 tally = Tally(store, progress.advance)
@@ -284,7 +331,8 @@ def run_scenario(
                     sampler,
                     progress.status,
                     spent,
-                    fleet,
+                    server_cpus=placement.server_cpus,
+                    remote=fleet,
                 )
                 run_cases(loaded, runnable, run, tally, store.folder)
         except KeyboardInterrupt:
@@ -301,6 +349,10 @@ def run_scenario(
             split = spent.split()
             store.meta.wall = split.to_json()
             store.meta.driver = driver_usage()
+            servers_cpu = run.servers_cpu_s if run is not None and run.servers_cpu_s else None
+            store.meta.cpu = cpu_split(
+                split.total_s, store.meta.driver["cpu_s"], servers_cpu, sampler.cpu_s
+            )
             if fleet is not None:
                 with spent.phase("teardown"):
                     finish_fleet(fleet, store)

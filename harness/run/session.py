@@ -24,6 +24,7 @@ from harness.compose.backend import Backend
 from harness.core.errors import ToolFailed
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.client_pull import TLS_HOSTNAME
+from harness.measure.cold_start_flow import cold_start_repeat
 from harness.measure.faults import fault_repeat
 from harness.measure.live import LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
@@ -32,7 +33,6 @@ from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
     client_pulls,
-    cold_start_repeat,
     prepare_updates,
     update_repeat,
 )
@@ -65,6 +65,8 @@ class RunContext:
     sampler: Sampler | None = None
     status: Callable[[str], None] = lambda text: None
     spent: WallClock = field(default_factory=WallClock)  # where the run's wall time goes
+    server_cpus: str | None = None  # the servers' CPUs when held apart (observe/cpuset.py)
+    servers_cpu_s: float = 0.0  # CPU seconds of the servers stopped so far (their cgroups)
     remote: Any = None  # run --inventory: the hosts' RemoteFleet (harness/remote/fleet.py)
 
 
@@ -134,6 +136,7 @@ class GroupSession:
                         self.dir / "testbed",
                         label=group.first.name,
                         provider=provider,
+                        server_cpus=run.server_cpus,
                         faults=group.faults,
                     )
                 )
@@ -170,7 +173,11 @@ class GroupSession:
 
     def _teardown(self) -> None:
         with self.run_ctx.spent.phase("teardown"):
-            self._stack.close()
+            try:
+                self._stack.close()
+            finally:
+                if self.bed is not None:
+                    self.run_ctx.servers_cpu_s += self.bed.cgroup_cpu_s
 
     def _close_live(self) -> None:
         assert self.live is not None

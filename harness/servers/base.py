@@ -72,6 +72,9 @@ class ServerSetup:
     # server that applies them only at start (NSD) can then be switched to XoT later.
     tls_known: TlsFiles | None = None
     ixfr: bool = True  # primary: serve IXFR from differences; secondary: ask for IXFR
+    # A primary keeping IXFR history (`ixfr`) that answers an IXFR request with the whole
+    # zone: in an AXFR case whose secondaries cannot be told to ask AXFR only.
+    provide_ixfr: bool = True
     notify: bool = True  # primary: send NOTIFY to its secondaries on every new serial
     options: dict[str, int | str | bool] = field(default_factory=dict)
     port: int = 53
@@ -166,6 +169,12 @@ class Capabilities:
     ixfr_primary: Support  # serves IXFR (out)
     ixfr_secondary: Support  # asks for and applies IXFR (in)
     tsig: Support  # signs and checks transfers and NOTIFYs with TSIG, in both roles
+    # A secondary that can be told to ask AXFR only (it asks IXFR of a primary that provides
+    # it otherwise), and a primary whose reconfiguration stops it providing IXFR (it answers
+    # an IXFR with the whole zone) while it keeps its history: the two ways an AXFR case
+    # sharing its servers with IXFR cases gets AXFRs.
+    axfr_only_secondary: Support
+    withholds_ixfr_primary: Support
     caveats: tuple[str, ...] = ()
 
     @property
@@ -430,6 +439,7 @@ class Server(ABC):
             "tls": s.tls,
             "tls_known": s.tls_known or s.tls,
             "ixfr": s.ixfr,
+            "provide_ixfr": s.ixfr and s.provide_ixfr,
             "notify": s.notify,
             "options": {
                 k: _render_value(v) for k, v in s.options.items() if k not in self.zone_options

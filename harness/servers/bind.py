@@ -225,6 +225,10 @@ class Bind(PublishesByUpdate):
             ixfr_primary=Support(True),
             ixfr_secondary=Support(True),
             tsig=Support(True),
+            # request-ixfr no; provide-ixfr no (options), both switched by `rndc reconfig`
+            # (tests/system/test_xfr_kinds.py: the primary's xfer-out kind, serial by serial).
+            axfr_only_secondary=Support(True),
+            withholds_ixfr_primary=Support(True),
         )
 
     @classmethod

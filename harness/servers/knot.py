@@ -175,7 +175,8 @@ class Knot(PublishesByUpdate):
     # `knotc reload` makes tcp <-> tcp-tsig (research-switch/REPORT.md: 17 switches). Knot 3.2
     # has no XoT and no XoT switch of a later Knot was ever run here: those restart it. Its
     # template renders AXFR and IXFR cases alike (both ask IXFR: the primary logged IXFR for
-    # all 8 "axfr" and "ixfr" transfers of run 20261125T170854Z-228a6d), nothing to switch.
+    # all 8 "axfr" and "ixfr" transfers of run 20261125T170854Z-228a6d), nothing to switch:
+    # in such AXFR cases the primary withholds IXFR instead (measure/primary_ixfr.py).
     reconfig_switches = TCP_TSIG_SWITCHES
     reconfig_switches_xfr = True
     fallback_wording = FALLBACKS
@@ -195,6 +196,13 @@ class Knot(PublishesByUpdate):
             ixfr_primary=Support(True),
             ixfr_secondary=Support(True),
             tsig=Support(True),
+            # A secondary asks IXFR of a primary that provides it: Knot has no setting for
+            # AXFR only (zone-retransfer forces one AXFR now, not a NOTIFY's transfer). As a
+            # primary its zone's provide-ixfr, switched by `knotc reload`.
+            axfr_only_secondary=Support(
+                False, f"Knot {version} cannot be told to ask AXFR only: it asks IXFR"
+            ),
+            withholds_ixfr_primary=Support(True),
         )
 
     @classmethod

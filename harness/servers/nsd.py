@@ -177,6 +177,11 @@ class Nsd(Server):
             ),
             ixfr_secondary=Support(True),
             tsig=Support(True),
+            # request-xfr: AXFR; as a primary, store-ixfr (reconfig: not yet tried).
+            axfr_only_secondary=Support(True),
+            withholds_ixfr_primary=Support(
+                False, f"NSD {version} as a primary: no switch of IXFR off by reconfig was tried"
+            ),
             caveats=caveats,
         )
 

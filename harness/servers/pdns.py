@@ -295,6 +295,10 @@ class Pdns(PublishesByUpdate):
             ),
             ixfr_secondary=Support(True),
             tsig=Support(True),
+            # A secondary without the zone's IXFR metadata asks AXFR; as a primary it
+            # provides no IXFR at all.
+            axfr_only_secondary=Support(True),
+            withholds_ixfr_primary=Support(True),
             caveats=(
                 f"{name} works off a 1 s loop: a secondary starts a transfer 0-1 s after the "
                 "NOTIFY, and a primary sends its NOTIFY 0-1 s after the change",

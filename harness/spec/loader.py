@@ -21,7 +21,7 @@ from harness.core.terms import Transport, XfrKind
 from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
-from harness.spec.scenario import Scenario, flatten_matrix
+from harness.spec.scenario import DEFAULT_COLD_START_POLL, Scenario, flatten_matrix
 from harness.spec.stream import stream_problem
 
 
@@ -287,6 +287,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "passes": 2,
     "schedule_seed": 1,
     "settle": 1.0,
+    "cold_start_poll": DEFAULT_COLD_START_POLL,
     "stream": None,
 }
 

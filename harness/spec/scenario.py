@@ -87,6 +87,23 @@ def _repeats(value: Any) -> Any:
     return value
 
 
+# What a cold start's SOA poller may send one secondary, in queries per second, by default
+# (harness.xfr.poll_zones.wait_for_zones' max_rate); "off": no polling at all, the
+# secondaries' own logs are the clock (their stamps' resolution is the error bar).
+DEFAULT_COLD_START_POLL = 100_000
+
+
+def _cold_start_poll(value: Any) -> Any:
+    if value == "off":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 10 <= value <= 1_000_000:
+        raise ValueError(
+            f"{value!r} is not a polling rate: give SOA queries per second (10 to 1000000), "
+            'or "off" to read when zones were served from the secondaries\' logs'
+        )
+    return value
+
+
 class AutoRepeats(Strict):
     """`repeats = "auto"`: repeat every case until its median's confidence interval is at
     most `target` wide relative to the median (harness/plan/schedule.py), between `min` and
@@ -116,6 +133,12 @@ class Scenario(Strict):
     # The least time from one transfer's end to the next trigger: back to back, a small
     # zone's transfers meet the servers' own NOTIFY and refresh timers (measure/driver.py).
     settle: Duration = 1.0
+    # A cold start's SOA poller: at most this many queries a second to each secondary, or
+    # "off" (the secondaries' logs tell when each zone was served). Polling costs the
+    # servers' CPU too; bench/observer measures what it changes.
+    cold_start_poll: Annotated[int | Literal["off"], BeforeValidator(_cold_start_poll)] = (
+        DEFAULT_COLD_START_POLL
+    )
     passes: int = Field(default=2, ge=1, le=1000)
     schedule_seed: int = Field(default=1, ge=0)
     timeout: Duration = 300.0

@@ -114,14 +114,18 @@ class Testbed:
         emulate: bool = False,
         provider: HostProvider | None = None,
         endpoints: Sequence[Endpoint] | None = None,
+        server_cpus: str | None = None,
         faults: bool = False,
     ) -> None:
         """`netem_available` skips the kernel probe (tests); `emulate` runs the emulator even
         for an unimpaired link, to measure its own cost (benchmarks). `provider`: where the
         hosts come from (default: namespaces of the testbed's own). `endpoints` replaces
-        `link` and `hosts` with any number of secondaries (see `Testbed.of`). `faults`:
-        linkem on every direction, reading headers (bytes), with its control socket, so
-        that faults can be set while it runs (`Testbed.link_control`)."""
+        `link` and `hosts` with any number of secondaries (see `Testbed.of`). `server_cpus`
+        (a cpuset list): processes spawned in a cgroup (the servers) are held to those CPUs
+        (harness.observe.cpuset decides; None: they share the driver's). `faults`: linkem on
+        every direction, reading headers (bytes), with its control socket, so that faults
+        can be set while it runs (`Testbed.link_control`)."""
+        self.server_cpus = server_cpus
         self.endpoints = tuple(endpoints or topology.two_hosts(link, hosts))
         topology.netns_suffixes(self.endpoints)  # one primary, unique names
         self.run_dir = Path(run_dir)
@@ -140,6 +144,7 @@ class Testbed:
         self._applied: dict[str, dict[str, str]] = {}
         self._effective: dict[str, dict[str, str]] = {}
         self._cgroups: dict[int, tuple[cgroups.Cgroup, dict[str, Any]]] = {}
+        self.cgroup_cpu_s = 0.0  # CPU seconds of the processes stopped in cgroups (servers)
         self._init_sysctls: list[dict[str, str]] = []
         self._provider_info: dict[str, Any] | None = None
         self._offloads_off = False
@@ -452,8 +457,10 @@ class Testbed:
         layout = cgroups.detect() if cgroup is not None else None
         if layout is not None and layout.kind != "proc":  # else: sampled from /proc instead
             name = f"xfb-{self.testbed_id}-{cgroup}"
-            listed = self._add("cgroup", paths=cgroups.cgroup_dirs(name, layout))  # before made
-            group = cgroups.Cgroup.create(name, layout)
+            cpus = self.server_cpus
+            paths = cgroups.cgroup_dirs(name, layout, cpuset=cpus is not None)
+            listed = self._add("cgroup", paths=paths)  # before made
+            group = cgroups.Cgroup.create(name, layout, cpus)
             full_argv = cgroups.attach_argv(group.procs_files, full_argv)
         proc = subprocess.Popen(
             full_argv,
@@ -482,11 +489,15 @@ class Testbed:
         entry = self._cgroups.get(proc.pid)
         return entry[0] if entry else None
 
-    def stop(self, proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
-        """SIGTERM, wait up to `timeout`, then SIGKILL; returns the exit status."""
+    def stop(
+        self, proc: subprocess.Popen[Any], timeout: float = 10.0, *, signalled: bool = False
+    ) -> int:
+        """SIGTERM (unless `signalled`: sent already), wait up to `timeout`, then SIGKILL;
+        returns the exit status."""
         if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
+            if not signalled:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -498,6 +509,9 @@ class Testbed:
         grouped = self._cgroups.pop(proc.pid, None)
         if grouped is not None:
             group, listed = grouped
+            with contextlib.suppress(OSError, ValueError, KeyError):  # its last figure
+                usage = group.read()
+                self.cgroup_cpu_s += usage.cpu_user_s + usage.cpu_system_s
             cgroups.remove(group.paths)
             if self._registry is not None:
                 self._registry.discard(listed)

@@ -160,3 +160,42 @@ def test_advertised_window_stays_below_tcp_rmem_and_is_what_the_sender_sees() ->
     rtt = 0.56
     bound = tcp_info.advertised_window_bound_bps(got, rtt)
     assert bound is not None and bound < window_limit_bps(RMEM_MAX, rtt)
+
+
+def test_the_kernel_filters_dumps_and_announced_connections_need_none() -> None:
+    with veth_pair() as (sender_ns, receiver_ns):
+        transfer = connect(sender_ns, receiver_ns)
+        local = transfer.receiver.getsockname()[:2]
+        diag = sockdiag.socket_for(receiver_ns)
+        try:
+
+            def dumped(address: str, port: int | None) -> list[sockdiag_wire.DiagSocket]:
+                bytecode = sockdiag_wire.remote_filter(address, port)
+                chunks = sockdiag.dump(diag, None, sockdiag_wire.CONNECTED_STATES, 0, bytecode)
+                return sockdiag_wire.parse_sockets(chunks)
+
+            kept = dumped(SENDER, PORT)
+            other_port, other_host, any_port = (
+                dumped(SENDER, PORT + 1),
+                dumped("10.77.0.9", PORT),
+                dumped(SENDER, None),
+            )
+        finally:
+            diag.close()
+        # The sender's side of the connection as the SYN watch would announce it: looked up
+        # by its ends, without a single walk of the kernel's table.
+        with sockdiag.ConnectionWatch(
+            (SENDER, PORT), netns=receiver_ns, interval=0.01, candidates=lambda: [local]
+        ) as watch:
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                transfer.sender.sendall(b"z" * (1 << 16))
+        transfer.sender.close()
+        transfer.reader.join(10)
+        transfer.receiver.close()
+    assert [(s.dst, s.dport, s.sport) for s in kept] == [(SENDER, PORT, local[1])]
+    assert other_port == [] and other_host == []
+    assert [s.sport for s in any_port] == [local[1]]
+    assert watch.error is None and watch.dumps == 0
+    peaks = watch.peaks()
+    assert peaks["samples"] >= 2 and peaks["connections"] == 1 and peaks["rcv_wnd_max"] > 0

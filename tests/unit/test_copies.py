@@ -75,3 +75,15 @@ def test_the_record_keeps_the_first_reads_problem(tmp_path: Path) -> None:
     bench.verify = lambda host, zone, serial: Verification(True, None, 42, reread=first)  # type: ignore[method-assign]
     (record,) = _run(bench)
     assert record.ok and record.extra["verify_reread"] == first
+
+
+def test_the_reads_seconds_are_the_secondary_sending_its_copy() -> None:
+    timed = copy(11)
+    timed.duration_s = 1.5
+    pauses, reader = read(timed)
+    assert read_back(reader, REFERENCE, 11, pauses.append).read_s == 1.5
+    # Read twice: the secondary sent two copies (the pause between them is not a read).
+    early, again = copy(10), copy(11)
+    early.duration_s, again.duration_s = 0.4, 1.5
+    pauses, reader = read(early, again)
+    assert read_back(reader, REFERENCE, 11, pauses.append).read_s == 1.9

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness import spec
-from harness.measure import protocol
+from harness.measure import flows, protocol
 from harness.measure.cold_start import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
@@ -53,6 +53,7 @@ class FakeBench:
         self.primary_wrong = script.get("primary_wrong", {})  # serial -> what differs
         self.zone_times = script.get("zone_times", {})
         self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
+        self.read_s = script.get("read_s")  # of which the secondary sending it (None: unknown)
         # Seconds before a host served (or a zone was served) that the last SOA query it
         # answered without the serial went out; missing: it answered none so.
         self.unserved_before = script.get("unserved_before", {})
@@ -63,6 +64,10 @@ class FakeBench:
         # selected case's port, and a log that does not say whether it was signed.
         self.ports = script.get("ports", {})
         self.signed = script.get("signed", {})
+        # The kind the primary's log says it sent each host (missing: its log does not say),
+        # and the fallback lines logged (base.Fallback.to_json()).
+        self.sent = script.get("sent", {})
+        self.fallbacks = script.get("fallbacks", [])
         self._trigger_at = self.now
         self.spent = WallClock(clock=self.clock)
 
@@ -149,7 +154,9 @@ class FakeBench:
     def verify(self, host: str, zone: str, serial: int) -> Verification:
         self.now += self.verify_s
         ok = self.verified.get(host, True)
-        return Verification(ok, None if ok else "digest differs: primary 1234…", 42)
+        return Verification(
+            ok, None if ok else "digest differs: primary 1234…", 42, read_s=self.read_s
+        )
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         return {zone: self.verify(host, zone, serial) for zone in zones}
@@ -158,7 +165,10 @@ class FakeBench:
         primary: dict[str, Any] = {"records": 43}
         if host in self.signed:
             primary["signed"] = self.signed[host]
-        return Logged({"bytes": 4000, "messages": 2}, primary, {"timed_out": 1})
+        if host in self.sent:
+            primary["xfr"] = self.sent[host]
+        secondary = {"bytes": 4000, "messages": 2}
+        return Logged(secondary, primary, {"timed_out": 1}, {}, list(self.fallbacks))
 
     def connect_ports(self, host: str, since: float) -> list[int]:
         self.calls.append(("connect_ports", host))
@@ -210,7 +220,7 @@ def _plan(tmp_path: Path, text: str, secondaries: int = 1) -> CasePlan:
 
 def _run(bench: FakeBench) -> list[TransferRecord]:
     records: list[TransferRecord] = []
-    protocol.run_flows(bench, RecordContext("run-1", bench.plan), records.append)
+    flows.run_flows(bench, RecordContext("run-1", bench.plan), records.append)
     return records
 
 
@@ -321,7 +331,7 @@ def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     )  # fmt: skip
     records: list[TransferRecord] = []
     with pytest.raises(protocol.PublishFailed) as raised:
-        protocol.run_flows(bench, RecordContext("run-1", plan), records.append)
+        flows.run_flows(bench, RecordContext("run-1", plan), records.append)
     assert raised.value.recorded  # the session records the later slots, not these again
     assert [(r.repeat, r.ok, r.failure) for r in records] == [(1, True, None)] * 3 + [
         (2, False, "publish")
@@ -341,7 +351,7 @@ def test_a_primary_that_serves_another_version_is_a_publish_error_not_a_copy_fai
     bench = FakeBench(plan, primary_wrong={12: wrong})
     records: list[TransferRecord] = []
     with pytest.raises(protocol.PublishFailed):
-        protocol.run_flows(bench, RecordContext("run-1", plan), records.append)
+        flows.run_flows(bench, RecordContext("run-1", plan), records.append)
     assert [(r.repeat, r.failure, r.verified) for r in records] == [(1, "publish", False)] * 2
     assert all(r.error == f"publish error at serial 12: {wrong}" for r in records)
     # Asked after the transfers (it delays no secondary's polling), before verification.
@@ -480,6 +490,14 @@ def test_each_repeat_says_where_its_wall_time_went(tmp_path: Path) -> None:
     servers = split.phases["first_copies"] + 1.3 + 2 * 0.2 + 2 * 1.1
     assert split.servers_s == pytest.approx(servers)
     assert "verify 2.8" in describe(split)
+    assert "verify_read_s" not in wall  # the bench did not say how long the read took
+
+
+def test_each_repeat_says_how_long_the_secondary_took_to_send_its_copy_back(
+    tmp_path: Path,
+) -> None:
+    records = _run(FakeBench(_plan(tmp_path, "repeats = 2\n"), verify_s=0.7, read_s=0.6))
+    assert [r.extra["wall"]["verify_read_s"] for r in records] == [0.6, 0.6]
 
 
 def test_sizes_no_log_says_stay_unknown() -> None:

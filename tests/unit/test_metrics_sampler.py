@@ -126,12 +126,14 @@ def test_samples_own_process_periodically_and_at_marks(tmp_path: Path) -> None:
 def test_slow_samples_stretch_the_interval_to_keep_their_cpu_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A fleet's sample takes ~3 ms per server; here each takes 20 ms: at a 10 % budget the
-    # periodic samples come every 0.2 s at least, not every 0.05 s asked for.
+    # A fleet's sample takes ~1-3 ms of CPU per server; here each takes 4 ms: at a 2 %
+    # budget the periodic samples come every 0.2 s at least, not every 0.05 s asked for.
     real = sampler_module.read_usage
 
     def slow(target: Target) -> Any:
-        time.sleep(0.02)
+        spent = time.thread_time() + 0.004
+        while time.thread_time() < spent:  # CPU, which the budget counts (a sleep is free)
+            pass
         return real(target)
 
     monkeypatch.setattr(sampler_module, "read_usage", slow)
@@ -141,9 +143,45 @@ def test_slow_samples_stretch_the_interval_to_keep_their_cpu_budget(
         sampler.watch("case-a", [me], None, {"secondary": read_port_range(None)})
         _wait_for(lambda: len(out.read_text().splitlines()) >= 4, "four samples")
         sampler.unwatch()
-    assert sampler.longest_interval_s >= 0.02 / CPU_BUDGET
+    assert sampler.longest_interval_s >= 0.004 / CPU_BUDGET
+    assert sampler.cpu_s >= 4 * 0.004
     times = [line["t"] for line in load_samples(out)]
     assert all(b - a >= 0.18 for a, b in itertools.pairwise(times[1:-1]))
+
+
+def test_marks_are_paid_for_by_the_periodic_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ten marks of 4 ms of CPU each (40 ms) at a 2 % budget buy two seconds without a
+    # periodic sample, whatever the 0.05 s interval asked for.
+    real = sampler_module.read_usage
+    costly = {"on": False}
+
+    def slow(target: Target) -> Any:
+        if costly["on"]:
+            spent = time.thread_time() + 0.004
+            while time.thread_time() < spent:
+                pass
+        return real(target)
+
+    monkeypatch.setattr(sampler_module, "read_usage", slow)
+    out = tmp_path / "samples.jsonl"
+    me = Target(role="secondary", server="knot", pid=os.getpid())
+    with Sampler(out, interval=0.05) as sampler:
+        sampler.watch("case-a", [me], None, {"secondary": read_port_range(None)})
+        _wait_for(lambda: len(out.read_text().splitlines()) >= 3, "periodic samples")
+        costly["on"] = True
+        for _ in range(10):
+            sampler.mark("transfer-start", 1)
+        costly["on"] = False
+        marked = time.monotonic()
+        count = len(out.read_text().splitlines())
+        time.sleep(1.0)
+        later = [line for line in load_samples(out)[count:] if line["event"] == "periodic"]
+        sampler.unwatch()
+    assert time.monotonic() - marked >= 1.0
+    assert len(later) <= 1  # the one already due when the marks came, at most
+    assert sampler.cpu_s >= 0.04
 
 
 def test_exited_process_is_skipped_quietly(tmp_path: Path) -> None:

@@ -247,3 +247,27 @@ def test_connection_peaks_and_the_window_bound() -> None:
     ]
     assert "rcv_wnd_max" not in tcp_info.connection_peaks(old)
     assert tcp_info.advertised_window_bound_bps(tcp_info.connection_peaks(old), 0.5) is None
+
+
+def test_remote_filter_is_one_host_condition_the_kernel_accepts() -> None:
+    code = sockdiag_wire.remote_filter("198.18.0.2", 53)
+    op, yes, no = struct.unpack_from("=BBH", code, 0)
+    family, prefix, port = struct.unpack_from("=BB2xi", code, 4)
+    assert (op, yes, no) == (sockdiag_wire.INET_DIAG_BC_D_COND, len(code), len(code) + 4)
+    assert (family, prefix, port) == (socket.AF_INET, 32, 53)
+    assert code[12:] == socket.inet_aton("198.18.0.2")
+    any_port = sockdiag_wire.remote_filter("2001:db8::1", None)
+    assert struct.unpack_from("=BB2xi", any_port, 4) == (socket.AF_INET6, 128, -1)
+    assert len(any_port) == 4 + 8 + 16
+
+
+def test_a_filtered_request_carries_the_bytecode_attribute() -> None:
+    code = sockdiag_wire.remote_filter("198.18.0.2", 853)
+    for family in (None, socket.AF_INET):
+        plain = sockdiag_wire.request(family)
+        req = sockdiag_wire.request(family, bytecode=code)
+        (length,) = struct.unpack_from("=I", req, 0)
+        assert length == len(req) == len(plain) + 4 + len(code)
+        attr_len, attr_type = struct.unpack_from("=HH", req, len(plain))
+        assert (attr_len, attr_type) == (4 + len(code), sockdiag_wire.INET_DIAG_REQ_BYTECODE)
+        assert req[len(plain) + 4 :] == code

@@ -98,3 +98,21 @@ def test_wait_for_serials_keeps_the_last_query_answered_with_the_old_serial() ->
     assert served_error(seen.served["near-1"], seen.unserved["near-1"], since) == pytest.approx(
         seen.served["near-1"] - seen.unserved["near-1"]
     )
+
+
+def test_a_fleet_poll_stops_asking_a_secondary_once_it_served() -> None:
+    # One secondary serves the serial at once, the other only after 40 answers: the first
+    # is asked once more at most (a query already in flight), not every 5 ms until the other.
+    zone = "fleet.example."
+    quick = Responder({zone: 5}, drop_first=False)
+    slow = Responder(
+        {zone: 5}, drop_first=False, old_answers=40, old_serial=4, address="127.0.0.2",
+        port=quick.port,
+    )  # fmt: skip
+    with quick, slow:
+        since = time.monotonic()
+        targets = {"quick": ("127.0.0.1", None), "slow": ("127.0.0.2", None)}
+        seen = wait_for_serials(targets, zone, 5, port=quick.port, deadline=since + 10)
+    assert set(seen.served) == {"quick", "slow"}
+    assert seen.served["quick"] < seen.served["slow"]
+    assert len(quick.log[zone]) <= 2 and len(slow.log[zone]) > 40

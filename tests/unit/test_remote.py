@@ -149,15 +149,25 @@ def test_what_the_inventory_backend_does_not_do_is_refused(
     assert caught.value.exit_status == 2
 
 
-def test_a_change_stream_is_refused_on_an_inventory(tmp_path: Path) -> None:
-    """The stream's flow drives a namespace testbed's servers (measure/live_stream.py):
-    on an inventory it would fail once the hosts were deployed, so it is refused first."""
-    stream = '[stream]\ninterval = "1s"\nupdates = 5\n'
-    text = 'trigger = "stream"\n' + FLEET.replace('"axfr", ', "") + stream
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        # The stream's flow drives a namespace testbed's servers (measure/live_stream.py).
+        ('trigger = "stream"\n' + FLEET.replace('"axfr", ', "")
+         + '[stream]\ninterval = "1s"\nupdates = 5\n', "trigger"),
+        # A cold start timed by the logs alone reads them on this machine (served_log.py).
+        ('trigger = "cold-start"\ncold_start_poll = "off"\n' + FLEET.replace(', "ixfr"', ""),
+         "cold_start_poll"),
+    ],
+)  # fmt: skip
+def test_triggers_the_inventory_backend_does_not_run_are_refused(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    """Refused before the hosts are deployed, rather than failing once they are."""
     (tmp_path / "s.toml").write_text(text)
     with pytest.raises(UserInputError) as caught:
         check_scenario(spec.load(tmp_path / "s.toml"))
-    assert "s.toml: trigger:" in str(caught.value)
+    assert f"s.toml: {key}:" in str(caught.value)
     assert caught.value.exit_status == 2
 
 

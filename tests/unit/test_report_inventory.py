@@ -10,14 +10,16 @@ from typing import Any
 from rich.console import Console
 
 from harness.core.terms import SERVER_TO_SERVER
-from harness.report.data import CLOCK_MARK, load_report_data
+from harness.report.case_rows import CLOCK_MARK
+from harness.report.data import load_report_data
 from harness.report.html import render_html
 from harness.report.text import print_summary
 from harness.results import RunStore
 from harness.run.remote import with_clock
 from tests.unit.test_remote import _Fleet
 from tests.unit.test_report import RUN_META, Page
-from tests.unit.test_report_answers import SAMPLE, record
+from tests.unit.test_report_answers import record
+from tests.unit.test_report_fleet_answers import SAMPLE
 
 CASE = "bind-bind/tcp/axfr"
 HOSTS = {"ns0": ("primary", ""), "ns1": ("secondary", "near"), "ns3": ("secondary", "far")}

@@ -14,6 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 BAD_SCENARIOS = {
     "unknown top-level key": ("foo = 1", "foo", "unknown key; allowed keys here: name"),
     "unknown nested key": ('[zones]\npreset="tld"\nrecordz=5', "zones.recordz", "allowed keys"),
+    "cold-start poll rate not a rate": (
+        'cold_start_poll = "slow"',
+        "cold_start_poll",
+        'give SOA queries per second (10 to 1000000), or "off"',
+    ),
     "loss above 100 %": ('[link]\nloss="120%"', "link.loss.p", "allowed: 0% to 100%"),
     "negative loss": ("[link.forward]\nloss=-1", "link.forward.loss.p", "0% to 100%"),
     "negative delay": ('[link]\ndelay="-5ms"', "link.delay", "negative"),

@@ -266,6 +266,8 @@ class Responder:
         old_serial: int = 0,
         truncate: frozenset[str] = frozenset(),
         tcp_delay: float = 0.0,
+        address: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self.serials = {dns.name.from_text(k): v for k, v in serials.items()}
         self.drop_first, self.old_answers, self.old_serial = drop_first, old_answers, old_serial
@@ -273,11 +275,11 @@ class Responder:
         self.tcp_delay = tcp_delay
         while True:  # a port free for both UDP and TCP
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self.sock.bind(("127.0.0.1", 0))
+            self.sock.bind((address, port))
             self.port = self.sock.getsockname()[1]
             self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                self.tcp.bind(("127.0.0.1", self.port))
+                self.tcp.bind((address, self.port))
                 break
             except OSError:
                 self.sock.close()
