@@ -10,7 +10,7 @@ PYTHON := $(VENV)/bin/python
 # Debian packages the harness drives; installed only when missing.
 APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dnssecutils \
 	pdns-server pdns-backend-sqlite3 pdns-tools sqlite3 \
-	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl \
+	iproute2 iptables ethtool iperf3 iputils-ping prometheus procps curl rsync \
 	docker.io docker-compose debootstrap openssh-server
 # System services the packages above start; the harness runs its own servers, never these.
 # Not ssh: a machine's own sshd is left alone; openssh-server (the lab's sshd binary), when

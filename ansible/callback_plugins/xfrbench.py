@@ -47,7 +47,11 @@ class CallbackModule(CallbackBase):
         entry["tasks_s"] += spent
         label = task.get_name()
         entry["tasks"][label] = round(entry["tasks"].get(label, 0.0) + spent, 3)
-        message = result._result.get("msg") or result._result.get("stderr") or ""
+        message = str(result._result.get("msg") or "")
+        # A script's own words are in its output; "non-zero return code" alone says little.
+        output = result._result.get("stderr") or result._result.get("stdout") or ""
+        if output and str(output).strip() not in message:
+            message = f"{message}: {str(output).strip()}" if message else str(output)
         if status == "unreachable":
             entry["unreachable"] = str(message).strip()
         elif status == "failed" and not result._task.ignore_errors:

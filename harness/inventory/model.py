@@ -49,17 +49,20 @@ class SshTarget:
     become: bool = False  # run the agent through `sudo -n` (become_method sudo)
     become_user: str = "root"
 
-    def argv(self, command: list[str]) -> list[str]:
-        """`ssh ... HOST COMMAND`: no prompt ever (BatchMode), no terminal."""
+    def ssh(self) -> list[str]:
+        """`ssh ...` up to the host: no prompt ever (BatchMode), no terminal."""
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-p", str(self.port)]
         if self.user:
             argv += ["-l", self.user]
         if self.key_file:
             argv += ["-i", self.key_file]
-        argv += [*self.options, self.host, "--"]
+        return [*argv, *self.options]
+
+    def argv(self, command: list[str]) -> list[str]:
+        """`ssh ... HOST COMMAND`."""
         if self.become:
             command = ["sudo", "-n", "-u", self.become_user, *command]
-        return [*argv, shlex.join(command)]
+        return [*self.ssh(), self.host, "--", shlex.join(command)]
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class InventoryHost:
     root: str  # its working folder (xfrbench_root)
     ssh: SshTarget
     connection: dict[str, Any] = field(default_factory=dict)  # its connection variables
+    metrics_port: int | None = None  # xfrbench_metrics_port: where its agent serves /metrics
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -87,6 +91,7 @@ class Inventory:
     path: Path
     primary: InventoryHost
     secondaries: tuple[InventoryHost, ...]
+    lab: str | None = None  # the lab whose hosts these are (`xfrbench lab up` writes it)
 
     @property
     def hosts(self) -> tuple[InventoryHost, ...]:
@@ -192,8 +197,26 @@ def _host(name: str, role: str, values: dict[str, Any], path: Path) -> Inventory
     )
     connection = {k: values[k] for k in CONNECTION_VARS if k in values}
     return InventoryHost(
-        name, role, site, _address(name, values, path), root.rstrip("/"), ssh, connection
-    )
+        name, role, site, _address(name, values, path), root.rstrip("/"), ssh, connection,
+        _port(name, values.get("xfrbench_metrics_port"), path),
+    )  # fmt: skip
+
+
+def _port(name: str, value: Any, path: Path) -> int | None:
+    if value is None:
+        return None
+    try:
+        port = int(str(value))
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise UserInputError(
+            f"host {name}: xfrbench_metrics_port {value!r} is not a TCP port",
+            file=path,
+            key=f"{name}.xfrbench_metrics_port",
+            fix="e.g. 9100 (0: any free port), or leave it out for --prometheus-port's",
+        )
+    return port
 
 
 def load_inventory(path: Path) -> Inventory:
@@ -205,7 +228,10 @@ def load_inventory(path: Path) -> Inventory:
         )
     primaries: list[InventoryHost] = []
     secondaries: list[InventoryHost] = []
+    labs: set[str] = set()
     for name, groups, values in _read(path):
+        if values.get("xfrbench_lab"):
+            labs.add(str(values["xfrbench_lab"]))
         roles = [g for g in (PRIMARY_GROUP, SECONDARIES_GROUP) if g in groups]
         if len(roles) > 1:
             raise UserInputError(
@@ -243,7 +269,7 @@ def load_inventory(path: Path) -> Inventory:
                 fix="each host's server needs an address of its own",
             )
         addresses[host.address] = host.name
-    return Inventory(path, primaries[0], tuple(secondaries))
+    return Inventory(path, primaries[0], tuple(secondaries), labs.pop() if len(labs) == 1 else None)
 
 
 def match_sites(inventory: Inventory, loaded: LoadedScenario) -> dict[str, list[InventoryHost]]:

@@ -16,6 +16,12 @@ from typing import Any, Literal
 from harness import zonegen
 from harness.measure import processes as srv
 from harness.measure.client_pull import client_pull
+from harness.measure.cold_start import (
+    add_references,
+    check_copies,
+    polling_summary,
+    read_cold_start_log,
+)
 from harness.measure.copies import read_back
 from harness.measure.logged import transfer_logged
 from harness.measure.primary_ixfr import provides_ixfr, switch_primary
@@ -36,7 +42,6 @@ from harness.measure.watch import TransferObserver
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.plan.case import CasePlan, GroupPlan
-from harness.servers import count_failures
 from harness.servers.base import NewVersion, Reach
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
@@ -55,7 +60,7 @@ from harness.xfr.secrets import TlsFiles, new_tsig
 from harness.xfr.update import query_soa, with_serial
 from harness.xfr.verify import check_copy, verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch
-from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum, zone_set_sums
+from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import read_diff
 from harness.zonegen.model import ChangeSet
 
@@ -68,14 +73,6 @@ KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not r
 def poll_interval(secondaries: int) -> float:
     """5 ms for up to 16 secondaries, 10 ms beyond (one select loop polls them all)."""
     return POLL_INTERVAL if secondaries <= 16 else FLEET_POLL_INTERVAL
-
-
-def logged_sum(sizes: list[int | None]) -> int | None:
-    """The sum of a size every logged transfer says; None when one of them does not say
-    it (NSD 4.6 and PowerDNS log no sizes): a sum of some would pass for the whole."""
-    if not sizes or any(size is None for size in sizes):
-        return None
-    return sum(size for size in sizes if size is not None)
 
 
 class LiveCase:
@@ -364,14 +361,8 @@ class LiveCase:
         seen = self.zones_seen.get(host)
         if seen is None:
             return {}
-        return {
-            "max_rate": self.plan.cold_start_poll,  # "off": the secondary's log was the clock
-            "rounds": seen.rounds,
-            "queries": seen.queries,
-            "resends": seen.resends,
-            "round_max_s": max(seen.round_s, default=None),
-            "zones_served": len(seen.served),
-        }
+        # "off": the secondary's log was the clock
+        return {"max_rate": self.plan.cold_start_poll} | polling_summary(seen)
 
     # --- Bench: new serials and triggers -----------------------------------------------------
 
@@ -510,26 +501,12 @@ class LiveCase:
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         """Many small zones (a cold start): the secondary's copies read over a few
         connections, against the sums of the zone files (kept beside the generated set)."""
-        if any(zone not in self.references for zone in zones):
-            index = self.generated.index
-            cache = index.with_name("rrsums.json") if index is not None else None
-            files = [(f.path, f.origin) for f in self.generated.files]
-            self.references.update(zone_set_sums(files, cache_file=cache))
+        add_references(self.references, self.generated, zones)
         running = self.secondaries[host]
         copies = verify_many(
             "127.0.0.1", zones, netns=running.host.netns, timeout=self.plan.timeout
         )
-        out = {}
-        for zone in zones:
-            copy = copies[zone]
-            if zone not in self.references:
-                out[zone] = Verification(False, "could not read the primary's copy", None)
-            elif not copy.ok:
-                out[zone] = Verification(False, f"could not read the copy: {copy.error}", None)
-            else:
-                problem = check_copy(self.references[zone], copy, serial)
-                out[zone] = Verification(problem is None, problem, copy.records)
-        return out
+        return check_copies(self.references, copies, zones, serial)
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
         """What the servers logged of the transfer to `host` (measure/logged.py)."""
@@ -547,20 +524,8 @@ class LiveCase:
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         running = self.secondaries[host]
-        dialect = type(running.server)
         text = srv.read_text(running.server.log_path)
-        incoming = [e for e in dialect.parse_log(text) if e.direction == "in"]
-        stamps = [e.at_unix for e in incoming if e.at_unix is not None]
-        # A stamp starts an interval of its resolution (Knot: whole seconds): never before 0.
-        last = max(0.0, max(stamps) - running.started_at) if stamps and running.started_at else None
-        return ColdStartLog(
-            transfers=len(incoming),
-            bytes=logged_sum([e.bytes for e in incoming]),
-            messages=logged_sum([e.messages for e in incoming]),
-            failures=count_failures(dialect.kind, text, running.started_at).to_json(),
-            last_transfer_s=None if last is None else round(last, 3),
-            stamp_resolution_s=dialect.failures.resolution_s,
-        )
+        return read_cold_start_log(type(running.server), text, running.started_at)
 
     def pull(self, method: str, host: str) -> Pulled:
         """A client on `host` pulls the first zone from the primary across the link, over

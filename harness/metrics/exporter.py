@@ -42,7 +42,9 @@ class _StateCollector(Collector):
 class Exporter:
     """Serves a run's metrics on ``address:port`` while the ``with`` block lasts; port 0 picks
     a free port (see ``.port``), port None serves nothing (``exposition()`` still works).
-    ``observe_*`` may be called from any thread."""
+    ``observe_*`` may be called from any thread. Without ``run_info`` it serves no
+    xfrbench_run_info: an inventory host's agent serves its own samples beside the run's
+    exporter, which says what the run is."""
 
     def __init__(
         self,
@@ -51,12 +53,15 @@ class Exporter:
         spec_hash: str,
         port: int | None,
         address: str = "127.0.0.1",
+        run_info: bool = True,
     ) -> None:
         self.run_id = run_id
         self.address = address
         self._requested_port = port
         self._lock = threading.Lock()
         self._state = MetricState(run_id, scenario, spec_hash)
+        if not run_info:  # an agent's: the run's own exporter says which run this is
+            self._state.values.pop(("xfrbench_run_info", (run_id, scenario, spec_hash)))
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_StateCollector(self._state, self._lock))
         self._server: Any = None

@@ -37,21 +37,25 @@ class PrometheusError(XfrbenchError):
     """Prometheus answered a query with an error (the message is Prometheus' own)."""
 
 
-def render_config(scrape_targets: list[str], scrape_interval: float) -> str:
-    """prometheus.yml: one job "xfrbench" with static targets (pure). JSON is valid YAML."""
+def render_config(
+    scrape_targets: list[str], scrape_interval: float, file_sd: list[str] | None = None
+) -> str:
+    """prometheus.yml: one job "xfrbench" with static targets and target files (globs, such
+    as results/prometheus-targets/*.json: a run on inventory hosts lists its hosts there),
+    read again every second (pure). JSON is valid YAML."""
     interval = _duration(scrape_interval)
+    job: dict[str, Any] = {
+        "job_name": JOB,
+        "scrape_interval": interval,
+        "scrape_timeout": interval,
+    }
+    if scrape_targets:
+        job["static_configs"] = [{"targets": list(scrape_targets)}]
+    if file_sd:
+        job["file_sd_configs"] = [{"files": list(file_sd), "refresh_interval": "1s"}]
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "scrape_timeout": interval},
-        "scrape_configs": [
-            {
-                "job_name": JOB,
-                "scrape_interval": interval,
-                "scrape_timeout": interval,
-                "static_configs": [{"targets": list(scrape_targets)}],
-            }
-        ]
-        if scrape_targets
-        else [],
+        "scrape_configs": [job] if scrape_targets or file_sd else [],
     }
     return json.dumps(config, indent=2) + "\n"
 
@@ -76,8 +80,10 @@ class PrometheusServer:
         workdir: Path,
         scrape_interval: float = 1.0,
         binary: Path = PROMETHEUS,
+        file_sd: list[str] | None = None,
     ) -> None:
         self.scrape_targets = list(scrape_targets)
+        self.file_sd = list(file_sd or [])
         self.workdir = Path(workdir)
         self.scrape_interval = scrape_interval
         self.binary = binary
@@ -103,7 +109,7 @@ class PrometheusServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.storage.mkdir(exist_ok=True)
         config = self.workdir / "prometheus.yml"
-        config.write_text(render_config(self.scrape_targets, self.scrape_interval))
+        config.write_text(render_config(self.scrape_targets, self.scrape_interval, self.file_sd))
         try:
             for _attempt in range(3):  # the free port may be taken between probe and bind
                 self.port = free_port()

@@ -237,11 +237,11 @@ class Sampler:
                 self._watch.repeat = None
             return lines
 
-    def record(self, lines: list[dict[str, Any]]) -> None:
+    def record(self, lines: list[dict[str, Any]], passed_on: bool = True) -> None:
         """Lines sampled elsewhere (an agent on a remote host samples its own servers):
-        written and passed on like this sampler's own."""
+        written, and passed on like this sampler's own unless their host serves them."""
         with self._lock:
-            self._write(lines)
+            self._write(lines, passed_on)
 
     def note(self, case: str, lines: list[dict[str, Any]]) -> None:
         """Write lines a flow observed itself (a stream's lag per secondary, role
@@ -321,13 +321,13 @@ class Sampler:
             self.errors.append(message)
             log.warning("%s (reported once)", message)
 
-    def _write(self, lines: list[dict[str, Any]]) -> None:
+    def _write(self, lines: list[dict[str, Any]], passed_on: bool = True) -> None:
         if self._file is None:
             return
         for line in lines:
             self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
         self._file.flush()
-        if self.on_sample is not None:
+        if self.on_sample is not None and passed_on:
             for line in lines:
                 try:
                     self.on_sample(line)

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,9 +30,12 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
+from harness.remote.agent_measures import Measures, proc_start, real_minus_mono
+from harness.remote.pathwatch import PathWatch
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.base import NewVersion, Reach
 from harness.xfr import TsigKey, XfrError, XfrTimeout
@@ -45,27 +49,17 @@ from harness.zonegen.model import ChangeSet
 STOP_WAIT = 10.0
 
 
-def real_minus_mono() -> float:
-    return time.time() - time.monotonic()
-
-
-def proc_start(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(text[text.rindex(")") + 2 :].split()[19])
-
-
 def setup_from(data: dict[str, Any]) -> ServerSetup:
     """A dialect's setup from the controller's JSON (paths are this host's)."""
     tsig = TsigKey(**data["tsig"]) if data.get("tsig") else None
     known = TsigKey(**data["tsig_known"]) if data.get("tsig_known") else None
     update = TsigKey(**data["update_key"]) if data.get("update_key") else None
-    tls = None
-    if data.get("tls"):
-        t = data["tls"]
-        tls = TlsFiles(Path(t["ca_cert"]), Path(t["cert"]), Path(t["key"]), t["hostname"])
+
+    def tls_files(t: dict[str, str] | None) -> TlsFiles | None:
+        if not t:
+            return None
+        return TlsFiles(Path(t["ca_cert"]), Path(t["cert"]), Path(t["key"]), t["hostname"])
+
     return ServerSetup(
         role=data["role"],
         address=data["address"],
@@ -75,8 +69,10 @@ def setup_from(data: dict[str, Any]) -> ServerSetup:
         tsig=tsig,
         tsig_known=known,
         tsig_only=data.get("tsig_only", True),
-        tls=tls,
+        tls=tls_files(data.get("tls")),
+        tls_known=tls_files(data.get("tls_known")),
         ixfr=data.get("ixfr", True),
+        provide_ixfr=data.get("provide_ixfr", True),
         notify=data.get("notify", True),
         options=dict(data.get("options", {})),
         update_key=update,
@@ -92,7 +88,7 @@ class Running:
         self.group = group
 
 
-class Agent:
+class Agent(Measures):
     def __init__(self, run_dir: Path, tag: str, out: IO[str]) -> None:
         self.run_dir = run_dir
         self.tag = tag
@@ -102,6 +98,9 @@ class Agent:
         self.wire: WireWatch | None = None
         self.sampler: Sampler | None = None
         self.lines: list[dict[str, Any]] = []  # sample lines not yet sent
+        self.exporter: Exporter | None = None  # this host's samples, for the run's Prometheus
+        self.paths: PathWatch | None = None  # the primary's connections during a repeat
+        self.iperf: subprocess.Popen[Any] | None = None  # the bandwidth probe's server
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
         # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
         self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
@@ -173,13 +172,6 @@ class Agent:
 
     # --- files ----------------------------------------------------------------------------
 
-    def op_put(self, path: str, data: str, mode: int = 0o600) -> None:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(base64.b64decode(data))
-
     def op_read(self, path: str, offset: int = 0, limit: int = 8 << 20) -> dict[str, Any]:
         try:
             with open(path, "rb") as handle:
@@ -195,6 +187,9 @@ class Agent:
         server = make_server(kind, setup_from(setup), Path(binary))  # type: ignore[arg-type]
         for zone in server.setup.zones:
             zone.file.parent.mkdir(parents=True, exist_ok=True)
+        # The control socket lives apart from the workdir (a unix socket's path is short):
+        # Knot and NSD refuse to start when its folder is missing.
+        server.setup.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         server.render()
         workdir = server.setup.workdir
         argv = server.argv()
@@ -224,6 +219,19 @@ class Agent:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
+
+    def op_wait_listening(self, address: str, port: int, timeout: float) -> None:
+        """Until something listens on address:port here (a primary's TLS listener)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection((address, port), timeout=1.0).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise XfrTimeout(f"nothing listened on {address} port {port} "
+                                     f"within {timeout:g} s") from None  # fmt: skip
+                time.sleep(0.05)
 
     def op_alive(self, names: list[str]) -> dict[str, int | None]:
         return {n: self.servers[n].proc.poll() for n in names if n in self.servers}
@@ -339,12 +347,16 @@ class Agent:
         at = self.wire.wait_notify(serial, timeout, peer, since=since - shift)
         return None if at is None else at + shift
 
-    def op_wire_events(self, peer: str, since: float, until: float) -> list[dict[str, Any]]:
+    def op_wire_events(
+        self, peer: str, since: float, until: float | None = None
+    ) -> list[dict[str, Any]]:
+        """What the primary's wire saw of `peer` between two times (this host's unix time;
+        until None: up to now)."""
         assert self.wire is not None
         shift = real_minus_mono()
-        events = self.wire.events(peer, since - shift, until - shift)
+        events = self.wire.events(peer, since - shift, None if until is None else until - shift)
         return [{"at": e.at + shift, "kind": e.kind, "peer": e.peer, "serial": e.serial,
-                 "port": e.port} for e in events]  # fmt: skip
+                 "port": e.port, "to_port": e.to_port} for e in events]  # fmt: skip
 
     def op_wire_forget(self, before: float) -> None:
         if self.wire is not None:
@@ -352,11 +364,26 @@ class Agent:
 
     # --- samples ----------------------------------------------------------------------------
 
+    def op_metrics_serve(
+        self, run_id: str, scenario: str, spec_hash: str, address: str, port: int
+    ) -> int | None:
+        """Serve this host's samples on http://ADDRESS:PORT/metrics (0: any free port),
+        under the names and labels of the run's own exporter; returns the port."""
+        if self.exporter is None:
+            exporter = Exporter(run_id, scenario, spec_hash, port, address, run_info=False)
+            self.exporter = exporter.__enter__()
+        return self.exporter.port
+
+    def _sampled(self, line: dict[str, Any]) -> None:
+        self.lines.append(line)
+        if self.exporter is not None:
+            self.exporter.observe_sample(line)
+
     def op_sample_watch(
         self, case: str, targets: list[dict[str, Any]], interval: float
     ) -> list[dict[str, Any]]:
         if self.sampler is None:
-            self.sampler = Sampler(self.run_dir / "samples.jsonl", interval, self.lines.append)
+            self.sampler = Sampler(self.run_dir / "samples.jsonl", interval, self._sampled)
             self.sampler.__enter__()
         chosen, ranges = [], {}
         port_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
@@ -400,6 +427,13 @@ class Agent:
         if self.sampler is not None:
             self.sampler.close()
             self.sampler = None
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+        if self.paths is not None:
+            self.paths.counts()
+            self.paths = None
+        self.op_iperf_stop()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "agent.json").unlink()
 

@@ -17,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import zonegen
-from harness.measure.logged import transfer_fallbacks
+from harness.core.errors import ToolFailed
+from harness.measure.client_pull import pulled
+from harness.measure.copies import read_back
+from harness.measure.live import Switched
+from harness.measure.logged import transfer_logged
+from harness.measure.primary_ixfr import provides_ixfr
 from harness.measure.processes import CaseFailed
 from harness.measure.protocol import (
     START_TIMEOUT,
-    ColdStartLog,
     Control,
     Logged,
     Publication,
@@ -30,23 +34,24 @@ from harness.measure.protocol import (
     Verification,
 )
 from harness.measure.wall import WallClock
-from harness.measure.watch import wire_facts
-from harness.plan.case import CasePlan, GroupPlan, HostPlan
+from harness.plan.case import CasePlan, GroupPlan
+from harness.remote.agent import setup_from
 from harness.remote.channel import AgentError
+from harness.remote.coldstart import ColdStarting
 from harness.remote.fleet import RemoteFleet
-from harness.servers import count_failures, count_refusals, server_class
-from harness.servers.base import last_incoming, last_outgoing
+from harness.remote.observing import Observing
+from harness.servers import server_class
 from harness.servers.binaries import ServerBinary
 from harness.xfr import PullResult, TsigKey, XfrError, XfrTimeout
 from harness.xfr.primary_check import FULL_CHECK_RECORDS
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
-from harness.xfr.secrets import new_tsig
+from harness.xfr.secrets import TlsFiles, new_tsig
 from harness.xfr.verify import check_copy
-from harness.xfr.wire_watch import WireEvent
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 
 POLL_INTERVAL = 0.005
+COPY_ZONES = 20  # a primary's zone files push.yml copies; more go by rsync
 
 
 def _key(key: TsigKey | None) -> dict[str, str] | None:
@@ -54,7 +59,7 @@ def _key(key: TsigKey | None) -> dict[str, str] | None:
                                      "secret": key.secret}  # fmt: skip
 
 
-class RemoteCase:
+class RemoteCase(Observing, ColdStarting):
     """The servers of a group of cases on the hosts of an inventory (see LiveCase)."""
 
     def __init__(
@@ -68,6 +73,7 @@ class RemoteCase:
         tsig: TsigKey | None,
         sampler: Any = None,
         spent: WallClock | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.group = plan
         self.plan: CasePlan = plan.first
@@ -77,6 +83,7 @@ class RemoteCase:
         self.binaries = binaries
         self.generated = zones
         self.tsig = tsig
+        self.tls = tls  # the controller's copy; pushed to the hosts (pushes())
         self.sampler = sampler
         self.spent = spent or WallClock()
         self.zones = [z.origin for z in zones.files]
@@ -84,54 +91,52 @@ class RemoteCase:
         self.base_serial = zones.files[0].serial
         self.update_key = new_tsig(name="xfrbench-update.")
         self.running: dict[str, dict[str, Any]] = {}  # host -> what its agent started
-        self.setups: dict[str, dict[str, Any]] = {}
+        self.setups: dict[str, dict[str, Any]] = {}  # host -> its server's config now
+        self.started_with: dict[str, dict[str, Any]] = {}  # host -> the config it started with
         self.poll_gaps: dict[str, float] = {}
         self.unserved: dict[str, float] = {}
         self.references: dict[str, ZoneSum] = {}
+        self.zones_seen: dict[str, dict[str, Any]] = {}  # a cold start's polling, per host
         self.change: zonegen.ChangeSet | None = None
         self.logs: dict[str, tuple[int, bytearray]] = {}  # host -> (offset read, text)
         self._quiet_from = 0.0
         self._observing: tuple[float, float] | None = None
+        self.paths: dict[str, dict[str, Any]] = {}  # secondary -> its path's counts
         self.pool = ThreadPoolExecutor(max_workers=max(4, len(fleet.channels)))
 
     # --- clocks ----------------------------------------------------------------------------
 
-    def clock(self) -> float:
-        return time.monotonic()
-
     def wall(self) -> float:
         return time.time()
 
-    def to_bench(self, host: str, at: float) -> float:
-        """A host's unix time on the controller's monotonic clock (its measured offset)."""
-        offset = self.fleet.clock(host).offset_s
-        return at - offset - (time.time() - time.monotonic())
-
-    def to_host(self, host: str, at: float) -> float:
-        offset = self.fleet.clock(host).offset_s
-        return at + offset + (time.time() - time.monotonic())
-
     # --- hosts and servers -----------------------------------------------------------------
-
-    def _host(self, name: str) -> HostPlan:
-        return next(h for h in self.plan.hosts if h.name == name)
-
-    def address(self, name: str) -> str:
-        return self.fleet.inventory.host(name).address
 
     def workdir(self, name: str) -> str:
         return f"{self.fleet.run_dir(name)}/cases/{self.visit}/{name}"
+
+    def tls_dir(self, name: str) -> str:
+        """Where a host keeps this visit's TLS files (outside what fetch.yml brings back)."""
+        return f"{self.fleet.run_dir(name)}/tls/{self.visit}"
+
+    def _tls(self, name: str) -> dict[str, str] | None:
+        if self.tls is None:
+            return None
+        folder = self.tls_dir(name)
+        return {"ca_cert": f"{folder}/{self.tls.ca_cert.name}",
+                "cert": f"{folder}/{self.tls.cert.name}",
+                "key": f"{folder}/{self.tls.key.name}", "hostname": self.tls.hostname}  # fmt: skip
 
     def _setup(self, name: str) -> dict[str, Any]:
         host, group, case = self._host(name), self.group, self.plan
         workdir = self.workdir(name)
         if host.role == "primary":
-            tsig, ixfr = self.tsig, group.ixfr
+            tsig, ixfr, tls = self.tsig, group.ixfr, self._tls(name)
             tsig_only = all(c.tsig_algorithm for c in group.cases)
             peers = [self.address(h.name) for h in self.plan.secondaries]
             zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
         else:
             tsig = self.tsig if case.tsig_algorithm else None
+            tls = self._tls(name) if case.tls else None
             ixfr, tsig_only = case.ixfr, True
             peers = [self.address(self.plan.primary.name)]
             zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
@@ -144,7 +149,10 @@ class RemoteCase:
             "tsig": _key(tsig),
             "tsig_known": _key(self.tsig),
             "tsig_only": tsig_only,
+            "tls": tls,
             "ixfr": ixfr,
+            "tls_known": self._tls(name),  # set only when some case of the group uses XoT
+            "provide_ixfr": provides_ixfr(case, self.binaries),  # a primary's (primary_ixfr.py)
             "notify": case.notify and host.role == "primary",
             "options": dict(host.server.options),
             "update_key": _key(self.update_key) if host.role == "primary" else None,
@@ -152,19 +160,44 @@ class RemoteCase:
         }
 
     def pushes(self) -> dict[str, list[dict[str, Any]]]:
-        """The files push.yml puts on the hosts before the servers start: the zones."""
+        """The files push.yml puts on the hosts before the servers start: the zones, and
+        for XoT the CA and the primary's certificate everywhere, its key on the primary
+        alone (0600, removed with the run's folder)."""
         primary = self.plan.primary.name
         workdir = self.workdir(primary)
-        return {
+        out: dict[str, list[dict[str, Any]]] = {
             primary: [
                 {"src": str(f.path), "dest": f"{workdir}/zones/{f.origin}zone", "mode": "0644"}
                 for f in self.generated.files
+                if len(self.generated.files) <= COPY_ZONES  # more go by rsync (sync_zones)
             ]
         }
+        if self.tls is not None:
+            for host in self.plan.hosts:
+                files = [self.tls.ca_cert, self.tls.cert]
+                files += [self.tls.key] if host.role == "primary" else []
+                out.setdefault(host.name, []).extend(
+                    {"src": str(f), "dest": f"{self.tls_dir(host.name)}/{f.name}", "mode": "0600"}
+                    for f in files
+                )
+        return out
+
+    def sync_zones(self) -> None:
+        """A hosting set of many zones goes to the primary's host by one rsync, not a copy
+        task per file (push.yml's takes a few tenths of a second each)."""
+        if len(self.generated.files) > COPY_ZONES:
+            primary = self.plan.primary.name
+            files = {f"{f.origin}zone": f.path for f in self.generated.files}
+            self.fleet.sync(primary, files, f"{self.workdir(primary)}/zones", basis=[])
+
+    def sysctls(self) -> dict[str, dict[str, str]]:
+        """Each host's TCP settings for this visit ([hosts] of the scenario: the cases of a
+        group share them), {} for a host with none."""
+        return {host.name: host.settings.sysctls() for host in self.plan.hosts}
 
     def _start(self, name: str) -> None:
         binary = self.binaries[name]
-        self.setups[name] = self._setup(name)
+        self.setups[name] = self.started_with[name] = self._setup(name)
         channel = self.fleet.channel(name)
         self.running[name] = channel.call(
             "start", wait=60, name=name, kind=binary.kind, binary=str(binary.path),
@@ -185,9 +218,18 @@ class RemoteCase:
             if name not in served:
                 raise XfrTimeout(f"timeout after {START_TIMEOUT:g} s: the primary never served "
                                  f"{origin} serial {self.base_serial}")  # fmt: skip
+        if self.group.tls:  # its TLS listener comes up with the zones
+            self.fleet.channel(name).call(
+                "wait_listening", wait=START_TIMEOUT + 5, address=self.address(name), port=853,
+                timeout=START_TIMEOUT,
+            )  # fmt: skip
 
     def prepare_secondaries(self) -> None:
+        """The secondaries stopped and their folders emptied: they start with every zone
+        configured and none on disk (a cold start's repeats start alike)."""
         self.stop_secondaries()
+        for host in self.plan.secondaries:
+            self.fleet.channel(host.name).call("fresh", workdir=self.workdir(host.name))
 
     def start_secondaries(self) -> None:
         list(self.pool.map(self._start, [h.name for h in self.plan.secondaries]))
@@ -199,25 +241,57 @@ class RemoteCase:
             self.fleet.channel(name).call("stop", wait=30, name=name)
             self.running.pop(name, None)
 
-    def select(self, case: CasePlan) -> bool:
+    def select(self, case: CasePlan) -> dict[str, Switched]:
+        """Make `case` the selected one, as LiveCase.select: a running secondary whose
+        settings differ (TLS, TSIG, IXFR) is switched by its server's own reconfiguration
+        where its dialect declares that this makes the switch, else restarted with the new
+        config. Returns how each was switched."""
         if case is self.plan:
-            return False
+            return {}
         self.plan = case
-        switched = False
+        self._switch_primary()  # first: it answers the secondaries' next transfer
+        switched: dict[str, Switched] = {}
         for host in case.secondaries:
-            if host.name not in self.running:
+            name = host.name
+            if name not in self.running:
                 continue
-            setup = self._setup(host.name)
-            old = self.setups[host.name]
-            if all(setup[k] == old[k] for k in ("tsig", "ixfr")):
+            setup, old = self._setup(name), self.setups[name]
+            if all(setup[k] == old[k] for k in ("tsig", "tls", "ixfr")):
                 continue
-            self.fleet.channel(host.name).call(
-                "reconfig", wait=case.timeout + 5, name=host.name, setup=setup,
-                timeout=case.timeout,
-            )  # fmt: skip
-            self.setups[host.name] = setup
-            switched = True
+            dialect = server_class(self.binaries[name].kind)
+            started = setup_from(self.started_with[name])
+            if dialect.switches_by_reconfig(started, setup_from(old), setup_from(setup)):
+                try:
+                    self.fleet.channel(name).call(
+                        "reconfig", wait=case.timeout + 5, name=name, setup=setup,
+                        timeout=case.timeout,
+                    )  # fmt: skip
+                except XfrError as exc:  # its reconfiguration command failed on the host
+                    raise ToolFailed([f"reconfig of {name}"], 1, str(exc)) from None
+                self.setups[name] = setup
+                switched[name] = "reconfig"
+            else:
+                self.fleet.channel(name).call("stop", wait=30, name=name)
+                self._start(name)
+                switched[name] = "restart"
+        self._watch()  # the samples from now on are this case's
         return switched
+
+    def _switch_primary(self) -> None:
+        """The running primary reconfigured when the selected case changes whether it
+        provides IXFR (measure/primary_ixfr.py); one without IXFR history has none to
+        withhold."""
+        name = self.plan.primary.name
+        if name not in self.running:
+            return
+        setup, old = self._setup(name), self.setups[name]
+        if not old["ixfr"] or setup["provide_ixfr"] == old["provide_ixfr"]:
+            return
+        self.fleet.channel(name).call(
+            "reconfig", wait=self.plan.timeout + 5, name=name, setup=setup,
+            timeout=self.plan.timeout,
+        )  # fmt: skip
+        self.setups[name] = setup
 
     def close(self) -> None:
         self.stop_secondaries()
@@ -272,27 +346,7 @@ class RemoteCase:
     def last_unserved(self, host: str) -> float | None:
         return self.unserved.get(host)
 
-    def wait_all_zones(self, hosts, zones, serial, deadline):  # type: ignore[no-untyped-def]
-        raise CaseFailed("cold starts are not run on inventory hosts yet")
-
-    def zones_last_unserved(self, host: str) -> dict[str, float]:
-        return {}
-
-    def cold_start_polling(self, host: str) -> dict[str, Any]:
-        return {}
-
-    def cold_start_log(self, host: str) -> ColdStartLog:
-        return ColdStartLog(0, 0, 0, {})
-
-    def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
-        return {}
-
     # --- publishing and triggers ----------------------------------------------------------
-
-    def _put(self, host: str, path: Path, dest: str) -> str:
-        data = base64.b64encode(path.read_bytes()).decode()
-        self.fleet.channel(host).call("put", wait=120, path=dest, data=data, mode=0o644)
-        return dest
 
     def publish(self, serial: int) -> Publication:
         name = self.plan.primary.name
@@ -307,12 +361,18 @@ class RemoteCase:
         remote_change = None
         if change is not None:
             folder = f"{self.fleet.run_dir(name)}/changes/{self.visit}/{serial}"
+            # The new zone file is named as the served one, whose version rsync sends the
+            # delta against (a whole file only for the dialects that read one).
+            files = {"diff": change.diff_path}
+            zone_name = f"{change.origin}zone"
+            if server_class(kind).publishes_zone_files(self.group.ixfr):
+                files[zone_name] = change.zone_path
+            self.fleet.sync(name, files, folder, basis=[f"{self.workdir(name)}/zones"])
             remote_change = {
                 "origin": change.origin, "serial_from": change.serial_from,
                 "serial_to": change.serial_to, "added": change.added, "deleted": change.deleted,
-                "diff_path": self._put(name, change.diff_path, f"{folder}/diff"),
-                "zone_path": self._put(name, change.zone_path, f"{folder}/zone")
-                if server_class(kind).publishes_zone_files(self.group.ixfr) else f"{folder}/-",
+                "diff_path": f"{folder}/diff",
+                "zone_path": f"{folder}/{zone_name}" if zone_name in files else f"{folder}/-",
             }  # fmt: skip
         channel = self.fleet.channel(name)
         channel.call("wire_forget", before=time.time() - 1.0 + self.fleet.clock(name).offset_s)
@@ -385,11 +445,9 @@ class RemoteCase:
         return PullResult(**data)
 
     def verify(self, host: str, zone: str, serial: int) -> Verification:
-        copy = self._copy(host)
-        if not copy.ok:
-            return Verification(False, f"could not read the secondary's copy: {copy.error}", None)
-        problem = check_copy(self._reference(zone), copy, serial)
-        return Verification(problem is None, problem, copy.records)
+        """The secondary's copy read back on its host, once more when the first read met
+        it between versions (measure/copies.py: NSD's handover)."""
+        return read_back(lambda: self._copy(host), self._reference(zone), serial, time.sleep)
 
     def _log(self, host: str) -> str:
         """The server's log so far, read on from where the last read ended; mirrored into
@@ -413,90 +471,30 @@ class RemoteCase:
         return text.decode(errors="replace")
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
+        """What the servers logged of the transfer to `host`, read as on namespaces
+        (measure/logged.py)."""
         primary = self.plan.primary.name
-        dialect = server_class(self.binaries[host].kind)
-        text = self._log(host)
-        incoming = last_incoming(dialect, text, zone, serial)
-        primary_dialect = server_class(self.binaries[primary].kind)
-        primary_text = self._log(primary)
-        outgoing = last_outgoing(primary_dialect, primary_text, zone, serial, self.address(host))
-        failures = count_failures(dialect.kind, text, since)
-        return Logged(
-            incoming.to_json() if incoming else {},
-            outgoing.to_json() if outgoing else {},
-            failures.to_json() if failures.failing_lines else {},
-            count_refusals(primary_dialect.kind, primary_text, since, self.wall()).to_json(),
-            transfer_fallbacks(
-                primary_dialect, primary_text, dialect, text, zone, self.address(host), since
-            ),
+        return transfer_logged(
+            server_class(self.binaries[host].kind),
+            self._log(host),
+            server_class(self.binaries[primary].kind),
+            self._log(primary),
+            (zone, serial, self.address(host)),
+            since,
+            self.wall(),
         )
 
     def pull(self, method: str, host: str) -> Pulled:
-        raise CaseFailed("client pulls are not run on inventory hosts yet")
-
-    # --- observation -----------------------------------------------------------------------
-
-    def _relay(self, op: str, **args: Any) -> None:
-        """Sample lines from every host's agent into the run's samples.jsonl."""
-        names = list(self.fleet.channels)
-        for name, lines in zip(
-            names,
-            self.pool.map(lambda n: self.fleet.channel(n).call(op, **args), names),
-            strict=True,
-        ):
-            self._record(name, lines)
-
-    def _record(self, host: str, lines: list[dict[str, Any]]) -> None:
-        """A host's sample lines, their times put on the controller's clock."""
-        if self.sampler is None or not lines:
-            return
-        offset = self.fleet.clock(host).offset_s
-        self.sampler.record([line | {"t": round(line["t"] - offset, 6)} for line in lines])
-
-    def mark(self, event: str, repeat: int) -> None:
-        if event == "transfer-end":
-            self._quiet_from = self.clock()
-        if self.sampler is not None:
-            self._relay("sample_mark", event=event, repeat=repeat)
-
-    def between_repeats(self) -> None:
-        wait = self._quiet_from + self.plan.settle - self.clock()
-        if wait > 0:
-            time.sleep(wait)
-        list(self.pool.map(lambda n: self.fleet.channel(n).call("flush_metrics"),
-                           list(self.fleet.channels)))  # fmt: skip
-
-    def begin_observation(self) -> None:
-        self._observing = (self.clock(), 0.0)
-
-    def finish_observation(self) -> None:
-        pass
-
-    def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
-        primary = self.plan.primary.name
-        events = self.fleet.channel(primary).call(
-            "wire_events", peer=self.address(host), since=self.to_host(primary, t0),
-            until=self.to_host(primary, served),
+        """A client on `host` (a secondary's) pulls the first zone from the primary across
+        the real path, through that host's agent."""
+        tls = self._tls(host) if self.plan.tls else None
+        tsig = self.tsig if self.plan.tsig_algorithm else None
+        data = self.fleet.channel(host).call(
+            "pull", wait=self.plan.timeout + 30, method=method,
+            address=self.address(self.plan.primary.name), zone=self.first_zone, tsig=_key(tsig),
+            tls_ca=tls["ca_cert"] if tls else None, timeout=self.plan.timeout,
         )  # fmt: skip
-        seen = [WireEvent(self.to_bench(primary, e["at"]), e["kind"], e["peer"], e["serial"],
-                          e["port"]) for e in events]  # fmt: skip
-        facts: dict[str, Any] = {"wire": wire_facts(seen, t0)}
-        if host in self.poll_gaps:
-            facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)
-        return facts
-
-    def link_counters(self) -> dict[str, Any]:
-        return {}
-
-    def _watch(self) -> None:
-        if self.sampler is None:
-            return
-        for name in self.running:
-            host = self._host(name)
-            target = {"name": name, "role": host.role, "server": self.binaries[name].kind,
-                      "host": name, "site": host.site if self.plan.is_fleet else ""}  # fmt: skip
-            lines = self.fleet.channel(name).call(
-                "sample_watch", case=self.plan.name, targets=[target],
-                interval=self.sampler.interval,
-            )  # fmt: skip
-            self._record(name, lines)
+        result = PullResult(**data)
+        started = result.started_at  # the client's host clock, put on the controller's
+        at = started - self.fleet.clock(host).offset_s if started else self.wall()
+        return pulled(result, self._reference(self.first_zone), at)

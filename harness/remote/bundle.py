@@ -2,9 +2,9 @@
 libraries its modules import, from the controller's own environment, in one archive the
 deploy playbook unpacks on each host (PYTHONPATH points at it; nothing is installed).
 
-Pure-Python libraries run anywhere; numpy and cryptography carry compiled modules built for
-the controller's CPython and machine, so the playbook checks the host's python3 against
-`python_tag()` first (Debian 12 hosts: 3.11 on x86_64, as the controller).
+Pure-Python libraries run anywhere; numpy, cryptography and pydantic carry compiled modules
+built for the controller's CPython and machine, so the playbook checks the host's python3
+against `python_tag()` first (Debian 12 hosts: 3.11 on x86_64, as the controller).
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ import harness
 
 REPOSITORY = Path(harness.__file__).resolve().parents[1]
 SITE_PACKAGES = Path(dns.__file__).resolve().parents[1]
-# What the agent's imports reach (harness.servers, .xfr, .observe, .zonegen), top-level names.
+# What the agent's imports reach (harness.servers, .xfr, .observe, .zonegen, .metrics),
+# top-level names.
 LIBRARIES = (
     "dns", "jinja2", "markupsafe", "numpy", "numpy.libs", "cryptography", "cffi",
-    "pycparser", "_cffi_backend",
+    "pycparser", "_cffi_backend", "prometheus_client", "pydantic", "pydantic_core",
+    "annotated_types", "typing_extensions", "typing_inspection",
 )  # fmt: skip
-SKIP_PARTS = {"__pycache__", "tests", "testing", "f2py", "_pyinstaller", "typing", "docker"}
+SKIP_PARTS = {"__pycache__", "tests", "testing", "f2py", "_pyinstaller", "docker"}
 CACHE = REPOSITORY / "zones" / "cache"
 
 
@@ -40,11 +42,10 @@ def _members() -> list[tuple[Path, str]]:
     out: list[tuple[Path, str]] = []
     roots = [(REPOSITORY / "harness", "harness"), (REPOSITORY / "servers", "servers")]
     for name in LIBRARIES:
-        found = sorted(SITE_PACKAGES.glob(f"{name}*")) if name == "_cffi_backend" else []
-        if found:
-            out += [(path, path.name) for path in found]
-        elif (SITE_PACKAGES / name).is_dir():
+        if (SITE_PACKAGES / name).is_dir():
             roots.append((SITE_PACKAGES / name, name))
+        else:  # a module of one file: typing_extensions.py, _cffi_backend.cpython-*.so
+            out += [(path, path.name) for path in sorted(SITE_PACKAGES.glob(f"{name}.*"))]
     for root, prefix in roots:
         for path in sorted(root.rglob("*")):
             relative = path.relative_to(root)

@@ -23,21 +23,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import XfrbenchError
+from harness.core.errors import UserInputError, XfrbenchError
 from harness.inventory import Inventory, InventoryHost, load_inventory
 from harness.remote.bundle import build_bundle, python_tag
-from harness.remote.channel import AgentChannel, ClockReading, open_channel
+from harness.remote.channel import AgentChannel, AgentError, ClockReading, open_channel
 from harness.remote.playbooks import PlaybookResult, close_masters, run_playbook
+from harness.remote.sync import sync_files
 from harness.servers import DIALECTS
 from harness.testbed import registry as reg
 
 CONTROL_ROOT = Path("/run/xfrbench/remote")  # ssh control sockets, playbook logs, results
 # What deploy.yml installs when missing: each dialect's packages (the servers and their
-# tools, as `make setup` installs them), and what the agent runs (ip, ping); and the system
-# services the server packages start, which it stops.
+# tools, as `make setup` installs them), what the agent runs (ip, ping, iperf3) and rsync,
+# which new zone versions arrive by; and the system services the server packages start,
+# which it stops.
 PACKAGES = (
     *(package for dialect in DIALECTS.values() for package in dialect.packages),
-    "iproute2", "iputils-ping", "procps", "tar",
+    "iproute2", "iputils-ping", "procps", "tar", "rsync", "iperf3",
 )  # fmt: skip
 SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
 
@@ -60,6 +62,9 @@ class RemoteFleet:
         self.costs: dict[str, Any] = {}  # wall seconds per stage, and per host
         self.registry: reg.Registry | None = None
         self.teardown_report: list[str] = []
+        self.metrics: dict[str, str] = {}  # host -> "address:port" its agent serves
+        self.path_totals: dict[str, dict[str, Any]] = {}  # the run's retransmits per path
+        self.sets_sysctls = False  # some visit sets TCP settings: push.yml sets every host's
 
     # --- paths ---------------------------------------------------------------------------
 
@@ -102,6 +107,7 @@ class RemoteFleet:
             hosts={h.name: remote_run_dir(h, self.run_id) for h in self.inventory.hosts},
             work=str(self.work),
             logs=str(self.log_dir),
+            lab=self.inventory.lab,
         )
         began = time.monotonic()
         bundle = build_bundle()
@@ -168,13 +174,58 @@ class RemoteFleet:
             "costs": self.costs,
         }
 
+    def serve_metrics(self, run_id: str, scenario: str, spec_hash: str, port: int) -> None:
+        """Each host's agent serves its own samples on /metrics at the host's address, on
+        its xfrbench_metrics_port or else `port` (0: any free one), for the run's
+        Prometheus to scrape there (self.metrics: host -> "address:port")."""
+
+        def serve(host: InventoryHost) -> str:
+            wanted = port if host.metrics_port is None else host.metrics_port
+            try:
+                got = self.channel(host.name).call(
+                    "metrics_serve", run_id=run_id, scenario=scenario, spec_hash=spec_hash,
+                    address=host.address, port=wanted,
+                )  # fmt: skip
+            except AgentError as exc:
+                raise UserInputError(
+                    f"host {host.name}: its agent cannot serve /metrics on port {wanted}: {exc}",
+                    file=self.inventory.path,
+                    key=f"{host.name}.xfrbench_metrics_port",
+                    fix="give the host a free port as xfrbench_metrics_port (0: any)",
+                ) from None
+            address = f"[{host.address}]" if ":" in host.address else host.address
+            return f"{address}:{got}"
+
+        hosts = self.inventory.hosts
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            served = list(pool.map(serve, hosts))
+        self.metrics = {host.name: target for host, target in zip(hosts, served, strict=True)}
+
+    def record_file(self, path: Path) -> None:
+        """A file of the controller's that goes with the run (at teardown, or `clean`)."""
+        assert self.registry is not None
+        self.registry.add("file", path=str(path))
+
     # --- per visit -----------------------------------------------------------------------
 
-    def push(self, files: dict[str, list[dict[str, Any]]]) -> PlaybookResult:
-        """push.yml: {host: [{src, dest, mode}]}."""
-        result = self._playbook("push", self._variables(xfrbench_push=files))
+    def push(
+        self, files: dict[str, list[dict[str, Any]]], sysctls: dict[str, dict[str, str]] | None
+    ) -> PlaybookResult:
+        """push.yml: files {host: [{src, dest, mode}]}, and each host's TCP settings for the
+        visit ({key: value}, every host's) when the run sets any (None: it sets none)."""
+        variables = self._variables(xfrbench_push=files)
+        if sysctls is not None:
+            variables["xfrbench_sysctls"] = sysctls
+        result = self._playbook("push", variables)
         self.costs.setdefault("push_s", []).append(round(result.wall_s, 3))
         return result
+
+    def sync(self, name: str, files: dict[str, Path], dest: str, basis: list[str]) -> None:
+        """rsync `files` ({name: local path}) into the host's folder `dest`, as deltas
+        against the same names in `basis` (remote/sync.py); the seconds and bytes it took
+        go to costs["sync"]."""
+        spent, sent = sync_files(self.inventory.host(name), files, dest, basis, self.control_dir)
+        self.costs.setdefault("sync", []).append({"s": round(spent, 3), "sent_bytes": sent})
 
     def fetch(self, paths: list[str], into: Path) -> PlaybookResult:
         """fetch.yml: `paths` (relative to each host's run folder) back into `into` (the
@@ -223,18 +274,31 @@ def teardown(inventory_path: Path, run_id: str, work: Path, log_dir: Path) -> Pl
     return result
 
 
+def remove_work(work: Path) -> None:
+    """A run's folder on the controller (its ssh sockets, playbook variables), and the
+    folder of all runs' when this was the last one in it."""
+    shutil.rmtree(work, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: another run's
+        work.parent.rmdir()
+
+
 def _undo_remote_run(action: reg.Action) -> str:
     detail = action.detail
     work = Path(detail["work"])
     inventory = Path(detail["inventory"])
     if not inventory.is_file():
+        lab = detail.get("lab")
+        if lab and not (reg.registry_dir() / f"{lab}.json").exists():
+            # `lab down` stopped whatever ran in the lab's namespaces and removed its roots.
+            remove_work(work)
+            return f"remote run {detail['run']}: its lab {lab} is gone, and its hosts with it"
         return f"!inventory {inventory} is gone: give it with `xfrbench clean --inventory`"
     load_inventory(inventory)  # still readable, or say so
     result = teardown(inventory, detail["run"], work, Path(detail.get("logs") or work / "logs"))
     problems = [f"{host}: {what}: {message}" for host, what, message in result.problems()]
     if problems:
         return "!teardown.yml: " + "; ".join(problems)
-    shutil.rmtree(work, ignore_errors=True)  # this run's sockets and logs on the controller
+    remove_work(work)
     hosts = ", ".join(f"{h}:{d}" for h, d in sorted(detail.get("hosts", {}).items()))
     return f"remote run {detail['run']} on {hosts} ({result.wall_s:.1f} s)"
 

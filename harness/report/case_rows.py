@@ -11,7 +11,9 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness.core import fmt
 from harness.report.logged_failures import LoggedFailures, logged_failures, logged_failures_text
+from harness.report.resources_rows import as_float
 from harness.results.model import TransferRecord
 from harness.results.summary import (
     MAX_STABLE_CV,
@@ -53,6 +55,10 @@ class CaseRow:
     # logged (extra.xfr_seen), and the fallbacks' kinds: (kind, how many), most first
     whole_zones: int = 0
     whole_zone_kinds: list[tuple[str, int]] = field(default_factory=list)
+    # Counted transfers timed across two hosts' clocks (run --inventory) whose clocks' error
+    # exceeds 10 % of the duration (extra.clock.clock_error_over_10pct), and the largest
+    clock_flagged: int = 0
+    clock_error_max_s: float | None = None
 
     @property
     def whole_zone_note(self) -> str | None:
@@ -119,6 +125,36 @@ def whole_zone_answers(counted: list[TransferRecord]) -> tuple[int, list[tuple[s
     return sum(kinds.values()), kinds.most_common()
 
 
+CLOCK_MARK = "‡"  # beside a median some of whose transfers carry a clock flag
+
+
+def clock_note(rows: list[CaseRow]) -> str | None:
+    """The line under the cases table when a case has transfers timed across two hosts'
+    clocks with an error over 10 % of their duration (None when none has)."""
+    flagged = [row for row in rows if row.clock_flagged]
+    if not flagged:
+        return None
+    count = sum(row.clock_flagged for row in flagged)
+    largest = max(row.clock_error_max_s or 0.0 for row in flagged)
+    return (
+        f"{CLOCK_MARK} {count} transfer{'s' if count != 1 else ''} of the marked cases were "
+        "timed across two hosts' clocks whose measured error (up to "
+        f"{fmt.duration(largest)}) exceeds 10 % of the duration: read each with its "
+        "duration_error_s (transfers.jsonl extra.clock; the clocks in run.json remote.clocks)."
+    )
+
+
+def clock_flags(records: list[TransferRecord]) -> tuple[int, float | None]:
+    """(how many of these counted records carry a clock error over 10 % of their duration,
+    the largest such clock error)."""
+    errors = []
+    for record in records:
+        clock = record.extra.get("clock")
+        if record.counts and isinstance(clock, dict) and clock.get("clock_error_over_10pct"):
+            errors.append(as_float(clock.get("clock_error_s")) or 0.0)
+    return len(errors), max(errors, default=None)
+
+
 def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[CaseRow]:
     """One row per (case, method), in the order they first ran."""
     groups: dict[tuple[str, str], list[TransferRecord]] = {}
@@ -143,6 +179,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
         failed = [r for r in items if not r.counts and not r.unsupported]
         whole = whole_zone_answers(counted)
+        clock_flagged, clock_error_max = clock_flags(items)
         rows.append(
             CaseRow(
                 case=case,
@@ -171,6 +208,8 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 logged_failures=logged_failures(items),
                 whole_zones=whole[0],
                 whole_zone_kinds=whole[1],
+                clock_flagged=clock_flagged,
+                clock_error_max_s=clock_error_max,
             )
         )
     return rows

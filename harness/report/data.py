@@ -30,6 +30,8 @@ from harness.report.logged_failures import (
     unlogged_note,
 )
 from harness.report.phases import CasePhases, case_phases
+from harness.report.real_paths import RealPath, real_paths
+from harness.report.resources_rows import CaseResources, case_resources
 from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
@@ -86,27 +88,6 @@ class RunInfo:
 
 
 @dataclass
-class RoleResources:
-    role: str
-    cpu_user_s_per_transfer: float | None
-    cpu_system_s_per_transfer: float | None
-    cpu_total_s_per_transfer: float | None
-    cpu_s_total: float | None
-    anon_peak_bytes: int | None  # sampled in the case (harness.results.resources)
-    charged_peak_bytes: int | None  # page cache included, since the server started
-    peak_time_wait: int | None
-    peak_ephemeral_ports: int | None
-    retrans_segs: int | None
-    tcp_timeouts: int | None
-
-
-@dataclass
-class CaseResources:
-    case: str
-    roles: dict[str, RoleResources]
-    link: dict[str, dict[str, int]]  # direction -> {"passed": n, "dropped": n}
-
-
 @dataclass
 class FailedAttempt:
     """One attempt that does not count, for the report's list of them."""
@@ -144,6 +125,7 @@ class ReportData:
     transports: list[TransportGroup] = field(default_factory=list)
     phases: list[CasePhases] = field(default_factory=list)
     links: list[PathCheck] = field(default_factory=list)
+    real_paths: list[RealPath] = field(default_factory=list)  # run --inventory: the paths found
     bounds: list[BoundRow] = field(default_factory=list)
     bounds_missing: list[tuple[str, str]] = field(default_factory=list)  # (case, why none)
     fleet: FleetData | None = None
@@ -290,58 +272,6 @@ def case_links(case_files: list[CaseMeta]) -> dict[str, str]:
     return links
 
 
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
-
-
-def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
-    """summary["resources"] (the contract's per-case resource summary) as dataclasses; a key
-    that is missing or not a number becomes None rather than an error."""
-    out = []
-    for case, by_role in resources.items():
-        if not isinstance(by_role, dict):
-            continue
-        roles = {}
-        for role in SERVER_ROLES:
-            figures = by_role.get(role)
-            if not isinstance(figures, dict):
-                continue
-            cpu = figures.get("cpu_s_per_transfer")
-            cpu = cpu if isinstance(cpu, dict) else {}
-            roles[role] = RoleResources(
-                role=role,
-                cpu_user_s_per_transfer=_float(cpu.get("user")),
-                cpu_system_s_per_transfer=_float(cpu.get("system")),
-                cpu_total_s_per_transfer=_float(cpu.get("total")),
-                cpu_s_total=_float(figures.get("cpu_s_total")),
-                anon_peak_bytes=_int(figures.get("anon_peak_bytes")),
-                # A summary from before holds "peak_rss_bytes": the charged peak (or more).
-                charged_peak_bytes=_int(
-                    figures.get("charged_peak_bytes", figures.get("peak_rss_bytes"))
-                ),
-                peak_time_wait=_int(figures.get("peak_time_wait")),
-                peak_ephemeral_ports=_int(figures.get("peak_ephemeral_ports")),
-                retrans_segs=_int(figures.get("retrans_segs")),
-                tcp_timeouts=_int(figures.get("tcp_timeouts")),
-            )
-        link: dict[str, dict[str, int]] = {}
-        raw_link = by_role.get("link")
-        if isinstance(raw_link, dict):
-            for direction, counts in raw_link.items():
-                if isinstance(counts, dict):
-                    link[str(direction)] = {k: v for k, v in counts.items() if _int(v) is not None}
-        out.append(CaseResources(case=str(case), roles=roles, link=link))
-    return out
-
-
 def port_ranges(case_files: list[CaseMeta]) -> dict[str, tuple[int, bool]]:
     """Per case, the fewest ephemeral ports a secondary had (ip_local_port_range) and
     whether tcp_tw_reuse = 1 let it reuse a port still in TIME_WAIT (from case.json)."""
@@ -461,6 +391,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         transports=transport_costs(records),
         phases=phases,
         links=link_checks(records, metas),
+        real_paths=real_paths(meta.remote),
         bounds=bound_rows(records, metas),
         bounds_missing=[(p.label, p.missing) for p in phases if p.missing],
         port_ranges=port_ranges(case_files),

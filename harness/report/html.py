@@ -15,6 +15,7 @@ from harness.core import fmt
 from harness.core.errors import UserInputError
 from harness.core.stats import min_two_sided_p, repeats_for_alpha
 from harness.core.terms import TRANSPORTS
+from harness.report.case_rows import CLOCK_MARK, clock_note
 from harness.report.data import ReportData, RunInfo
 from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
@@ -259,6 +260,8 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             meta_rows=meta_rows(data.run, uniform_link),
             cases=data.cases,
             uniform_link=uniform_link,
+            clock_mark=CLOCK_MARK,
+            clock_note=clock_note(data.cases),
             min_stable_n=MIN_STABLE_N,
             max_cv=f"{MAX_STABLE_CV:.0%}",
             figures=rendered_figures,

@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from harness.core import fmt
 from harness.core.ui import folding_table, print_table
+from harness.report.case_rows import CLOCK_MARK, clock_note
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
@@ -129,6 +130,8 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
         if any(XOT_NOTE in item.notes for item in data.phases):
             console.print(escape(XOT_WHY), soft_wrap=True)
 
+    if data.real_paths:
+        print_real_paths(data, console)
     missing = [c for c in data.links if c.missing]
     checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
     checks += missing
@@ -336,6 +339,29 @@ def print_failures(data: ReportData, console: Console, report: Path | None = Non
         )
 
 
+def print_real_paths(data: ReportData, console: Console) -> None:
+    """An inventory run's paths as found, where a netns run's link check stands."""
+    table = folding_table(
+        "The real paths (no link asked for): RTT pinged / least seen by the primary's TCP; "
+        "-> retransmitted of sent over the run's transfers; -> bandwidth probed (iperf3)",
+        ["secondary", "site", "RTT", "-> retransmitted", "-> bandwidth"],
+        left=2,
+        trailing=2,
+    )
+    for path in data.real_paths:
+        retransmits = f"{fmt.count(path.retransmits)} of {fmt.count(path.data_segs_out)}"
+        if path.retransmit_pct is not None:
+            retransmits += f" ({path.retransmit_pct:.3g} %)"
+        table.add_row(
+            escape(path.host),
+            escape(path.site),
+            f"{fmt.duration(path.ping_min_s)} / {fmt.duration(path.tcp_rtt_min_s)}",
+            escape(retransmits),
+            escape(f"{fmt.rate(path.bandwidth_bps)} ({path.probe_note})"),
+        )
+    print_table(console, table)
+
+
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
     run = data.run
     servers = ", ".join(f"{s.kind} {s.version or '?'}" for s in run.servers) or "-"
@@ -384,6 +410,9 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         if row.unsupported_reasons:
             reason = row.unsupported_reasons[0][0].removeprefix("unsupported: ")
             notes.append(f"unsupported: {reason}")
+        mark = f" {CLOCK_MARK}" if row.clock_flagged else ""
+        if row.clock_flagged:
+            notes.append(f"clock error > 10 %: {row.clock_flagged} of {row.ok}")
         table.add_row(
             escape(short.get(row.label, row.label)),
             _method(row.method),
@@ -391,7 +420,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             str(row.ok),
             str(row.failed),
             str(row.unsupported),
-            fmt.duration(row.median_s),
+            fmt.duration(row.median_s) + mark,
             fmt.duration(row.p10_s),
             fmt.duration(row.p90_s),
             fmt.rate(row.throughput_bps),
@@ -405,6 +434,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
             console.print("failures logged by the secondaries: none", soft_wrap=True)
         if data.unlogged_failures_note:
             console.print(escape(data.unlogged_failures_note), soft_wrap=True)
+    if note := clock_note(data.cases):
+        console.print(escape(note), soft_wrap=True)
 
     if data.resources:
         resources = folding_table(

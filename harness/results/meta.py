@@ -104,6 +104,9 @@ class RunMeta(_Meta):
     # Which RRSUM implementation verified the copies: {"implementation": "rust", "version"}
     # or {"implementation": "python", "reason"} (harness.xfr.rrsum_native.implementation).
     digest: dict[str, str] | None = None
+    # run --inventory: the hosts, their clocks at start and end, the real paths, what the
+    # deployment cost (harness/run/remote.py)
+    remote: dict[str, Any] | None = None
     # The CPUs of the harness and of the servers: {"isolation": "disjoint" | "shared" |
     # "remote", "reason", "online", "harness", "servers", "method"} (harness.observe.cpuset).
     cpus: dict[str, Any] | None = None

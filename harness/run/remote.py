@@ -3,36 +3,38 @@ scenario's sites matched to the inventory's, each visit's servers on those hosts
 `remote.RemoteCase`, and every record's clock error beside its duration.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do yet (link emulation on the hosts' ingress, per-host sysctls,
-cold starts, client pulls, XoT), and sites on one side only (inventory.match_sites).
+inventory backend does not do (link emulation on the hosts' ingress, change streams,
+faults, a server suite other than the hosts' own), and sites on one side only
+(inventory.match_sites).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import zonegen
 from harness.core.errors import UserInputError
-from harness.core.terms import SERVER_TO_SERVER, uses_tls
-from harness.inventory import Inventory, InventoryHost, load_inventory, match_sites
+from harness.core.terms import SERVER_TO_SERVER
+from harness.inventory import InventoryHost, load_inventory, match_sites
+from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.bench import RemoteCase
 from harness.remote.fleet import RemoteFleet
+from harness.remote.paths import add_transfer, measure_paths
 from harness.results.meta import CaseMeta, ServerInfo
 from harness.results.model import FORMAT_VERSION, TransferRecord
 from harness.results.store import RunStore, write_json_atomic
 from harness.run.session import GroupSession, RunContext, slug
 from harness.servers import server_class
 from harness.servers.binaries import ServerBinary, probe_version
-from harness.spec import DEFAULT_SUITE, LoadedScenario
+from harness.spec import DEFAULT_SUITE, PER_HOST_SYSCTLS, LoadedScenario
 from harness.xfr import XfrTimeout
-from harness.xfr.secrets import new_tsig
+from harness.xfr.secrets import new_tls, new_tsig
 from harness.xfr.zonefile_sum import zone_file_sum
 
 CLOCK_FLAG = 0.10  # a duration whose clock error exceeds this share of it is flagged
@@ -58,21 +60,21 @@ def check_scenario(loaded: LoadedScenario) -> None:
                     "their ingress is not supported yet",
                     "remove the link settings (the path is measured and stored instead)",
                 )
-        hosts = [("hosts.primary", scenario.hosts.primary)] + [
-            (f"secondaries.{site.name}.host", site.host) for site in scenario.fleet
-        ]
-        for key, host in hosts:
-            if host.sysctls():
-                refuse(
-                    key,
-                    "per-host TCP settings are not changed on real hosts",
-                    "remove them, and set them on the hosts themselves (see run.json)",
-                )
-        if scenario.trigger == "cold-start":
+        if scenario.trigger == "stream":
             refuse(
                 "trigger",
-                "cold starts are not run on inventory hosts yet",
-                "use trigger = 'notify' or 'retransfer'",
+                "change streams are not run on inventory hosts: their flow drives the servers "
+                "of a namespace testbed",
+                "use trigger = 'notify', 'retransfer' or 'cold-start', or run the stream on "
+                "the netns backend (without --inventory)",
+            )
+        if scenario.trigger == "cold-start" and scenario.cold_start_poll == "off":
+            refuse(
+                "cold_start_poll",
+                "a cold start timed by the secondaries' logs alone is not run on inventory "
+                "hosts: their zones are polled there",
+                "set cold_start_poll to a rate (queries per second), or run the scenario on "
+                "the netns backend",
             )
         if scenario.faults:
             refuse(
@@ -80,18 +82,6 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "faults are not run on inventory hosts: they need linkem's control socket and "
                 "the servers' processes on this machine",
                 "run the scenario on the netns backend (without --inventory)",
-            )
-        if scenario.client_pulls:
-            refuse(
-                "client_pulls",
-                "client pulls are not run on inventory hosts yet",
-                "remove client_pulls",
-            )
-        if uses_tls(case.transport):
-            refuse(
-                "transports",
-                f"{case.transport} is not run on inventory hosts yet",
-                "use tcp or tcp-tsig",
             )
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
@@ -168,10 +158,12 @@ class RemoteSession(GroupSession):
         emit = run.emit
 
         def emit_with_clock(record: TransferRecord) -> None:
+            add_transfer(fleet.path_totals, record.host, record.extra.get("path"))
             emit(with_clock(record, fleet, primary))
 
         super().__init__(group, visit_dir, dataclasses.replace(run, emit=emit_with_clock))
         self.fleet = fleet
+        self.host_settings: dict[str, dict[str, Any]] = {}
 
     def __enter__(self) -> RemoteSession:
         group, run = self.group, self.run_ctx
@@ -186,6 +178,10 @@ class RemoteSession(GroupSession):
             self.dir.mkdir(parents=True, exist_ok=True)
             algorithm = group.tsig_algorithm
             tsig = new_tsig(algorithm=algorithm) if algorithm else None
+            tls = None
+            if group.tls:  # made here (0600), pushed by push.yml, removed with the run's folder
+                address = self.fleet.inventory.primary.address
+                tls = new_tls(self.dir / "tls", TLS_HOSTNAME, address)
             self.live = RemoteCase(
                 group,
                 self.dir.name,
@@ -196,11 +192,15 @@ class RemoteSession(GroupSession):
                 tsig,
                 run.sampler,
                 spent,
+                tls,
             )  # type: ignore[assignment]
             live: RemoteCase = self.live  # type: ignore[assignment]
             run.status(f"{group.name}: pushing zones (ansible)")
             with spent.phase("testbed"):
-                self.fleet.push(live.pushes())
+                sysctls = live.sysctls() if self.fleet.sets_sysctls else None
+                self.fleet.push(live.pushes(), sysctls)
+                live.sync_zones()
+                self.host_settings = self._read_settings()
             self._stack.callback(self._close_remote)
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
             with spent.phase("primary_load"):
@@ -217,6 +217,14 @@ class RemoteSession(GroupSession):
             self._write_case_files()
         finally:
             self._teardown()
+
+    def _read_settings(self) -> dict[str, dict[str, Any]]:
+        """What each host's TCP settings are for this visit, read back there (case.json)."""
+        keys = list(PER_HOST_SYSCTLS)
+        return {
+            host.name: {"sysctls": self.fleet.channel(host.name).call("sysctls", keys=keys)}
+            for host in self.group.first.hosts
+        }
 
     def _close_remote(self) -> None:
         live = self.live
@@ -239,7 +247,11 @@ class RemoteSession(GroupSession):
                 transport=plan.transport,
                 xfr=plan.xfr,
                 scenario=plan.case.scenario.model_dump(mode="json"),
-                testbed={"topology": "inventory", **self.fleet.describe()},
+                testbed={
+                    "topology": "inventory",
+                    **self.fleet.describe(),
+                    "hosts": self.host_settings,
+                },
                 backend="inventory",
                 primary=ServerInfo(**self.binaries[plan.primary.name].describe()),
                 secondary=ServerInfo(**self.binaries[plan.secondaries[0].name].describe()),
@@ -247,36 +259,6 @@ class RemoteSession(GroupSession):
                 sites={h.name: h.site for h in plan.secondaries if h.site},
             )
             write_json_atomic(folder / "case.json", meta.to_json())
-
-
-PING = re.compile(
-    r"(?P<sent>\d+) packets transmitted, (?P<got>\d+) received.*?"
-    r"(?:= (?P<min>[\d.]+)/(?P<avg>[\d.]+)/(?P<max>[\d.]+)/(?P<mdev>[\d.]+) ms)?$",
-    re.S,
-)
-
-
-def parse_ping(text: str) -> dict[str, Any]:
-    """ping -q's summary: packets and the round trip's min/avg/max/mdev in seconds (pure)."""
-    match = PING.search(text.strip())
-    if not match:
-        return {"error": text.strip()[-200:]}
-    out: dict[str, Any] = {"sent": int(match["sent"]), "received": int(match["got"])}
-    for key in ("min", "avg", "max", "mdev"):
-        if match[key] is not None:
-            out[f"rtt_{key}_s"] = round(float(match[key]) / 1000, 6)
-    return out
-
-
-def measure_paths(inventory: Inventory, fleet: RemoteFleet) -> dict[str, Any]:
-    """The real path from each secondary to the primary: its round trip (ping, seen from
-    the secondary's host); retransmits are in every server sample."""
-    primary = inventory.primary.address
-    out = {}
-    for host in inventory.secondaries:
-        got = fleet.channel(host.name).call("ping", wait=30, address=primary)
-        out[host.name] = {"to": inventory.primary.name, **parse_ping(got["output"])}
-    return out
 
 
 def open_fleet(
@@ -295,6 +277,7 @@ def open_fleet(
              for case in loaded.cases]  # fmt: skip
     say(f"deploying {len(inventory.hosts)} hosts of {path} with ansible-playbook")
     fleet = stack.enter_context(RemoteFleet(inventory, store.run_id, store.folder / "ansible"))
+    fleet.sets_sysctls = any(host.settings.sysctls() for plan in plans for host in plan.hosts)
     per_case, distinct = remote_binaries(plans, fleet)
     servers: dict[str, ServerInfo] = {}
     for binary in distinct.values():
@@ -303,7 +286,7 @@ def open_fleet(
         servers[key] = ServerInfo(path=str(binary.path), **binary.describe())
     store.meta.backend = "inventory"
     store.meta.servers = servers
-    store.meta.remote = fleet.describe() | {"paths": measure_paths(inventory, fleet)}
+    store.meta.remote = fleet.describe() | {"paths": measure_paths(inventory, fleet.channel)}
     deploy = fleet.costs.get("deploy", {})
     per_host = ", ".join(f"{h} {s:.1f} s" for h, s in sorted(deploy.get("per_host_s", {}).items()))
     clocks = ", ".join(
@@ -316,6 +299,39 @@ def open_fleet(
     return fleet, plans, per_case
 
 
+# Where a run on inventory hosts lists its Prometheus targets while it lasts, beside the
+# run folders: a Prometheus's file_sd_configs take results/prometheus-targets/*.json (a glob
+# may name files, not folders).
+PROMETHEUS_TARGETS = "prometheus-targets"
+
+
+def prometheus_targets(controller: str, agents: dict[str, str]) -> list[dict[str, Any]]:
+    """Prometheus file_sd targets of a run on inventory hosts (pure): the run's exporter
+    (transfers, fleet figures) and each host's agent (its servers' samples)."""
+    out = [{"targets": [controller], "labels": {"xfrbench_host": "controller"}}]
+    out += [
+        {"targets": [target], "labels": {"xfrbench_host": host}} for host, target in agents.items()
+    ]
+    return out
+
+
+def serve_host_metrics(
+    fleet: RemoteFleet, store: RunStore, loaded: LoadedScenario, exporter: Any, port: int
+) -> str:
+    """The run is served to Prometheus: each host's agent serves its own servers' samples
+    where they run, and results/prometheus-targets/<run-id>.json (for file_sd_configs)
+    lists them beside the run's exporter while the run lasts. Returns what to tell."""
+    fleet.serve_metrics(store.run_id, loaded.scenario.name, loaded.spec_hash, port)
+    address = exporter.address if exporter.address not in ("0.0.0.0", "::") else "127.0.0.1"
+    controller = f"[{address}]:{exporter.port}" if ":" in address else f"{address}:{exporter.port}"
+    path = store.folder.parent / PROMETHEUS_TARGETS / f"{store.run_id}.json"
+    path.parent.mkdir(exist_ok=True)
+    fleet.record_file(path)  # the targets go with the run, a killed one's with `clean`
+    write_json_atomic(path, prometheus_targets(controller, fleet.metrics))
+    hosts = ", ".join(f"{host} {target}" for host, target in fleet.metrics.items())
+    return f"each host serves its samples for Prometheus ({hosts}); targets in {path}"
+
+
 def finish_fleet(fleet: RemoteFleet, store: RunStore) -> list[str]:
     """The end of the run on the hosts (clocks again, agents, teardown.yml), written into
     run.json's `remote` before it is finished; returns what was flagged."""
@@ -323,6 +339,8 @@ def finish_fleet(fleet: RemoteFleet, store: RunStore) -> list[str]:
         fleet.close()
     finally:
         paths = (store.meta.remote or {}).get("paths", {})
+        for host, totals in fleet.path_totals.items():  # the loss seen as retransmits
+            paths.setdefault(host, {})["transfers"] = totals
         store.meta.remote = fleet.describe() | {"paths": paths,
                                                 "teardown": fleet.teardown_report}  # fmt: skip
     return []

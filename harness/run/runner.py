@@ -52,7 +52,7 @@ from harness.results.model import TransferRecord
 from harness.results.provenance import collect
 from harness.results.store import SAMPLES, RunStore
 from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
-from harness.run.remote import RemoteSession, finish_fleet, open_fleet
+from harness.run.remote import RemoteSession, finish_fleet, open_fleet, serve_host_metrics
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
@@ -314,6 +314,8 @@ def run_scenario(
             console.print(
                 f"metrics for Prometheus on http://{prometheus_address}:{exporter.port}/metrics"
             )
+            if fleet is not None:
+                console.print(serve_host_metrics(fleet, store, loaded, exporter, prometheus_port))
         on_sample = exporter.observe_sample if exporter else None
         sampler = stack.enter_context(Sampler(store.folder / SAMPLES, sample_interval, on_sample))
         run: RunContext | None = None

@@ -6,6 +6,7 @@ after the driver is killed with SIGKILL and `xfrbench clean --inventory` runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,13 +14,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness import spec, zonegen
 from harness.inventory import load_inventory
 from harness.lab import Lab, lab_down, lab_up
+from harness.metrics.promserver import PrometheusServer
+from harness.plan.case import plan_case
+from harness.remote.fleet import CONTROL_ROOT, remove_work
+from harness.results.folder import read_run
+from harness.run.remote import PROMETHEUS_TARGETS
 from harness.testbed import registry as reg
+from tests.system.test_prometheus import ScrapedRun, empty_panels
 
 pytestmark = [
     pytest.mark.root,
@@ -31,10 +41,11 @@ pytestmark = [
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 XFRBENCH = [sys.executable, "-m", "harness"]
+SCRAPE = 0.5  # seconds: Prometheus's scrapes and the agents' samples
 SCENARIO = """
 repeats = 2
 timeout = "60s"
-transports = ["tcp", "tcp-tsig"]
+transports = ["tcp", "tcp-tsig", "xot"]
 xfr = ["axfr", "ixfr"]
 trigger = "notify"
 [zones]
@@ -46,11 +57,20 @@ ixfr_changes = 10
 kind = "bind"
 [servers.secondary]
 kind = "bind"
+[hosts.primary.sysctl]
+"net.ipv4.tcp_wmem" = "4096 65536 8388608"
 [[secondaries]]
 name = "near"
 [[secondaries]]
 name = "far"
+[secondaries.host.sysctl]
+"net.ipv4.tcp_tw_reuse" = 1
 """
+CASES = 6  # transports x kinds
+SET = {"ns0": ("net.ipv4.tcp_wmem", "4096\t65536\t8388608"), "ns3": ("net.ipv4.tcp_tw_reuse", "1")}
+
+
+LAB_SYSCTLS: dict[tuple[str, str], str] = {}  # the lab hosts' own values, before any run
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +78,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     folder = tmp_path_factory.mktemp("lab")
     built = lab_up(3, ["near", "far"], folder / "lab.yml")
     try:
+        for host, (key, _) in SET.items():
+            LAB_SYSCTLS[(host, key)] = _sysctl(built, host, key)
         yield built
     finally:
         lab_down(built.lab_id)
@@ -78,7 +100,17 @@ def _leftovers(lab: Lab) -> list[str]:
             if not command.startswith(b"/usr/sbin/sshd") and b"sshd:" not in command:
                 found.append(f"{host.name}: pid {pid} {command.decode(errors='replace')}")
     found += [str(path) for path in lab.roots.rglob("*")]
+    for host, (key, _) in SET.items():
+        if _sysctl(lab, host, key) != LAB_SYSCTLS[(host, key)]:
+            found.append(f"{host}: {key} = {_sysctl(lab, host, key)}")
     return found
+
+
+def _sysctl(lab: Lab, host: str, key: str) -> str:
+    """A lab host's value, read from outside by the test only."""
+    netns = next(h.netns for h in lab.hosts if h.name == host)
+    argv = ["ip", "netns", "exec", netns, "sysctl", "-n", key]
+    return " ".join(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split())
 
 
 def _wait_clean(lab: Lab, limit: float = 15.0) -> list[str]:
@@ -94,18 +126,56 @@ def _scenario(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
-    lab: Lab, tmp_path: Path
-) -> None:
+def _run_on_lab(
+    lab: Lab, scenario: Path, results: Path, run_id: str
+) -> tuple[Path, list[dict[str, Any]]]:
+    """`xfrbench run --inventory` of the lab, which must succeed: its folder, its records."""
     result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(_scenario(tmp_path)),
-         "--results", str(tmp_path), "--run-id", "lab"],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
+        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+         "--results", str(results), "--run-id", run_id],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = tmp_path / "lab"
+    run = results / run_id
     records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
-    assert len(records) == 4 * 2 * 3  # cases x repeats x secondaries
+    return run, records
+
+
+@dataclass
+class LabRun:
+    result: subprocess.CompletedProcess[str]
+    folder: Path
+    prom: PrometheusServer  # scraping the run's exporter and every host's agent
+    start: float
+    end: float
+
+
+@pytest.fixture(scope="module")
+def lab_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabRun]:
+    """The lab fleet run once, served to a Prometheus that takes its targets from the
+    file the run writes (file_sd), as an operator's would."""
+    root = tmp_path_factory.mktemp("run")
+    targets = str(root / PROMETHEUS_TARGETS / "*.json")
+    with PrometheusServer([], root / "prom", SCRAPE, file_sd=[targets]) as prom:
+        start = time.time()
+        result = subprocess.run(
+            [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(_scenario(root)),
+             "--results", str(root), "--run-id", "lab", "--prometheus-port", "0",
+             "--sample-interval", str(SCRAPE)],
+            cwd=REPOSITORY, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        yield LabRun(result, root / "lab", prom, start, time.time())
+
+
+def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
+    lab: Lab, lab_run: LabRun
+) -> None:
+    result = lab_run.result
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = lab_run.folder
+    records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
+    assert len(records) == CASES * 2 * 3  # cases x repeats x secondaries
+    assert {r["transport"] for r in records} == {"tcp", "tcp-tsig", "xot"}
     assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
     # The inventory's names and sites, not the plan's near-1 / far.
     assert {(r["host"], r["site"]) for r in records} == {
@@ -122,13 +192,40 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
             clock["poll_error_s"] + clock["clock_error_s"], abs=2e-6
         )
         assert record["extra"]["wire"]["connections"] >= 1  # seen on the primary's host
+    # Each case's resources are its own, every host's (the cases share the servers).
+    resources = json.loads((run / "summary.json").read_text())["resources"]
+    assert set(resources) == {r["case"] for r in records}
+    for case, hosts in resources.items():
+        assert set(hosts) - {"link"} == {"ns0", "ns1", "ns2", "ns3"}, case
+        assert all(
+            hosts[h]["cpu_s_per_transfer"]["total"] is not None for h in hosts if h != "link"
+        )
+    table = result.stdout[result.stdout.index("resources per case") :]
+    assert "primary ns0" in table and "secondary ns3, far" in table
     meta = json.loads((run / "run.json").read_text())
     assert meta["backend"] == "inventory"
     remote = meta["remote"]
     assert set(remote["clocks"]) == {"ns0", "ns1", "ns2", "ns3"}
     assert all(len(readings) == 2 for readings in remote["clocks"].values())  # start, end
     assert set(remote["costs"]["deploy"]["per_host_s"]) == {"ns0", "ns1", "ns2", "ns3"}
-    assert remote["paths"]["ns3"]["received"] == remote["paths"]["ns3"]["sent"]
+    paths = remote["paths"]
+    assert paths["ns3"]["received"] == paths["ns3"]["sent"]
+    # The real path: each site's first secondary probed for bandwidth, every path's loss
+    # seen as the primary's retransmits over the run's transfers (4 cases x 2 repeats).
+    assert {h for h, p in paths.items() if "bandwidth" in p} == {"ns1", "ns3"}
+    assert paths["ns3"]["bandwidth"]["bits_per_second"] > 0, paths["ns3"]["bandwidth"]
+    for host in ("ns1", "ns2", "ns3"):
+        totals = paths[host]["transfers"]
+        assert totals["transfers"] == CASES * 2 and totals["data_segs_out"] > 0, totals
+        assert 0 <= totals["retransmits"] <= totals["data_segs_out"]
+    assert all(r["extra"]["path"]["data_segs_out"] > 0 for r in records)
+    assert "The real paths" in result.stdout
+    # The scenario's TCP settings were the hosts' during the run (read back there), and
+    # are put back as they were (checked with the leftovers below).
+    case = json.loads(next((run / "cases").glob("*/*/case.json")).read_text())
+    for host, (key, value) in SET.items():
+        assert case["testbed"]["hosts"][host]["sysctls"][key] == " ".join(value.split())
+    assert case["testbed"]["hosts"]["ns1"]["sysctls"]["net.ipv4.tcp_tw_reuse"] != "1"
     # The servers' folders came back where the local backends put them.
     visits = sorted((run / "cases").iterdir())
     assert (visits[0] / "ns0" / "named.conf").exists()
@@ -140,34 +237,223 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     }  # fmt: skip
     assert _wait_clean(lab) == []
     assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
+    assert not CONTROL_ROOT.exists()  # no run's folder left on the controller, nor theirs
+
+
+def test_each_hosts_samples_are_scraped_where_its_server_runs(lab: Lab, lab_run: LabRun) -> None:
+    """The run's Prometheus scrapes each host's agent for that host's servers (targets from
+    the inventory), the run's exporter for its transfers; the dashboard shows them all."""
+    assert lab_run.result.returncode == 0, lab_run.result.stdout[-3000:]
+    prom, start, end = lab_run.prom, lab_run.start, lab_run.end
+    inventory = load_inventory(lab.inventory)
+    cpu = prom.query_range(
+        'xfrbench_server_cpu_seconds_total{run_id="lab", mode="user"}', start, end, SCRAPE
+    )
+    seen = {(s["metric"]["host"], s["metric"].get("site", "")): s["metric"] for s in cpu}
+    assert set(seen) == {(h.name, h.site) for h in inventory.hosts}
+    for host in inventory.hosts:  # scraped on the host itself, at its inventory address
+        labels = seen[(host.name, host.site)]
+        assert labels["instance"].startswith(f"{host.address}:"), labels
+        assert labels["xfrbench_host"] == host.name
+    done = prom.query_range('xfrbench_transfers_total{run_id="lab", result="ok"} > 0', start, end)
+    assert {s["metric"]["host"] for s in done} == {h.name for h in inventory.secondaries}
+    assert {s["metric"]["xfrbench_host"] for s in done} == {"controller"}
+    # The primary's cost per repeat comes from the primary's host.
+    cost = prom.query_range('xfrbench_primary_repeat_transmit_bytes{run_id="lab"}', start, end)
+    assert cost and {s["metric"]["xfrbench_host"] for s in cost} == {"ns0"}
+    # Once each: a server's series is never also relayed by the run's exporter.
+    everywhere = prom.query_range(
+        'count by (case, host, mode) (xfrbench_server_cpu_seconds_total{run_id="lab"})', start, end
+    )
+    assert max(float(v) for s in everywhere for _, v in s["values"]) == 1
+    meta, records = read_run(lab_run.folder)
+    scraped = ScrapedRun(prom, lab_run.folder, meta, records, start, end)
+    empty, unexpected = empty_panels(scraped, prom, start, end, lambda span, width: SCRAPE, SCRAPE)
+    # Real paths emulate no link: no link packets, and no configured link to bound them.
+    unlinked = ("xfrbench_link_packets", "xfrbench_transfer_bound_bytes_per_second")
+    assert [e for e in empty if not any(family in e for family in unlinked)] == []
+    assert not unexpected
+    # The targets went with the run.
+    assert not list((lab_run.folder.parent / PROMETHEUS_TARGETS).glob("*.json"))
+
+
+def _agent_channels(driver: int) -> list[int]:
+    """The driver's ssh clients that carry an agent's channel (its children)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == driver and command.startswith(b"ssh\0") and b"remote.agent" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _agents(lab: Lab) -> list[str]:
+    return [line for line in _leftovers(lab) if "harness.remote.agent" in line]
 
 
 def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
     lab: Lab, tmp_path: Path
 ) -> None:
+    """The driver killed while its hosts cannot hear it: its ssh channels frozen (a
+    controller that crashed or lost the network), so that no agent learns the channel
+    closed and stops on its own. `clean --inventory` must stop the agents too."""
     scenario = _scenario(tmp_path)
     scenario.write_text(SCENARIO.replace("repeats = 2", "repeats = 50"))
-    driver = subprocess.Popen(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
-         "--results", str(tmp_path), "--run-id", "killed"],
-        cwd=REPOSITORY, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    output = tmp_path / "driver.log"
+    with output.open("w") as out:
+        driver = subprocess.Popen(
+            [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+             "--results", str(tmp_path), "--run-id", "killed"],
+            cwd=REPOSITORY, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     transfers = tmp_path / "killed" / "transfers.jsonl"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and driver.poll() is None:
         if transfers.exists() and transfers.read_text().count("\n") >= 3:
             break
         time.sleep(0.5)
-    assert driver.poll() is None, "the run ended before it could be killed"
-    os.kill(driver.pid, signal.SIGKILL)  # the driver alone: its ssh channels live on
-    driver.wait()
-    assert _leftovers(lab), "servers and agents should still run on the hosts"
-    result = subprocess.run(
-        [*XFRBENCH, "clean", "--inventory", str(lab.inventory)],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "remote run killed" in result.stdout
-    assert _wait_clean(lab) == []
+    assert driver.poll() is None, "the run ended before it was killed: " + output.read_text()
+    channels = _agent_channels(driver.pid)
+    assert len(channels) == len(lab.hosts), channels
+    try:
+        for pid in channels:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        time.sleep(2)
+        assert len(_agents(lab)) == len(lab.hosts), "the agents should outlive the driver"
+        result = subprocess.run(
+            [*XFRBENCH, "clean", "--inventory", str(lab.inventory)],
+            cwd=REPOSITORY, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "remote run killed" in result.stdout
+        assert _wait_clean(lab) == []
+    finally:
+        for pid in channels:  # their sessions end on the hosts as they go
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched
+
+
+KNOT_NSD = """
+repeats = 2
+timeout = "60s"
+client_pulls = ["own", "kdig"]
+transports = ["tcp"]
+xfr = ["ixfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 20000
+origin = "lab."
+ixfr_changes = 10
+[servers.primary]
+kind = "knot"
+[servers.secondary]
+kind = "nsd"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path: Path) -> None:
+    """Knot (and NSD) start on the hosts, and a Knot primary's new zone versions, whole
+    zone files, reach its host as rsync deltas against the file it serves; clients pull
+    the zone from a secondary's host across the path."""
+    scenario = tmp_path / "knot-nsd.toml"
+    scenario.write_text(KNOT_NSD)
+    run, records = _run_on_lab(lab, scenario, tmp_path, "knot")
+    assert all(r["ok"] and r["verified"] for r in records), records
+    methods = [(r["method"], r["host"]) for r in records]
+    assert sorted(methods) == sorted(
+        [("server-to-server", h) for h in ("ns1", "ns2", "ns3")] * 2
+        + [("client-pull-own", "ns1"), ("client-pull-kdig", "ns1")] * 2
+    )
+    pulls = [r for r in records if r["method"] != "server-to-server"]
+    assert all(r["records"] >= 20000 and r["duration_s"] > 0 for r in pulls), pulls
+    visit = next((run / "cases").iterdir())
+    assert (visit / "ns0" / "knot.conf").exists() and (visit / "ns3" / "nsd.conf").exists()
+    (zone,) = zonegen.generate(plan_case(spec.load(scenario).cases[0]).zone_spec).files
+    zone_size = zone.path.stat().st_size  # the cached file the run generated
+    syncs = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
+    assert len(syncs) >= 2  # one per new version
+    assert all(0 < s["sent_bytes"] < zone_size / 5 for s in syncs), (syncs, zone_size)
+    assert _wait_clean(lab) == []
+
+
+COLD_START = """
+repeats = 2
+timeout = "300s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "cold-start"
+[zones]
+preset = "hosting"
+zones = 100
+origin = "hosting.example."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) -> None:
+    """Secondaries started with 100 zones configured and none on disk, each repeat from
+    nothing: every zone polled and read back on its own host, the zone set pushed by one
+    rsync."""
+    scenario = tmp_path / "cold.toml"
+    scenario.write_text(COLD_START)
+    run, records = _run_on_lab(lab, scenario, tmp_path, "cold")
+    assert len(records) == 2 * 3 and all(r["ok"] and r["verified"] for r in records), records
+    for record in records:
+        assert record["extra"]["zones"] == 100
+        assert record["extra"]["polling"]["zones_served"] == 100
+        assert record["server_logged"]["secondary_transfers"] >= 100  # none kept on disk
+        assert record["extra"]["clock"]["secondary"]["host"] == record["host"]
+    (sync,) = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
+    assert sync["sent_bytes"] > 0  # the zone set, one rsync
+    assert _wait_clean(lab) == []
+
+
+def test_a_host_ansible_cannot_reach_is_exit_3_naming_it(tmp_path: Path) -> None:
+    """Hosts whose SSH port refuses: the run stops before anything is measured (exit 3),
+    naming each host in Ansible's own words, and makes nothing on them. Its record stays
+    (teardown could not reach them either) for `xfrbench clean --inventory`."""
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text(
+        "all:\n"
+        "  vars: {ansible_user: root, xfrbench_root: " + str(tmp_path / "root") + "}\n"
+        "  children:\n"
+        "    primary:\n"
+        "      hosts: {ns0: {ansible_host: 127.0.0.1, ansible_port: 1}}\n"
+        "    secondaries:\n"
+        "      hosts:\n"
+        "        gone1: {ansible_host: 127.0.0.2, ansible_port: 1, site: near}\n"
+        "        gone2: {ansible_host: 127.0.0.3, ansible_port: 1, site: far}\n"
+    )
+    registry = tmp_path / "registry"  # this run's record, apart from everyone's
+    result = subprocess.run(
+        [*XFRBENCH, "run", "--inventory", str(inventory), str(_scenario(tmp_path)),
+         "--results", str(tmp_path), "--run-id", "unreachable"],
+        cwd=REPOSITORY, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XFRBENCH_REGISTRY_DIR": str(registry)},
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout[-2000:] + result.stderr[-2000:]
+    for host in ("ns0", "gone1", "gone2"):
+        assert f"host {host}: unreachable" in result.stderr, result.stderr
+    assert "Connection refused" in result.stderr  # ssh's own words, through Ansible's
+    assert not (tmp_path / "root").exists()  # nothing made on any host
+    (record,) = [json.loads(path.read_text()) for path in registry.glob("*.json")]
+    remove_work(Path(record["items"][0]["work"]))  # the controller's folder of the run

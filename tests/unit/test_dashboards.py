@@ -236,3 +236,18 @@ def test_provisioning_points_at_the_datasource_and_dashboard_folder() -> None:
     for text in (datasource, provider):
         assert re.search(r"^apiVersion: 1$", text, re.M)
         assert "\t" not in text  # YAML forbids tabs for indentation
+
+
+def test_hosts_are_shown_with_their_site() -> None:
+    """A fleet's hosts are named as the inventory (or the plan) names them, and each is at
+    a site: every series drawn per host is drawn per host and site, both in its legend."""
+    per_host = 0
+    for panel in panels(dashboard()):
+        for target in panel["targets"]:
+            for grouping in re.findall(r"by \(([^)]*)\)", target["expr"]):
+                labels = {label.strip() for label in grouping.split(",")}
+                if "host" in labels:
+                    per_host += 1
+                    assert "site" in labels, (panel["title"], target["expr"])
+                    assert "{{host}} {{site}}" in target["legendFormat"], panel["title"]
+    assert per_host >= 10  # transfers, servers and links

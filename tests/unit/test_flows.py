@@ -15,7 +15,7 @@ import pytest
 
 from harness import spec
 from harness.measure import flows, protocol
-from harness.measure.live import logged_sum
+from harness.measure.cold_start import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
     Logged,

@@ -35,6 +35,7 @@ ns0 ansible_host=192.0.2.10
 [secondaries]
 fra1 ansible_host=192.0.2.11 site=fra
 sel1 ansible_host=192.0.2.13 site=sel ansible_ssh_private_key_file=/keys/id
+sel1 xfrbench_metrics_port=9187
 
 [all:vars]
 xfrbench_root=/srv/xfb
@@ -88,6 +89,8 @@ def test_an_ini_inventory_reads_the_same(tmp_path: Path) -> None:
     ]
     assert inventory.host("sel1").ssh.key_file == "/keys/id"
     assert inventory.host("fra1").ssh.port == 22
+    # Where each agent serves /metrics: the run's --prometheus-port unless a host says
+    assert [h.metrics_port for h in inventory.hosts] == [None, None, 9187]
 
 
 def test_the_scenarios_sites_take_their_hosts_from_the_inventory(tmp_path: Path) -> None:
@@ -137,6 +140,8 @@ def test_sites_on_one_side_only_are_refused_with_file_key_and_fix(
         ("[primary]\np ansible_host=192.0.2.1 xfrbench_root=tmp\n[secondaries]\n"
          "s ansible_host=192.0.2.2\n", "is not an absolute folder"),
         ("all:\n  children: [\n", "Ansible cannot parse it"),
+        ("[primary]\np ansible_host=192.0.2.1 xfrbench_metrics_port=http\n[secondaries]\n"
+         "s ansible_host=192.0.2.2\n", "xfrbench_metrics_port 'http' is not a TCP port"),
     ],
 )  # fmt: skip
 def test_an_inventory_the_harness_cannot_run_on_is_refused(

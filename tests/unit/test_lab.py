@@ -49,6 +49,7 @@ def test_the_written_inventory_reads_back_through_ansible(tmp_path: Path) -> Non
     lab.inventory.write_text(yaml.safe_dump(inventory_data(lab, tmp_path / "k", tmp_path / "kh")))
     inventory = load_inventory(lab.inventory)
     assert inventory.primary.name == "ns0" and inventory.primary.address == "198.18.0.2"
+    assert inventory.lab == "abc123"
     assert {s: [h.name for h in hs] for s, hs in inventory.sites().items()} == {
         "near": ["ns1", "ns2"],
         "far": ["ns3"],

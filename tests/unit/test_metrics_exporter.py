@@ -552,6 +552,18 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
     assert done.returncode == 0 and not problems.strip(), problems
 
 
+def test_an_agents_exporter_serves_its_samples_but_not_the_run() -> None:
+    """An inventory host's agent serves its servers' samples beside the run's exporter,
+    which alone says what the run is (one xfrbench_run_info per run)."""
+    agent = Exporter("r1", "quick", "h", port=None, run_info=False)
+    agent.observe_sample(server_sample(host="ns1", site="near"))
+    text = agent.exposition()
+    assert value(text, "xfrbench_run_info", run_id="r1") is None
+    cpu = value(text, "xfrbench_server_cpu_seconds_total", mode="user", host="ns1", site="near")
+    assert cpu == 1.25
+    assert value(Exporter("r1", "quick", "h", port=None).exposition(), "xfrbench_run_info") == 1
+
+
 def stream_sample(**over: Any) -> dict[str, Any]:
     """A change stream's lag line (measure/live_stream.py)."""
     line = {"t": 2.0, "event": "note", "case": "stream-case", "repeat": 1, "role": "stream",

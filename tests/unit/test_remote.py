@@ -3,6 +3,8 @@ real path's ping summary, a plan on the inventory's hosts, and what it refuses."
 
 from __future__ import annotations
 
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -10,10 +12,16 @@ import pytest
 from harness import spec
 from harness.core.errors import UserInputError
 from harness.inventory import load_inventory, match_sites
+from harness.measure.watch import wire_facts
 from harness.plan.case import plan_case
+from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import ClockReading, best_exchange
+from harness.remote.fleet import remove_work
+from harness.remote.observing import on_bench, wire_window
+from harness.remote.paths import parse_ping
 from harness.results.model import TransferRecord
-from harness.run.remote import check_scenario, on_inventory, parse_ping, with_clock
+from harness.run.remote import check_scenario, on_inventory, with_clock
+from harness.testbed import registry as reg
 
 INVENTORY = """
 [primary]
@@ -113,6 +121,13 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
     ]
     check_scenario(loaded)  # nothing refused
+    # TCP settings, XoT and client pulls are run on the hosts too
+    (tmp_path / "tuned.toml").write_text(
+        'client_pulls = ["own", "kdig"]\n'
+        + FLEET.replace('"tcp-tsig"]', '"tcp-tsig", "xot"]')
+        + '[hosts.secondary]\ncongestion_control = "bbr"\n'
+    )
+    check_scenario(spec.load(tmp_path / "tuned.toml"))
 
 
 @pytest.mark.parametrize(
@@ -120,8 +135,6 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
     [
         ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
-        ('[hosts.secondary]\ncongestion_control = "bbr"\n', "secondaries.near.host"),
-        ('client_pulls = ["own"]\n', "client_pulls"),
         ('[[faults]]\nkind = "primary-restart"\n', "faults"),
     ],
 )
@@ -134,3 +147,113 @@ def test_what_the_inventory_backend_does_not_do_is_refused(
         check_scenario(spec.load(tmp_path / "s.toml"))
     assert f"s.toml: {key}:" in str(caught.value)
     assert caught.value.exit_status == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        # The stream's flow drives a namespace testbed's servers (measure/live_stream.py).
+        ('trigger = "stream"\n' + FLEET.replace('"axfr", ', "")
+         + '[stream]\ninterval = "1s"\nupdates = 5\n', "trigger"),
+        # A cold start timed by the logs alone reads them on this machine (served_log.py).
+        ('trigger = "cold-start"\ncold_start_poll = "off"\n' + FLEET.replace(', "ixfr"', ""),
+         "cold_start_poll"),
+    ],
+)  # fmt: skip
+def test_triggers_the_inventory_backend_does_not_run_are_refused(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    """Refused before the hosts are deployed, rather than failing once they are."""
+    (tmp_path / "s.toml").write_text(text)
+    with pytest.raises(UserInputError) as caught:
+        check_scenario(spec.load(tmp_path / "s.toml"))
+    assert f"s.toml: {key}:" in str(caught.value)
+    assert caught.value.exit_status == 2
+
+
+def test_a_runs_controller_folder_goes_and_the_shared_one_when_empty(tmp_path: Path) -> None:
+    shared = tmp_path / "remote"
+    first, second = shared / "run1-abc", shared / "run2-def"
+    for work in (first, second):
+        (work / "cp").mkdir(parents=True)
+        (work / "deploy.vars.json").write_text("{}")
+    remove_work(first)
+    assert sorted(shared.iterdir()) == [second]  # another run's is left alone
+    remove_work(second)
+    assert not shared.exists()
+
+
+def test_a_killed_runs_record_goes_with_the_lab_its_hosts_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed on a lab whose teardown could not run, and the lab then taken down
+    (its namespaces, processes and roots with it): `clean` removes the run's record and
+    its folder here, instead of asking for an inventory that no longer exists."""
+    directory = tmp_path / "testbeds"
+    directory.mkdir()
+    monkeypatch.setenv("XFRBENCH_REGISTRY_DIR", str(directory))
+    (directory / "abc123.json").write_text("{}")  # the lab is up (its registry)
+    work = tmp_path / "remote" / "killed-def456"
+    (work / "cp").mkdir(parents=True)
+    registry = reg.Registry.create(directory, "def456", label="remote run killed", remote=True)
+    registry.add("remote_run", inventory=str(tmp_path / "gone.yml"), run="killed", hosts={},
+                 work=str(work), logs=str(tmp_path), lab="abc123")  # fmt: skip
+    done, notes, problems = reg.undo(registry)
+    assert "is gone: give it with `xfrbench clean --inventory`" in " ".join(notes + problems)
+    assert work.exists()  # the lab's hosts may still hold what the run left
+    (directory / "abc123.json").unlink()  # lab down
+    done, notes, problems = reg.undo(reg.Registry.load(directory / "def456.json"))
+    assert problems == [] and "its lab abc123 is gone" in " ".join(done)
+    assert not work.exists() and not work.parent.exists()
+    assert not (directory / "def456.json").exists()
+
+
+HOST_PYTHON = Path("/usr/bin/python3")
+
+
+def _host_tag() -> str:
+    code = "import platform, sys; print('%d.%d %s' % (*sys.version_info[:2], platform.machine()))"
+    return subprocess.run([HOST_PYTHON, "-c", code], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(
+    not HOST_PYTHON.exists() or _host_tag() != python_tag(),
+    reason="needs a python3 the bundle is built for",
+)
+def test_the_bundle_alone_runs_the_agent_and_its_metrics(tmp_path: Path) -> None:
+    """What deploy.yml unpacks is all a host's python3 gets: the agent, the exporter that
+    serves its samples, and every library they import come from the bundle."""
+    bundle = build_bundle(tmp_path / "cache")
+    unpacked = tmp_path / "agent"
+    with tarfile.open(bundle) as archive:
+        archive.extractall(unpacked, filter="data")
+    code = (
+        "import harness.remote.agent, harness.metrics.exporter, prometheus_client, pydantic\n"
+        "print(harness.__file__, prometheus_client.__file__, pydantic.__file__)"
+    )
+    done = subprocess.run(
+        ["env", "-i", f"PYTHONPATH={unpacked}", str(HOST_PYTHON), "-c", code],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(path.startswith(str(unpacked)) for path in done.stdout.split()), done.stdout
+
+
+def test_wire_events_read_with_the_notify_count_in_its_transfer() -> None:
+    """A lab record saw no SOA query and no connection although the secondary's log had
+    them: read in one batch with the NOTIFY on the primary's host, they shared its time,
+    and t0 put on the controller's clock and back came out 0.3 µs later than them."""
+    offset, shift_then, shift_now = 2.5e-5, 1795631300.123456, 1795631300.1234563
+    notify_at = 1795631351.470123  # the primary's host clock, unix seconds
+    t0 = notify_at - offset - shift_then  # on the controller's monotonic clock
+    since, until = wire_window(t0, t0 + 0.003, lambda at: at + offset + shift_now)
+    assert since <= notify_at <= until
+    raw = [
+        {"at": notify_at, "kind": kind, "peer": "198.18.7.66", "serial": serial, "port": port}
+        for kind, serial, port in (("soa_query", None, 40000), ("connect", None, 40001))
+    ]
+    seen = on_bench(raw, t0, lambda at: at - offset - shift_now)
+    assert all(event.at >= t0 for event in seen)  # never before the NOTIFY
+    facts = wire_facts(seen, t0)
+    assert (facts["soa_queries"], facts["connections"]) == (1, 1)
+    assert facts["soa_query_s"] >= 0 and facts["connect_s"] >= 0

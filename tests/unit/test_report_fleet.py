@@ -11,13 +11,8 @@ from harness.cli import main
 from harness.report.data import load_report_data
 from harness.report.html import render_html, transport_notes
 from harness.report.transport_costs import transport_costs
-from tests.unit.test_report_answers import (
-    FLEETS,
-    Tables,
-    fleet_duration,
-    make_fleet_run,
-    record,
-)
+from tests.unit.test_report_answers import Tables, record
+from tests.unit.test_report_fleet_answers import FLEETS, fleet_duration, make_fleet_run
 
 
 def test_a_fleet_that_did_not_converge_shows_no_last_time_and_who_is_missing(

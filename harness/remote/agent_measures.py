@@ -1,0 +1,154 @@
+"""The agent's measuring operations (a part of `remote.agent.Agent`): a client's pull
+from this host, the primary's connections to its secondaries (the real path's
+retransmits), the bandwidth probe's server, and a cold start's zones polled and read back
+on this host. Times they report are this host's clock (unix seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.measure.client_pull import pull_zone
+from harness.measure.cold_start import polling_summary
+from harness.remote.pathwatch import PathWatch
+from harness.xfr import TsigKey, XfrError
+from harness.xfr.poll_zones import ZonesTimeout, wait_for_zones
+from harness.xfr.verify import verify_many
+
+
+def proc_start(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rindex(")") + 2 :].split()[19])
+
+
+def real_minus_mono() -> float:
+    return time.time() - time.monotonic()
+
+
+class Measures:
+    """The measuring half of the agent: its state, and the pid files it records for
+    teardown (_pidfile), are the Agent's."""
+
+    run_dir: Path
+    servers: dict[str, Any]  # name -> Running (remote/agent.py)
+    paths: PathWatch | None
+    iperf: subprocess.Popen[Any] | None
+
+    # --- a cold start -------------------------------------------------------------------------
+
+    def op_fresh(self, workdir: str) -> None:
+        """A secondary's folder emptied: every zone configured, none on disk (a cold start
+        starts from nothing, as the netns backend's does)."""
+        folder = Path(workdir).resolve()
+        if not folder.is_relative_to(self.run_dir.resolve()):
+            raise XfrError(f"{folder} is not in this run's folder")
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "zones").mkdir(parents=True)
+
+    def op_wait_zones(
+        self,
+        name: str,
+        address: str,
+        zones: list[str],
+        serial: int,
+        timeout: float,
+        max_rate: float,
+    ) -> dict[str, Any]:
+        """Every zone of the secondary `name` polled on this host until it serves `serial`
+        (xfr/poll_zones.py), while it runs; when each was first served, and how it was
+        polled."""
+        running = self.servers.get(name)
+
+        def alive(done: int, total: int) -> None:
+            status = running.proc.poll() if running is not None else -1
+            if status is not None:
+                raise XfrError(f"the {name} exited with status {status}")
+
+        error = None
+        try:
+            seen = wait_for_zones(address, zones, serial, netns=None, timeout=timeout,
+                                  since=time.monotonic(), max_rate=max_rate,
+                                  between_rounds=alive)  # fmt: skip
+        except ZonesTimeout as exc:
+            seen, error = exc.result, str(exc)
+        shift = real_minus_mono()
+        return {
+            "served": {zone: at + shift for zone, at in seen.served.items()},
+            "unserved": {zone: at + shift for zone, at in seen.unserved.items()},
+            "polling": polling_summary(seen),
+            "error": error,
+        }
+
+    def op_verify_zones(self, zones: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+        """Many small zones read back from this host's secondary (xfr/verify.verify_many)."""
+        copies = verify_many("127.0.0.1", zones, netns=None, timeout=timeout)
+        return {zone: copy.to_dict() for zone, copy in copies.items()}
+
+    # --- a client's pull ---------------------------------------------------------------------
+
+    def op_pull(
+        self,
+        method: str,
+        address: str,
+        zone: str,
+        tsig: dict[str, str] | None,
+        tls_ca: str | None,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """A client on this host pulls `zone` from `address` (AXFR), with the harness's own
+        reader or kdig, as the netns backend's pull does; times are this host's."""
+        key = TsigKey(**tsig) if tsig else None
+        ca = Path(tls_ca) if tls_ca else None
+        return pull_zone(method, zone, address, None, tls_ca=ca, tsig=key,
+                         timeout=timeout).to_dict()  # fmt: skip
+
+    # --- the real path -----------------------------------------------------------------------
+
+    def op_iperf_serve(self, address: str, port: int) -> int:
+        """An iperf3 server for one test (the bandwidth probe), recorded for teardown; it
+        exits after that test, or after 30 s without one."""
+        self.op_iperf_stop()
+        argv = ["iperf3", "-s", "-1", "-B", address, "-p", str(port), "--idle-timeout", "30"]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self._pidfile("iperf3", {"name": "iperf3", "pid": proc.pid, "start": proc_start(proc.pid),
+                                 "cgroup": []})  # fmt: skip
+        self.iperf = proc
+        time.sleep(0.2)  # listening
+        if proc.poll() is not None:
+            raise XfrError(f"iperf3 -s exited {proc.returncode} (is iperf3 installed?)")
+        return proc.pid
+
+    def op_iperf_stop(self) -> None:
+        proc, self.iperf = self.iperf, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / "pids" / "iperf3.json").unlink()
+
+    def op_paths_start(self, peers: list[str], port: int) -> None:
+        """Watch this host's connections from `port` to `peers` (a repeat's transfers)."""
+        if self.paths is None:
+            self.paths = PathWatch(peers, port)
+
+    def op_paths_stop(self) -> dict[str, Any]:
+        """Per peer: segments sent, retransmitted, their share, the least RTT."""
+        watch, self.paths = self.paths, None
+        if watch is None:
+            return {}
+        counts = watch.counts()
+        return counts | ({"error": watch.error} if watch.error else {})
