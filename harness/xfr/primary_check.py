@@ -26,6 +26,9 @@ import dns.rdatatype
 
 from harness.core.netns import socket_in
 from harness.xfr import XfrError
+from harness.xfr.rrsum import ZoneSum
+from harness.xfr.update import query_soa
+from harness.xfr.verify import check_copy, verify_copy
 
 # Zones up to this many records are checked whole: one AXFR of the primary costs tens of ms.
 FULL_CHECK_RECORDS = 10_000
@@ -99,3 +102,34 @@ def served_rrsets(
     finally:
         sock.close()
     return out
+
+
+def check_primary_serves(
+    address: str,
+    zone: str,
+    reference: ZoneSum,
+    serial: int,
+    changed: tuple[list[Record], list[Record]] | None,
+    *,
+    netns: str | None,
+    timeout: float,
+) -> str | None:
+    """None when the primary at `address` (reached from `netns`) serves `reference` at
+    `serial`: a small zone whole, read on loopback in its namespace as every server lets
+    the harness read; a large one at its serial and at the names the change set (deleted,
+    added) touched. Else what differs."""
+    if reference.records <= FULL_CHECK_RECORDS:
+        copy = verify_copy("127.0.0.1", zone, netns=netns, timeout=timeout)
+        problem = check_copy(reference, copy, serial)
+        return None if problem is None else f"the primary's own copy: {problem}"
+    served = query_soa(address, zone, netns=netns, timeout=timeout)
+    if served[0].serial != serial:
+        return f"the primary serves serial {served[0].serial}, not {serial}"
+    if changed is None:
+        return None
+    expected = expectations(*changed)
+    wrong = mismatches(expected, served_rrsets(address, expected, netns=netns, timeout=timeout))
+    if not wrong:
+        return None
+    more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+    return "the primary's changed names: " + "; ".join(wrong[:3]) + more
