@@ -13,6 +13,7 @@ import contextlib
 import os
 import resource
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -123,31 +124,52 @@ def cpu_placement(backend: Backend, *, remote: bool = False) -> CpuPlacement:
     return plan_placement(online, layout.kind, layout.cpuset_root)
 
 
-def driver_usage() -> dict[str, float]:
-    """The driver's own peak RSS and CPU so far: the harness must not be the bottleneck."""
+@dataclass(frozen=True)
+class CpuMark:
+    """The driver's CPU and its reaped children's at one instant: a run's CPU figures are
+    differences from the mark at its start (the process may have run before: a test
+    session, a campaign of runs)."""
+
+    self_s: float
+    children_s: float
+
+    @classmethod
+    def now(cls) -> CpuMark:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return cls(own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime)
+
+
+def driver_usage(start: CpuMark) -> dict[str, float]:
+    """The driver's CPU since `start` and its peak RSS (the process's, which a kernel keeps
+    only since the process began): the harness must not be the bottleneck."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "cpu_s": round(CpuMark.now().self_s - start.self_s, 2),
     }
 
 
 def cpu_split(
-    wall_s: float, driver_cpu_s: float, servers_cpu_s: float | None, sampler_cpu_s: float
+    wall_s: float,
+    start: CpuMark,
+    servers_cpu_s: float | None,
+    sampler_cpu_s: float,
 ) -> dict[str, float | None]:
-    """Where the run's CPU went (run.json `cpu`): the servers (their cgroups, read as each
-    stopped; None without cgroups), the driver (of which sampling), and the other processes
-    it started and reaped (the link emulator and tools: its children's CPU less the
-    servers'), with the driver's share of the wall (issue 22: at most 10 %)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    children = usage.ru_utime + usage.ru_stime
+    """Where the run's CPU went since `start` (run.json `cpu`): the servers (their cgroups,
+    read as each stopped; None without cgroups), the driver (of which sampling), and the
+    other processes it started and reaped (the link emulator and tools: its children's CPU
+    less the servers'), with the driver's share of the wall (issue 22: at most 10 %)."""
+    now = CpuMark.now()
+    driver = now.self_s - start.self_s
+    children = now.children_s - start.children_s
     other = None if servers_cpu_s is None else max(0.0, children - servers_cpu_s)
     return {
         "servers_s": None if servers_cpu_s is None else round(servers_cpu_s, 2),
-        "driver_s": round(driver_cpu_s, 2),
+        "driver_s": round(driver, 2),
         "sampler_s": round(sampler_cpu_s, 2),
         "other_s": None if other is None else round(other, 2),
-        "driver_share_of_wall": round(driver_cpu_s / wall_s, 4) if wall_s > 0 else None,
+        "driver_share_of_wall": round(driver / wall_s, 4) if wall_s > 0 else None,
     }
 
 
@@ -276,6 +298,7 @@ def run_scenario(
             fix="run it with sudo, or check the scenario with --dry-run",
         )
     spent = WallClock()  # from here on, the run's wall time is accounted for
+    cpu_start = CpuMark.now()  # and its CPU
     with spent.phase("start"):
         plans = [plan_case(case) for case in loaded.cases]
         if inventory is None:
@@ -348,11 +371,9 @@ def run_scenario(
             )
             split = spent.split()
             store.meta.wall = split.to_json()
-            store.meta.driver = driver_usage()
+            store.meta.driver = driver_usage(cpu_start)
             servers_cpu = run.servers_cpu_s if run is not None and run.servers_cpu_s else None
-            store.meta.cpu = cpu_split(
-                split.total_s, store.meta.driver["cpu_s"], servers_cpu, sampler.cpu_s
-            )
+            store.meta.cpu = cpu_split(split.total_s, cpu_start, servers_cpu, sampler.cpu_s)
             if fleet is not None:
                 with spent.phase("teardown"):
                     finish_fleet(fleet, store)
