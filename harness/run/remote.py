@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import zonegen
 from harness.core.errors import UserInputError
 from harness.core.terms import SERVER_TO_SERVER
 from harness.inventory import InventoryHost, load_inventory, match_sites
@@ -34,8 +33,7 @@ from harness.servers import server_class
 from harness.servers.binaries import ServerBinary, probe_version
 from harness.spec import DEFAULT_SUITE, PER_HOST_SYSCTLS, LoadedScenario
 from harness.xfr import XfrTimeout
-from harness.xfr.secrets import new_tls, new_tsig
-from harness.xfr.zonefile_sum import zone_file_sum
+from harness.xfr.secrets import new_tls
 
 CLOCK_FLAG = 0.10  # a duration whose clock error exceeds this share of it is flagged
 
@@ -170,14 +168,7 @@ class RemoteSession(GroupSession):
         spent = run.spent
         self._stack = contextlib.ExitStack()
         try:
-            run.status(f"{group.name}: generating zones")
-            with spent.phase("generate"):
-                zones = zonegen.generate(group.first.zone_spec)
-                if len(zones.files) == 1:
-                    zone_file_sum(zones.files[0].path, zones.files[0].origin)
-            self.dir.mkdir(parents=True, exist_ok=True)
-            algorithm = group.tsig_algorithm
-            tsig = new_tsig(algorithm=algorithm) if algorithm else None
+            zones, tsig = self._generate()
             tls = None
             if group.tls:  # made here (0600), pushed by push.yml, removed with the run's folder
                 address = self.fleet.inventory.primary.address

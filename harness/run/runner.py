@@ -140,29 +140,29 @@ class CpuMark:
         return cls(own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime)
 
 
-def driver_usage(start: CpuMark) -> dict[str, float]:
-    """The driver's CPU since `start` and its peak RSS (the process's, which a kernel keeps
-    only since the process began): the harness must not be the bottleneck."""
+def driver_usage(start: CpuMark, end: CpuMark) -> dict[str, float]:
+    """The driver's CPU from `start` to `end` and its peak RSS (the process's, which a
+    kernel keeps only since the process began): the harness must not be the bottleneck."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-        "cpu_s": round(CpuMark.now().self_s - start.self_s, 2),
+        "cpu_s": round(end.self_s - start.self_s, 2),
     }
 
 
 def cpu_split(
     wall_s: float,
     start: CpuMark,
+    end: CpuMark,
     servers_cpu_s: float | None,
     sampler_cpu_s: float,
 ) -> dict[str, float | None]:
-    """Where the run's CPU went since `start` (run.json `cpu`): the servers (their cgroups,
+    """Where the run's CPU went from `start` to `end` (run.json `cpu`): the servers (their cgroups,
     read as each stopped; None without cgroups), the driver (of which sampling), and the
     other processes it started and reaped (the link emulator and tools: its children's CPU
     less the servers'), with the driver's share of the wall (issue 22: at most 10 %)."""
-    now = CpuMark.now()
-    driver = now.self_s - start.self_s
-    children = now.children_s - start.children_s
+    driver = end.self_s - start.self_s
+    children = end.children_s - start.children_s
     other = None if servers_cpu_s is None else max(0.0, children - servers_cpu_s)
     return {
         "servers_s": None if servers_cpu_s is None else round(servers_cpu_s, 2),
@@ -371,9 +371,12 @@ def run_scenario(
             )
             split = spent.split()
             store.meta.wall = split.to_json()
-            store.meta.driver = driver_usage(cpu_start)
+            cpu_end = CpuMark.now()
+            store.meta.driver = driver_usage(cpu_start, cpu_end)
             servers_cpu = run.servers_cpu_s if run is not None and run.servers_cpu_s else None
-            store.meta.cpu = cpu_split(split.total_s, cpu_start, servers_cpu, sampler.cpu_s)
+            store.meta.cpu = cpu_split(
+                split.total_s, cpu_start, cpu_end, servers_cpu, sampler.cpu_s
+            )
             if fleet is not None:
                 with spent.phase("teardown"):
                     finish_fleet(fleet, store)

@@ -47,9 +47,10 @@ from harness.results.model import FORMAT_VERSION, Failure, TransferRecord
 from harness.results.store import write_json_atomic
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
-from harness.xfr import XfrTimeout
+from harness.xfr import TsigKey, XfrTimeout
 from harness.xfr.secrets import new_tls, new_tsig
 from harness.xfr.zonefile_sum import zone_file_sum
+from harness.zonegen.model import GeneratedZones
 
 Binaries = dict[str, ServerBinary]  # host name -> its server binary
 
@@ -110,22 +111,28 @@ class GroupSession:
         self.unswitched: dict[str, str] = {}  # case -> why switching to it failed this visit
         self._stack: Any = None
 
+    def _generate(self) -> tuple[GeneratedZones, TsigKey | None]:
+        """The group's zones, their reference sum, its folder and its TSIG key (0600, per
+        run): what every backend prepares before it has hosts."""
+        group, run = self.group, self.run_ctx
+        run.status(f"{group.name}: generating zones")
+        with run.spent.phase("generate"):
+            zones = zonegen.generate(group.first.zone_spec)
+            if len(zones.files) == 1:
+                # The reference sum is the harness's work (cached beside the file): here,
+                # not inside the first publish, which the wall split gives the servers.
+                zone_file_sum(zones.files[0].path, zones.files[0].origin)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        algorithm = group.tsig_algorithm
+        return zones, new_tsig(algorithm=algorithm) if algorithm else None
+
     def __enter__(self) -> GroupSession:
         group, run = self.group, self.run_ctx
         spent = run.spent
         self._stack = contextlib.ExitStack()
         try:
-            run.status(f"{group.name}: generating zones")
-            with spent.phase("generate"):
-                zones = zonegen.generate(group.first.zone_spec)
-                if len(zones.files) == 1:
-                    # The reference sum is the harness's work (cached beside the file): here,
-                    # not inside the first publish, which the wall split gives the servers.
-                    zone_file_sum(zones.files[0].path, zones.files[0].origin)
-            self.dir.mkdir(parents=True, exist_ok=True)
+            zones, tsig = self._generate()
             CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-            algorithm = group.tsig_algorithm
-            tsig = new_tsig(algorithm=algorithm) if algorithm else None
             servers = {host.name: (host.role, host.server) for host in group.first.hosts}
             provider = run.backend.provider(servers, (self.dir, CONTROL_DIR))
             run.status(f"{group.name}: building the testbed")
