@@ -13,6 +13,14 @@ of the blocks alternates between passes (A B C, C B A, A B C, ...): a linear dri
 adds the same total to every block over each two passes, and the block at each turn runs
 twice in a row, so its testbed can stay up.
 
+Cases of one testbed that share a server configuration (one transport, one server
+variant) differ only in what the primary is asked for (AXFR or IXFR): `clustered_pass`
+keeps such cases side by side within each pass, so a pass switches the secondaries'
+configuration once per configuration rather than once per case, while every case still
+runs once per pass in a fresh order. Two neighbours take turns being first (A B, then B A,
+each order equally often), and a pass starts with the configuration the last one ended
+with, which saves one switch per pass.
+
 Repeats are numbered from 1, as in transfers.jsonl. Randomness comes from
 `harness.core.seeds.derive_seed` (SHA-256), so a schedule is the same on every machine and Python
 version for the same seed, and a pass's order does not depend on the other passes.
@@ -20,7 +28,7 @@ version for the same seed, and a pass's order does not depend on the other passe
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -53,6 +61,62 @@ def pass_order(cases: Sequence[C], pass_index: int, seed: int, *, label: str = "
     return [cases[i] for i in sorted(range(len(cases)), key=keys.__getitem__)]
 
 
+ClusterKey = tuple[Hashable, ...]  # outermost first: (server variant, transport, xfr kind)
+
+
+def clustered_pass(
+    keys: Sequence[ClusterKey],
+    pass_index: int,
+    seed: int,
+    *,
+    label: str = "pass",
+    after: ClusterKey | None = None,
+) -> list[int]:
+    """Pass number `pass_index` of cases whose `keys` name their configuration from the
+    outermost part in: the case indices in run order. Cases that share a key's first parts
+    run side by side; at each level the order of the distinct parts is a fresh random
+    permutation per pass (pass_order, seeded by the level and the parts above it), except
+    that two parts take turns (pass k runs them one way, pass k + 1 the other: both
+    orders equally often). `after`: the key of the case the previous pass ended with; a
+    part equal to its part at that level goes first, so a configuration running at a pass's
+    end keeps running at the next one's start."""
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"case keys must be distinct: {list(keys)!r}")
+    return _clustered(list(range(len(keys))), keys, 0, pass_index, seed, label, after)
+
+
+def _clustered(
+    items: list[int],
+    keys: Sequence[ClusterKey],
+    level: int,
+    pass_index: int,
+    seed: int,
+    label: str,
+    after: ClusterKey | None,
+) -> list[int]:
+    if len(items) <= 1:
+        return items
+    parts: dict[Hashable, list[int]] = {}
+    for item in items:
+        parts.setdefault(keys[item][level], []).append(item)
+    names = list(parts)
+    if len(names) > 1:
+        salt = f"{label}/{level}/{keys[items[0]][:level]!r}"
+        if len(names) == 2:
+            first = derive_seed(seed, salt) % 2  # which of the two leads in pass 0
+            names = names if (pass_index + first) % 2 == 0 else names[::-1]
+        else:
+            names = pass_order(names, pass_index, seed, label=salt)
+            if after is not None and after[level] in names:
+                names.remove(after[level])
+                names.insert(0, after[level])
+    out: list[int] = []
+    for index, name in enumerate(names):
+        below = after if index == 0 and after is not None and after[level] == name else None
+        out += _clustered(parts[name], keys, level + 1, pass_index, seed, label, below)
+    return out
+
+
 def interleaved_schedule(cases: Sequence[C], repeats: int, seed: int) -> list[tuple[C, int]]:
     """(case, repeat) in shuffled round-robin passes: pass r runs every case's repeat r once,
     in pass_order(cases, r - 1, seed). For cases that can share one testbed."""
@@ -65,15 +129,21 @@ def interleaved_schedule(cases: Sequence[C], repeats: int, seed: int) -> list[tu
 
 
 def block_schedule(
-    blocks: Sequence[Sequence[C]], repeats: int, seed: int, *, passes: int | None = None
+    blocks: Sequence[Sequence[C]],
+    repeats: int,
+    seed: int,
+    *,
+    passes: int | None = None,
+    pass_of: Callable[[int, int], list[C]] | None = None,
 ) -> list[tuple[C, int]]:
     """(case, repeat) for cases grouped in blocks that each need their own testbed.
 
     `passes` (default: `repeats`) visits of every block: passes 1, 3, 5, ... take the blocks
     in the given order, passes 2, 4, ... in reverse. A visit runs the block's cases for
     its share of the repeats (repeats / passes, the remainder going to the first passes),
-    interleaved as in `interleaved_schedule`. Fewer passes mean fewer testbed changes and
-    less protection against drift.
+    interleaved as in `interleaved_schedule`, or as `pass_of(block, repeat)` says (a block's
+    cases for that repeat, e.g. `clustered_pass`). Fewer passes mean fewer testbed changes
+    and less protection against drift.
     """
     _check_repeats(repeats)
     passes = repeats if passes is None else passes
@@ -87,7 +157,11 @@ def block_schedule(
         visiting = range(len(blocks)) if k % 2 == 0 else reversed(range(len(blocks)))
         for b in visiting:
             for repeat in range(done + 1, done + share[k] + 1):
-                block_pass = pass_order(blocks[b], repeat - 1, seed, label=f"block {b}")
+                block_pass = (
+                    pass_of(b, repeat)
+                    if pass_of is not None
+                    else pass_order(blocks[b], repeat - 1, seed, label=f"block {b}")
+                )
                 order.extend((case, repeat) for case in block_pass)
         done += share[k]
     return order

@@ -1,7 +1,9 @@
 """The run's schedule: which case's repeat runs next, on which testbed, and when to stop.
 
-Cases of one group share a testbed and run interleaved (harness/plan/schedule.py: shuffled
-round-robin passes) with `order = "interleaved"`; with `order = "blocks"` every case is a
+Cases of one group share a testbed and run interleaved (harness/plan/schedule.py: every
+case once per pass, those sharing a server configuration side by side: clustered_pass)
+with `order = "interleaved"`, in a fresh order of all cases every pass with
+`order = "shuffled"` (more configuration switches); with `order = "blocks"` every case is a
 block of its own. Blocks run in passes whose order alternates (A B C, C B A, ...), so a
 slow drift of the machine adds alike to every case. Consecutive slots of one group share one
 session (one testbed, one set of servers). `repeats = "auto"` keeps adding passes over the
@@ -17,7 +19,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.plan.schedule import block_schedule, needs_more, pass_order
+from harness.plan.schedule import (
+    ClusterKey,
+    block_schedule,
+    clustered_pass,
+    needs_more,
+    pass_order,
+)
 from harness.spec import AutoRepeats
 
 Key = tuple[int, int]  # (group, case within the group)
@@ -31,21 +39,50 @@ class Slot:
     pass_index: int
 
 
-def fixed_slots(sizes: list[int], repeats: int, order: str, passes: int, seed: int) -> list[Slot]:
+def fixed_slots(
+    sizes: list[int],
+    repeats: int,
+    order: str,
+    passes: int,
+    seed: int,
+    keys: list[list[ClusterKey]] | None = None,
+) -> list[Slot]:
     """Every (group, case, repeat) of a run with a fixed number of repeats, in run order.
-    `sizes`: the number of cases of each group."""
-    if order == "interleaved":
+    `sizes`: the number of cases of each group; `keys`: each case's configuration key
+    (plan/schedule.py clustered_pass), which "interleaved" keeps side by side within a
+    pass ("shuffled": a fresh order of all cases every pass, whatever their keys)."""
+    if order in ("interleaved", "shuffled"):
         blocks = [[(g, c) for c in range(size)] for g, size in enumerate(sizes)]
     else:
         blocks = [[(g, c)] for g, size in enumerate(sizes) for c in range(size)]
     passes = max(1, min(passes, repeats))
     share = [repeats // passes + (1 if k < repeats % passes else 0) for k in range(passes)]
     ends = [sum(share[: k + 1]) for k in range(passes)]
+    clustered = None
+    if order == "interleaved" and keys is not None:
+        clustered = _clustered_orders(blocks, keys, seed)
     slots = []
-    for (g, c), repeat in block_schedule(blocks, repeats, seed, passes=passes):
+    for (g, c), repeat in block_schedule(blocks, repeats, seed, passes=passes, pass_of=clustered):
         pass_index = next(k for k, end in enumerate(ends) if repeat <= end)
         slots.append(Slot(g, c, repeat, pass_index))
     return slots
+
+
+def _clustered_orders(
+    blocks: list[list[Key]], keys: list[list[ClusterKey]], seed: int
+) -> Callable[[int, int], list[Key]]:
+    """block_schedule's order for interleaved groups: each repeat's pass of a block by
+    clustered_pass, starting where the block's previous pass ended."""
+    last: dict[int, ClusterKey] = {}
+
+    def order(block: int, repeat: int) -> list[Key]:
+        cases = blocks[block]
+        mine = [keys[g][c] for g, c in cases]
+        ran = clustered_pass(mine, repeat - 1, seed, label=f"group {block}", after=last.get(block))
+        last[block] = mine[ran[-1]]
+        return [cases[i] for i in ran]
+
+    return order
 
 
 def auto_slots(
@@ -54,6 +91,7 @@ def auto_slots(
     order: str,
     seed: int,
     observed: Callable[[], tuple[dict[Key, list[float]], dict[Key, int]]],
+    case_keys: list[list[ClusterKey]] | None = None,
 ) -> Iterator[Slot]:
     """Passes until every case reached its target or its maximum (`repeats = "auto"`).
     `observed()` gives, per case, its verified values so far, one per repeat (a fleet's
@@ -76,7 +114,11 @@ def auto_slots(
         groups = range(len(sizes)) if pass_index % 2 == 0 else reversed(range(len(sizes)))
         for g in groups:
             cases = sorted(c for (group, c) in running if group == g)
-            if order == "interleaved":
+            if order == "interleaved" and case_keys is not None:
+                mine = [case_keys[g][c] for c in cases]
+                cases = [cases[i] for i in clustered_pass(mine, pass_index, seed,
+                                                          label=f"group {g}")]  # fmt: skip
+            elif order in ("interleaved", "shuffled"):
                 cases = pass_order(cases, pass_index, seed, label=f"group {g}")
             for c in cases:
                 yield Slot(g, c, attempts.get((g, c), 0) + 1, pass_index)

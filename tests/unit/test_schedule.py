@@ -11,6 +11,7 @@ import pytest
 from harness.core.stats import check_auto_repeats, median_interval, min_values_for_interval
 from harness.plan.schedule import (
     block_schedule,
+    clustered_pass,
     interleaved_schedule,
     needs_more,
     pass_order,
@@ -174,3 +175,66 @@ def test_rule_reaches_target_on_realistic_noise() -> None:
     assert all(s.reason == "reached target" for s in states.values())
     assert all(s.n < 200 for s in states.values())
     assert all(s.relative_width is not None and s.relative_width <= 0.05 for s in states.values())
+
+
+# --- passes that keep one server configuration together (clustered_pass) -----------------
+
+TRANSPORT_KINDS = [
+    ("v", transport, kind, "")
+    for transport in ("tcp", "tcp-tsig", "xot", "xot-tsig")
+    for kind in ("axfr", "ixfr")
+]
+
+
+def _runs(keys: list[tuple[str, ...]], passes: int, seed: int = 1) -> list[list[int]]:
+    after = None
+    out = []
+    for index in range(passes):
+        ran = clustered_pass(keys, index, seed, after=after)
+        after = keys[ran[-1]]
+        out.append(ran)
+    return out
+
+
+def test_a_clustered_pass_runs_every_case_once_with_its_kinds_side_by_side() -> None:
+    for ran in _runs(TRANSPORT_KINDS, 6):
+        assert sorted(ran) == list(range(len(TRANSPORT_KINDS)))
+        transports = [TRANSPORT_KINDS[i][1] for i in ran]
+        # Each transport's two kinds run back to back: one switch of transport each.
+        assert all(transports[k] == transports[k + 1] for k in range(0, 8, 2))
+
+
+def test_both_orders_of_a_pair_run_equally_often() -> None:
+    firsts: dict[str, list[str]] = {}
+    for ran in _runs(TRANSPORT_KINDS, 8):
+        for k in range(0, 8, 2):
+            _, transport, kind, _ = TRANSPORT_KINDS[ran[k]]
+            firsts.setdefault(transport, []).append(kind)
+    for kinds in firsts.values():
+        assert kinds.count("axfr") == kinds.count("ixfr") == 4
+
+
+def test_a_pass_starts_where_the_last_one_ended() -> None:
+    runs = _runs(TRANSPORT_KINDS, 6)
+    for before, after in itertools.pairwise(runs):
+        assert TRANSPORT_KINDS[before[-1]][:3] == TRANSPORT_KINDS[after[0]][:3]
+    orders = {tuple(TRANSPORT_KINDS[i][1] for i in ran[::2]) for ran in runs}
+    assert len(orders) > 2  # the transports' order is shuffled, not fixed
+
+
+def test_two_server_variants_switch_once_a_pass() -> None:
+    keys = [(variant, t, "axfr", "") for variant in ("a", "b") for t in ("tcp", "xot")]
+    runs = _runs(keys, 4)
+    for ran in runs:
+        variants = [keys[i][0] for i in ran]
+        assert variants in (["a", "a", "b", "b"], ["b", "b", "a", "a"])
+    assert [keys[ran[0]][0] for ran in runs] == ["a", "b", "a", "b"] or [
+        keys[ran[0]][0] for ran in runs
+    ] == ["b", "a", "b", "a"]
+
+
+def test_clustered_passes_are_seeded_and_keys_must_be_distinct() -> None:
+    assert _runs(TRANSPORT_KINDS, 3, seed=4) == _runs(TRANSPORT_KINDS, 3, seed=4)
+    assert _runs(TRANSPORT_KINDS, 3, seed=4) != _runs(TRANSPORT_KINDS, 3, seed=5)
+    with pytest.raises(ValueError, match="distinct"):
+        clustered_pass([("a",), ("a",)], 0, 1)
