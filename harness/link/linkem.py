@@ -45,6 +45,9 @@ FIRST_QUEUE = 10  # NFQUEUE numbers from here on, one per emulated direction
 READY_LINE = "linkem ready"
 # How often linkem rewrites its stats file: a transfer's counters are at most this late.
 STATS_INTERVAL_MS = 50
+# Without faults the stats file holds a few counters (under 1 kB): written this often, a
+# transfer's counters and the link's queue are fresh within a hundredth of a second.
+FAST_STATS_INTERVAL_MS = 10
 DEFAULT_INSTANCE = "link"  # the one primary-secondary link of a case; a fleet names its sites
 
 

@@ -9,6 +9,11 @@ is timed under a name (``WallClock.phase``); each name belongs to one side:
   the testbed, verifying copies, reading logs and sockets after a transfer);
 - settle: the quiet time before each repeat (``settle`` in the scenario), idle by design.
 
+What a repeat waits for before its trigger (measure/settle.py) is split by its cause: the
+servers' own rate limiters pacing their last NOTIFY or SOA query ("pacing", the servers':
+BIND at its default 20 a second lets one through per 0.5 s tick), a limiter the harness's
+reconfiguration of a server set going ("switch", the harness's), and the rest ("settle").
+
 Whatever no phase covers (starting up, resolving binaries, writing results) is the
 harness's too: ``WallSplit.unaccounted_s``. The split goes into run.json (``wall``) and the
 run's summary; each repeat's record carries its own (``extra.wall``).
@@ -40,6 +45,7 @@ PHASES: dict[str, str] = {
     "observe": HARNESS,  # server logs, socket and link counters after a transfer
     "switch": HARNESS,  # reconfiguring secondaries between interleaved cases of a group
     "settle": SETTLE,  # quiet before a repeat
+    "pacing": SERVERS,  # waiting out the servers' own rate limiters before a repeat
     "teardown": HARNESS,  # stopping servers, removing the testbed
 }
 
@@ -79,6 +85,14 @@ class WallClock:
         if name not in PHASES:
             raise ValueError(f"unknown wall-time phase {name!r}")
         self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, seconds)
+
+    def shift(self, source: str, target: str, seconds: float) -> None:
+        """Move `seconds` timed under `source` to `target` (a wait timed as one phase whose
+        parts turned out to have other causes); never more than `source` holds."""
+        moved = min(max(0.0, seconds), self.seconds.get(source, 0.0))
+        if moved:
+            self.seconds[source] -= moved
+            self.add(target, moved)
 
     def split(self) -> WallSplit:
         return split_of(self.seconds, self.clock() - self.started)

@@ -171,6 +171,6 @@ class TransferObserver:
             stamps = [c.get("updated_at_unix", 0) for c in counters.values() if c]
             if not stamps or min(stamps) >= ended:
                 break
-            time.sleep(linkem.STATS_INTERVAL_MS / 4000)
+            time.sleep(linkem.FAST_STATS_INTERVAL_MS / 2000)
             counters = self.testbed.link_counters()
         return counters

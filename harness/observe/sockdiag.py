@@ -27,7 +27,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from harness.core.errors import EnvironmentProblem
@@ -185,6 +185,13 @@ def tcp_connections(
     finally:
         sock.close()
     return connections_to(found, peer)
+
+
+def open_connections(sock: socket.socket, ports: Collection[int]) -> int:
+    """TCP connections in any state but LISTEN, TIME_WAIT and CLOSE with either end on one
+    of `ports` (a server's DNS ports), in the namespace `sock` was opened in (one dump)."""
+    found = parse_sockets(dump(sock, None, CONNECTED_STATES))
+    return sum(1 for s in found if s.sport in ports or s.dport in ports)
 
 
 # --- watching one transfer's connection ------------------------------------------------------

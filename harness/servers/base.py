@@ -214,6 +214,23 @@ class LoggedTransfer:
         return asdict(self)
 
 
+PacedBy = Literal["notify", "query", "served", "reconfig"]
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """One of a server's own rate limiters: after the last of the events `after` (a
+    primary's NOTIFY, a secondary's SOA query or connect to its primary, its taking a new
+    version into service, its reconfiguration by the harness: "notify", "query", "served",
+    "reconfig"), it may hold its next action for up to `seconds`. A trigger within that
+    time would measure the limiter, not the transfer (measure/settle.py waits it out).
+    `why`: the setting, in the server's words."""
+
+    after: tuple[PacedBy, ...]
+    seconds: float
+    why: str
+
+
 Switch = tuple[Transport, Transport]  # a running secondary's transport: from, to
 EVERY_SWITCH: frozenset[Switch] = frozenset(
     (a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b
@@ -500,6 +517,11 @@ class Server(ABC):
 
     def zone_status_argv(self, zone: str) -> list[str] | None:
         """The server's own account of a zone (its serial, refresh and transfer state)."""
+    def pacing(self) -> tuple[Pacing, ...]:
+        """Its rate limiters a trigger must find idle, as configured now (none by default:
+        a server that acts on every NOTIFY and transfer at once)."""
+        return ()
+
         return None
 
     def notify_argv(self, zone: str) -> list[str] | None:

@@ -38,6 +38,7 @@ from harness.servers.base import (
     Capabilities,
     Footprint,
     LoggedTransfer,
+    Pacing,
     Server,
     ServerSetup,
     Support,
@@ -249,3 +250,13 @@ class Nsd(Server):
 
     def notify_argv(self, zone: str) -> list[str] | None:
         return self.control("notify", zone)
+
+    def pacing(self) -> tuple[Pacing, ...]:
+        """A secondary's xfrd, after a reload, waits xfrd-reload-timeout (1 s by default)
+        before it triggers the next: a transfer within it is served at its end."""
+        if self.setup.role != "secondary":
+            return ()
+        seconds = int(self.setup.options.get("xfrd-reload-timeout", 1))
+        if seconds <= 0:  # -1: no reload after a transfer (never served); 0: no pause
+            return ()
+        return (Pacing(("served",), float(seconds), f"xfrd-reload-timeout {seconds}"),)

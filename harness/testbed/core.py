@@ -531,6 +531,11 @@ class Testbed:
         """linkem's runtime control (a testbed built with `faults`), else None."""
         return self.emulation.control if self.emulation is not None else None
 
+    def link_queued(self) -> tuple[int, float] | None:
+        """Packets the link emulator holds now and when that was read (unix time); None
+        where nothing tells (Emulation.queued)."""
+        return self.emulation.queued() if self.emulation is not None else None
+
     def describe(self) -> dict[str, Any]:
         assert self.plan is not None
         hosts: dict[str, Any] = {}

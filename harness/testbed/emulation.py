@@ -236,6 +236,10 @@ class LinkEmulation:
             stats_path=self.stats_path,
             control_path=self._control_path,
             inspect=self._control_path is not None,
+            # With faults the file carries linkem's events too: not rewritten so often.
+            stats_interval_ms=linkem.STATS_INTERVAL_MS
+            if self._control_path is not None
+            else linkem.FAST_STATS_INTERVAL_MS,
         )
         self.linkem_config = config
         config_path = self.run_dir / "linkem.json"
@@ -258,6 +262,19 @@ class LinkEmulation:
         return next(e.link for e in self.endpoints if e.role == "secondary")
 
     # --- observations ----------------------------------------------------------------------
+
+    def queued(self) -> tuple[int, float] | None:
+        """Packets the emulator holds now, over all its directions, and when its snapshot
+        was taken (unix time): linkem's `queued_now`. None where nothing tells (no linkem,
+        or no snapshot yet)."""
+        if self.backend != "linkem" or self.stats_path is None:
+            return None
+        stats = linkem.read_stats(self.stats_path)
+        if "updated_at_unix" not in stats:
+            return None
+        per = stats.get("directions", {})
+        held = sum(int(d.get("queued_now", 0)) for d in per.values() if isinstance(d, dict))
+        return held, float(stats["updated_at_unix"])
 
     def counters(self) -> dict[str, Any]:
         """Cumulative packet counters per direction (the emulator's and the rate limiter's)."""

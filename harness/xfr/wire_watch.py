@@ -279,6 +279,15 @@ class WireWatch:
                     return None
                 self._cond.wait(remaining)
 
+    def last(self, kinds: Collection[str], peer: str | None = None) -> float | None:
+        """When the latest event of one of `kinds` (to or from `peer`, or any) was seen;
+        None when none is kept."""
+        with self._cond:
+            times = [
+                e.at for e in self._events if e.kind in kinds and (peer is None or e.peer == peer)
+            ]
+        return max(times) if times else None
+
     def forget_before(self, moment: float) -> None:
         """Drop what is older than `moment` (a long case keeps only what it still needs)."""
         with self._cond:

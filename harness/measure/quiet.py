@@ -1,0 +1,82 @@
+"""Looking at a live testbed for what the last transfer may have left behind: the servers'
+rate limiters (from their last events on the primary's wire and in the polls), their open
+connections (sock_diag), the link emulator's queue and the servers' CPU (their cgroups).
+measure/settle.py decides from these looks when the next slot may start."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+from harness.measure.processes import RunningServer
+from harness.measure.settle import PACING_MARGIN_S, Look
+from harness.observe.sockdiag import SockDiagRefused, open_connections, socket_for
+from harness.testbed import Testbed
+from harness.xfr.wire_watch import WireWatch
+
+
+def testbed_looker(
+    testbed: Testbed,
+    running: list[RunningServer],
+    wire: WireWatch | None,
+    moments: dict[tuple[str, str], float],
+    stack: contextlib.ExitStack,
+) -> Callable[[], Look]:
+    """A function that takes one look (on time.monotonic()'s clock); the sock_diag sockets
+    it keeps open between looks are closed by `stack`. `moments`: (host, event) -> when
+    the driver last saw it happen ("served": the polls' view of an NSD reload;
+    "reconfig": the harness reconfigured it)."""
+    sockets = []
+    for server in running:
+        try:
+            sock = socket_for(server.host.netns)
+        except SockDiagRefused:
+            continue  # its connections are not counted: the look says None
+        stack.callback(sock.close)
+        setup = server.server.setup
+        sockets.append((sock, {setup.port, setup.tls_port}))
+    cgroups = {s.name: testbed.cgroup_of(s.proc) for s in running if s.proc is not None}
+    pacings = [(s, pacing) for s in running for pacing in s.server.pacing()]
+    unix_offset = time.time() - time.monotonic()
+
+    def last(server: RunningServer, after: str) -> float | None:
+        if after in ("served", "reconfig"):
+            return moments.get((server.name, after))
+        if wire is None:
+            return None
+        if after == "notify":  # a primary's NOTIFY to any secondary
+            return wire.last(("notify",))
+        return wire.last(("soa_query", "connect"), server.host.address)
+
+    def look() -> Look:
+        now = time.monotonic()
+        ready, why, event = 0.0, "", ""
+        for server, pacing in pacings:
+            for after in pacing.after:
+                at = last(server, after)
+                if at is not None and at + pacing.seconds + PACING_MARGIN_S > ready:
+                    ready = at + pacing.seconds + PACING_MARGIN_S
+                    why = f"{server.server.kind} {server.plan.role}: {pacing.why}"
+                    event = after
+        opened = None
+        if sockets:
+            opened = sum(open_connections(sock, ports) for sock, ports in sockets)
+        queued = testbed.link_queued()
+        cpu = {}
+        for name, group in cgroups.items():
+            if group is not None:
+                usage = group.read()
+                cpu[name] = usage.cpu_user_s + usage.cpu_system_s
+        return Look(
+            at=now,
+            ready_at=ready,
+            pacing=why,
+            paced_by=event,
+            open_connections=opened,
+            link_queued=None if queued is None else queued[0],
+            link_at=None if queued is None else queued[1] - unix_offset,
+            cpu_s=cpu,
+        )
+
+    return look
