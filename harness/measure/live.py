@@ -8,7 +8,8 @@ what is measured: that is protocol.py.
 
 from __future__ import annotations
 
-import threading
+import concurrent.futures
+import contextlib
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from harness.measure.cold_start import (
 )
 from harness.measure.copies import read_back
 from harness.measure.logged import transfer_logged
-from harness.measure.primary_ixfr import provides_ixfr, switch_primary
+from harness.measure.primary_ixfr import provides_ixfr
 from harness.measure.processes import RunningServer
 from harness.measure.protocol import (
     START_TIMEOUT,
@@ -36,18 +37,19 @@ from harness.measure.protocol import (
     Pulled,
     Verification,
 )
-from harness.measure.served_log import wait_logged_zones
+from harness.measure.quiet import testbed_looker
+from harness.measure.settle import settle
 from harness.measure.wall import WallClock
 from harness.measure.watch import TransferObserver
-from harness.observe.procfs import parse_port_range
-from harness.observe.sampler import Sampler, Target
+from harness.measure.zone_waits import wait_all_zones
+from harness.observe.sampler import Sampler
 from harness.plan.case import CasePlan, GroupPlan
 from harness.servers.base import NewVersion, Reach
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
 from harness.xfr.poll import wait_for_serial, wait_for_serials
-from harness.xfr.poll_zones import ZonesServed, ZonesTimeout, wait_for_zones
+from harness.xfr.poll_zones import ZonesServed
 from harness.xfr.primary_check import check_primary_serves
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
@@ -62,7 +64,11 @@ from harness.zonegen.model import ChangeSet
 Switched = Literal["reconfig", "restart"]  # how a running secondary was switched
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
-KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
+
+
+def _switch_fields(setup: srv.ServerSetup) -> tuple[object, ...]:
+    """What a switch between cases of a group may change in a server's setup."""
+    return (setup.tsig, setup.tls, setup.ixfr, setup.provide_ixfr, setup.options)
 
 
 def poll_interval(secondaries: int) -> float:
@@ -86,12 +92,15 @@ class LiveCase:
         tls: TlsFiles | None,
         sampler: Sampler | None = None,
         spent: WallClock | None = None,
+        binaries_by_case: dict[str, dict[str, ServerBinary]] | None = None,
     ) -> None:
         self.group = plan if isinstance(plan, GroupPlan) else GroupPlan((plan,))
         self.plan = self.group.first
         self.case_dir = case_dir
         self.testbed = testbed
-        self.binaries = binaries
+        self.binaries = binaries  # the selected case's, per host
+        # Every case's of the group: an A/B axis over builds runs one binary or the other.
+        self.binaries_by_case = binaries_by_case or {}
         self.generated = zones
         self.tsig = tsig
         self.tls = tls
@@ -100,6 +109,7 @@ class LiveCase:
         self.zones = [z.origin for z in zones.files]
         self.first_zone = self.zones[0]
         self.base_serial = zones.files[0].serial
+        self.serving = self.base_serial  # the first zone's serial the primary took last
         self.primary: RunningServer | None = None
         self.secondaries: dict[str, RunningServer] = {}
         self.wire: WireWatch | None = None  # the primary's wire, while it runs
@@ -108,6 +118,9 @@ class LiveCase:
         self.unserved: dict[str, float] = {}  # host -> last query answered without the serial
         self.zones_seen: dict[str, ZonesServed] = {}  # host -> its cold start's polling
         self._quiet_from = 0.0  # when the last transfer ended (see between_repeats)
+        # (host, "served" | "reconfig") -> when it last served a new serial, or was last
+        # reconfigured: events its rate limiters may still be pacing (measure/settle.py).
+        self.moments: dict[tuple[str, str], float] = {}
         self.references: dict[str, ZoneSum] = {}  # zone -> what the primary serves now
         self.change: ChangeSet | None = None  # the change set of the last publish
         # Signs the dynamic updates that publish new serials (a secret of this case only).
@@ -158,35 +171,62 @@ class LiveCase:
         return RunningServer(host_plan, self.testbed.hosts[name], server)
 
     def select(self, case: CasePlan) -> dict[str, Switched]:
-        """Make `case` the selected one; a running secondary whose settings differ (TLS,
-        TSIG, IXFR) gets a new config and its server's own reconfiguration where its dialect
-        declares that this makes the switch (Server.switches_by_reconfig), else a restart.
-        Returns how each running secondary was switched (none: nothing to switch)."""
+        """Make `case` the selected one. Each running server whose settings differ (TLS,
+        TSIG, IXFR, the primary providing IXFR, options of an A/B axis) gets a new config
+        and its own reconfiguration where its dialect declares that this makes the switch
+        (Server.switches_by_reconfig), else a restart; one whose binary differs (an A/B
+        axis over builds) is restarted with the other binary. The reconfigurations run at
+        once. Returns how each running server was switched (none: nothing to switch)."""
         if case is self.plan:
             return {}
         self.plan = case
-        if self.primary is not None:  # first: it answers the secondaries' next transfer
-            switch_primary(self.primary, provides_ixfr(case, self.binaries), case.timeout)
-        switched: dict[str, Switched] = {}
-        for name, running in self.secondaries.items():
-            old = running.server.setup
-            setup = self._setup(name, old.zones, old.workdir)
-            if (setup.tsig, setup.tls, setup.ixfr) == (old.tsig, old.tls, old.ixfr):
-                continue
-            setup.control_socket = old.control_socket
-            running.server.setup = setup
-            running.server.render()
-            if running.proc is None:
-                continue  # not started: it starts with this config
-            started = running.started_with or old
-            if type(running.server).switches_by_reconfig(started, old, setup):
-                running.host.run_tool(running.server.reconfig_argv(), timeout=self.plan.timeout)
-                switched[name] = "reconfig"
-            else:
+        self.binaries = self.binaries_by_case.get(case.name, self.binaries)
+        moves = {}
+        for running in (self.primary, *self.secondaries.values()):
+            if running is not None:
+                how = self._resetup(running)
+                if how is not None:
+                    moves[running.name] = (running, how)
+        reconfig = [r for r, how in moves.values() if how == "reconfig"]
+        self.moments |= {(r.name, "reconfig"): self.clock() for r in reconfig}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(reconfig))) as pool:
+            runs = [
+                pool.submit(r.host.run_tool, r.server.reconfig_argv(), timeout=case.timeout)
+                for r in reconfig
+            ]
+            for done in runs:
+                done.result()
+        for running, how in moves.values():
+            if how == "restart":
                 srv.restart(self.testbed, running)
-                switched[name] = "restart"
+                if running is self.primary:
+                    self._wait_primary_serves(self.serving)
         self._watch()
-        return switched
+        return {name: how for name, (_, how) in moves.items()}
+
+    def _resetup(self, running: RunningServer) -> Switched | None:
+        """Render `running` for the selected case; how it must be switched to it (None:
+        nothing changed, or it is not started and starts with this config)."""
+        old = running.server.setup
+        setup = self._setup(running.name, old.zones, old.workdir)
+        setup.control_socket = old.control_socket
+        binary = self.binaries[running.name]
+        if binary.path != running.server.binary:
+            running.server = srv.make(running.plan, binary, setup)
+            running.server.render()
+            return "restart" if running.proc is not None else None
+        if _switch_fields(setup) == _switch_fields(old):
+            return None
+        running.server.setup = setup
+        running.server.render()
+        if running.proc is None:
+            return None
+        started = running.started_with or old
+        dialect = type(running.server)
+        if running is self.primary:
+            same_options = old.options == setup.options
+            return "reconfig" if same_options or dialect.reconfig_applies_options else "restart"
+        return "reconfig" if dialect.switches_by_reconfig(started, old, setup) else "restart"
 
     def start_primary(self) -> None:
         name = self.plan.primary.name
@@ -196,15 +236,22 @@ class LiveCase:
         self.wire = WireWatch(self.primary.host.netns, peers).__enter__()
         srv.spawn(self.testbed, self.primary)
         self._watch()
-        # Ready = it serves the first and the last zone (it loads them in order), with the
-        # scenario's timeout added: 14 M records took BIND over 120 s on a busy machine.
+        self._wait_primary_serves(self.base_serial)
+
+    def _wait_primary_serves(self, serial: int) -> None:
+        """Ready = the primary serves the first zone at `serial` and the last zone (it loads
+        them in order; only the first gets new versions), with the scenario's timeout added:
+        14 M records took BIND over 120 s on a busy machine; and it listens for XoT when a
+        case of the group needs it."""
+        assert self.primary is not None
         limit = START_TIMEOUT + self.plan.timeout
+        wanted = {self.zones[-1]: self.base_serial, self.zones[0]: serial}
         for origin in dict.fromkeys((self.zones[0], self.zones[-1])):
             deadline = self.clock() + limit
-            if not self._poll(self.primary, origin, self.base_serial, deadline):
+            if not self._poll(self.primary, origin, wanted[origin], deadline):
                 raise XfrTimeout(
                     f"timeout after {limit:g} s: the primary never served {origin} "
-                    f"serial {self.base_serial}"
+                    f"serial {wanted[origin]}"
                 )
         if self.group.tls:
             srv.wait_listening(self.primary, 853)
@@ -292,6 +339,7 @@ class LiveCase:
         )
         self.poll_gaps = seen.max_gap_s
         self.unserved = seen.unserved
+        self.moments |= {(host, "served"): at for host, at in seen.served.items()}
         # Transfers end here, the unrecorded ones (first copies, warm-up) too: the next
         # repeat's settle counts from now (between_repeats).
         self._quiet_from = self.clock()
@@ -303,47 +351,11 @@ class LiveCase:
     def wait_all_zones(
         self, hosts: list[str], zones: list[str], serial: int, deadline: float
     ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
-        """Every secondary's zones polled concurrently (each host by a poller of its own,
-        many queries in flight; see xfr/poll_zones.py wait_for_zones)."""
-        served: dict[str, dict[str, float]] = {}
-        errors: dict[str, str] = {}
-        failure: list[BaseException] = []
-        since = self.clock()
-        rate = self.plan.cold_start_poll
-
-        def watch(name: str) -> None:
-            running = self.secondaries[name]
-            try:
-                if rate == "off":  # no query at all: the secondary's own log is the clock
-                    seen = wait_logged_zones(running, zones, since, deadline, self.clock)
-                else:
-                    seen = wait_for_zones(
-                        running.host.address,
-                        zones,
-                        serial,
-                        netns=running.host.netns,
-                        timeout=max(0.0, deadline - since),
-                        since=since,
-                        max_rate=float(rate),
-                        between_rounds=lambda done, total: running.alive(),
-                    )
-            except ZonesTimeout as exc:
-                errors[name] = str(exc)
-                self.zones_seen[name] = exc.result
-            except BaseException as exc:  # re-raised in the caller's thread
-                failure.append(exc)
-            else:
-                served[name] = seen.served
-                self.zones_seen[name] = seen
-
-        self.zones_seen = {}
-        threads = [threading.Thread(target=watch, args=(name,), daemon=True) for name in hosts]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if failure:
-            raise failure[0]
+        """Every secondary's zones polled concurrently (measure/zone_waits.py)."""
+        running = {name: self.secondaries[name] for name in hosts}
+        served, errors, self.zones_seen = wait_all_zones(
+            running, zones, serial, deadline, self.plan.cold_start_poll, self.clock
+        )
         return served, errors
 
     def zones_last_unserved(self, host: str) -> dict[str, float]:
@@ -410,6 +422,7 @@ class LiveCase:
             method = server.publish(version, reach)
         except XfrError as exc:
             raise PublishFailed(f"the primary did not take serial {serial}: {exc}") from None
+        self.serving = serial
         if change is None:  # the serial alone changed
             old, new = soa.to_text(), version.soa.to_text()
             self.references[self.first_zone] = soa_bump(reference, old, new, self.first_zone)
@@ -536,16 +549,20 @@ class LiveCase:
         if self.sampler is not None:
             self.sampler.mark(event, repeat)
 
-    def between_repeats(self) -> None:
-        """Let the servers settle, then forget cached route metrics. Back-to-back repeats
-        meet the servers' own timers: BIND delayed every other NOTIFY by ~0.3 s and the
-        SOA query after it by ~0.15 s when transfers of a small zone followed each other
-        within half a second. The plan's `settle` is the least time from one transfer's
-        end to the next trigger."""
-        wait = self._quiet_from + self.plan.settle - self.clock()
-        if wait > 0:
-            time.sleep(wait)
+    def between_repeats(self) -> dict[str, Any]:
+        """Wait until the last transfer left nothing behind that could bias the next
+        (measure/settle.py: the servers' rate limiters, connections, the link's queues, the
+        servers' CPU), at most the plan's `settle` after its end; then forget cached route
+        metrics. Back to back, BIND's NOTIFY and SOA-query limiters (20 a second, in 0.5 s
+        ticks) held every other NOTIFY by ~0.3 s and the SOA query after it by ~0.15 s.
+        Returns what the wait was (the record's extra.settle)."""
+        deadline = self._quiet_from + self.plan.settle
+        running = [r for r in (self.primary, *self.secondaries.values()) if r and r.proc]
+        with contextlib.ExitStack() as stack:
+            look = testbed_looker(self.testbed, running, self.wire, self.moments, stack)
+            settled = settle(look, deadline, self.clock, time.sleep, fixed=self.plan.settle_fixed)
         self.testbed.flush_route_metrics()
+        return settled.to_json()
 
     def begin_observation(self) -> None:
         self.observer = TransferObserver(self.testbed, self.plan, self.wire, self.plan.tls)
@@ -571,23 +588,5 @@ class LiveCase:
         running = [] if without_primary or self.primary is None else [self.primary]
         if not without_secondaries:
             running += list(self.secondaries.values())
-        targets = [
-            Target(
-                role=r.plan.role,
-                server=r.server.kind,
-                pid=r.proc.pid,
-                cgroup=self.testbed.cgroup_of(r.proc),
-                host=r.name,
-                site=r.plan.site if self.plan.is_fleet else "",
-            )
-            for r in running
-            if r.proc is not None
-        ]
-        hosts = self.testbed.describe()["hosts"]
-        ranges = {
-            t.name: parse_port_range(
-                hosts[t.name]["sysctls"].get("net.ipv4.ip_local_port_range", KERNEL_PORT_RANGE)
-            )
-            for t in targets
-        }
+        targets, ranges = srv.sampler_targets(running, self.testbed, self.plan.is_fleet)
         self.sampler.watch(self.plan.name, targets, self.testbed.link_counters, ranges)

@@ -19,7 +19,9 @@ from typing import Any
 
 from harness.core.errors import XfrbenchError
 from harness.core.netns import socket_in
-from harness.observe.procfs import ProcessGone, descendants, netns_inode
+from harness.observe.procfs import ProcessGone, descendants, netns_inode, parse_port_range
+from harness.observe.sampler import Target
+from harness.observe.tcp_states import PortRange
 from harness.plan.case import HostPlan
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.binaries import ServerBinary
@@ -231,3 +233,33 @@ def read_text(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
+
+
+def sampler_targets(
+    running: list[RunningServer], testbed: Testbed, fleet: bool
+) -> tuple[list[Target], dict[str, PortRange]]:
+    """What the sampler watches of the servers running now: each one's pid, cgroup, role,
+    host and (in a fleet) site, and its host's ephemeral port range."""
+    targets = [
+        Target(
+            role=r.plan.role,
+            server=r.server.kind,
+            pid=r.proc.pid,
+            cgroup=testbed.cgroup_of(r.proc),
+            host=r.name,
+            site=r.plan.site if fleet else "",
+        )
+        for r in running
+        if r.proc is not None
+    ]
+    hosts = testbed.describe()["hosts"]
+    ranges = {
+        t.name: parse_port_range(
+            hosts[t.name]["sysctls"].get("net.ipv4.ip_local_port_range", KERNEL_PORT_RANGE)
+        )
+        for t in targets
+    }
+    return targets, ranges

@@ -179,8 +179,10 @@ class Bench(Protocol):
     def mark(self, event: str, repeat: int) -> None:
         """Sample every server now: a transfer's start or end."""
 
-    def between_repeats(self) -> None:
-        """Make repeats start alike (forget cached route metrics)."""
+    def between_repeats(self) -> dict[str, Any] | None:
+        """Wait until the last transfer left nothing that could bias the next (at most the
+        plan's settle), and make repeats start alike (forget cached route metrics); returns
+        what was waited for (measure/settle.py), for the records."""
 
     def begin_observation(self) -> None:
         """Start watching the wire for one repeat's transfers (counters, TCP, packets)."""
@@ -253,7 +255,8 @@ def update_repeat(
     zone, hosts = bench.first_zone, secondary_names(plan)
     spent = bench.spent
     with spent.phase("settle") as settle:
-        bench.between_repeats()
+        settled = bench.between_repeats()
+    _account_settle(spent, settled)
     started_at = bench.wall()
     with spent.phase("observe") as watch:
         bench.mark("transfer-start", repeat)
@@ -350,6 +353,7 @@ def update_repeat(
                 **({"verify_reread": check.reread} if check.reread else {}),
                 **evidence.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
+                **({"settle": settled} if settled is not None else {}),
             }
             | facts
             | extra,
@@ -357,6 +361,14 @@ def update_repeat(
             duration_error_s=round(late, 6),
         )
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
+
+
+def _account_settle(spent: WallClock, settled: dict[str, Any] | None) -> None:
+    """The settle's wait, split by cause (measure/wall.py): the servers' own pacing is
+    theirs, a limiter the harness's reconfiguration set going is the switch's."""
+    held = (settled or {}).get("held_by", {})
+    spent.shift("settle", "pacing", held.get("pacing", 0.0))
+    spent.shift("settle", "switch", held.get("reconfig", 0.0))
 
 
 @dataclass(frozen=True)

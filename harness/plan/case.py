@@ -13,7 +13,9 @@ measurement flow; nothing in here touches the machine, so every decision is unit
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
@@ -55,7 +57,9 @@ class CasePlan:
     changes: int  # records per IXFR change set
     client_pulls: tuple[str, ...]
     tsig_algorithm: str | None  # None: no TSIG
-    settle: float = 1.0  # least seconds from one transfer's end to the next trigger
+    settle: float = 1.0  # most seconds from one transfer's end to the next trigger
+    settle_fixed: bool = False  # wait all of `settle`, whatever the evidence says
+    prove: str = "once"  # prove a switch to a configuration once per visit, or every one
     # A cold start's SOA queries per second to each secondary at most, or "off" (its log)
     cold_start_poll: int | str = DEFAULT_COLD_START_POLL
     fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
@@ -112,6 +116,23 @@ class CasePlan:
     def endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(host.endpoint() for host in self.hosts)
 
+    @property
+    def servers_key(self) -> str:
+        """Its servers' settings (kind, binary, suite, options per host): cases of one group
+        that differ here are an A/B axis over server variants."""
+        return json.dumps(
+            {host.name: host.server.model_dump(mode="json") for host in self.hosts},
+            sort_keys=True,
+        )
+
+    @property
+    def switch_key(self) -> tuple[str, str, str, str]:
+        """What the running servers of its group are switched for, the costliest first: the
+        servers' settings, the transport, the transfer kind, then its fault (a case of its
+        own beside them). plan/schedule.py clustered_pass keeps shared prefixes together."""
+        fault = self.fault.label if self.fault is not None else ""
+        return (self.servers_key, self.transport, self.xfr, fault)
+
 
 def zone_spec(case: Case) -> zonegen.ZoneSpec:
     z = case.scenario.zones
@@ -166,6 +187,8 @@ def plan_case(case: Case) -> CasePlan:
         client_pulls=tuple(scenario.client_pulls),
         tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
+        settle_fixed=scenario.settle_fixed,
+        prove=scenario.prove,
         cold_start_poll=scenario.cold_start_poll,
         fault=case.fault,
         stream=stream,
@@ -282,12 +305,36 @@ class GroupPlan:
         return sum(case.transfers() for case in self.cases)
 
 
-def group_cases(plans: list[CasePlan]) -> list[GroupPlan]:
-    """Group the cases of one matrix cell (the same resolved scenario and hosts: a case
-    some secondaries cannot take runs on a testbed without them), in run order."""
+# What may differ between the cases of one group, per host provider: a running server's
+# options (its reconfiguration or a restart) and, where the driver starts the binaries
+# itself, its binary (a restart). A compose image (suite) is a container of its own; an
+# inventory's hosts are deployed once per group.
+NETNS_VARIANTS = frozenset({"options", "binary"})
+COMPOSE_VARIANTS = frozenset({"options"})
+
+
+def _without(scenario: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    """The scenario with `keys` taken out of every server (the primary's, [servers.*] and
+    each site's)."""
+    for server in scenario.get("servers", {}).values():
+        for key in keys:
+            server.pop(key, None)
+    for site in scenario.get("secondaries") or []:
+        for key in keys:
+            site.pop(key, None)
+    return scenario
+
+
+def group_cases(plans: list[CasePlan], variants: frozenset[str] = frozenset()) -> list[GroupPlan]:
+    """Group the cases that can share one testbed and one set of running servers, in run
+    order: those of one matrix cell (the same resolved scenario and hosts: a case some
+    secondaries cannot take runs on a testbed without them), and cells that differ only in
+    the servers' `variants` (e.g. options and binary: an A/B axis over server settings,
+    interleaved on one testbed like transports; measure/live.py switches them)."""
     groups: dict[str, list[CasePlan]] = {}
     for plan in plans:
         hosts = ",".join(host.name for host in plan.hosts)
-        key = f"{plan.case.scenario.model_dump_json()} {hosts}"
+        scenario = _without(plan.case.scenario.model_dump(mode="json"), variants)
+        key = f"{json.dumps(scenario, sort_keys=True)} {hosts}"
         groups.setdefault(key, []).append(plan)
     return [GroupPlan(tuple(cases)) for cases in groups.values()]

@@ -38,6 +38,8 @@ from harness.observe.cpuset import (
 from harness.observe.sampler import Sampler
 from harness.plan.capacity import check_memory, host_memory_bytes
 from harness.plan.case import (
+    COMPOSE_VARIANTS,
+    NETNS_VARIANTS,
     CasePlan,
     GroupPlan,
     group_cases,
@@ -234,13 +236,19 @@ def run_cases(
     loaded: LoadedScenario, plans: list[CasePlan], run: RunContext, tally: Tally, folder: Path
 ) -> None:
     """Every runnable case in the scenario's order (harness/run/campaign.py)."""
-    groups = group_cases(plans)
+    groups = group_cases(plans, _variants(run))
     scenario = loaded.scenario
     sizes = [len(group.cases) for group in groups]
+    keys = [[case.switch_key for case in group.cases] for group in groups]
     slots: Iterable[Slot]
     if scenario.auto is None:
         slots = fixed_slots(
-            sizes, scenario.max_repeats, scenario.order, scenario.passes, scenario.schedule_seed
+            sizes,
+            scenario.max_repeats,
+            scenario.order,
+            scenario.passes,
+            scenario.schedule_seed,
+            keys,
         )
     else:
         names = {(g, c): case.name for g, group in enumerate(groups)
@@ -251,7 +259,9 @@ def run_cases(
             tried = {key: len(tally.repeats.get(name, ())) for key, name in names.items()}
             return durations, tried
 
-        slots = auto_slots(sizes, scenario.auto, scenario.order, scenario.schedule_seed, observed)
+        slots = auto_slots(
+            sizes, scenario.auto, scenario.order, scenario.schedule_seed, observed, keys
+        )
 
     def open_session(group: int, visit: int) -> GroupSession:
         name = f"{visit:03d}-{slug(groups[group].first.name)}"
@@ -260,6 +270,13 @@ def run_cases(
         return GroupSession(groups[group], folder / "cases" / name, run)
 
     execute(slots, open_session)
+
+
+def _variants(run: RunContext) -> frozenset[str]:
+    """What cases of one group may differ in, on this run's hosts (plan/case.py)."""
+    if run.remote is not None:
+        return frozenset()
+    return COMPOSE_VARIANTS if run.backend.compose else NETNS_VARIANTS
 
 
 def run_case(

@@ -109,6 +109,9 @@ class GroupSession:
         self.broken_kind: Failure = "server"
         self.serial: int | None = None  # the last serial published (update triggers)
         self.unswitched: dict[str, str] = {}  # case -> why switching to it failed this visit
+        # Configurations (servers' settings, transport) a transfer over them proved this
+        # visit, and its serial: a switch back to one needs no new proof (prove = "once").
+        self.proven: dict[tuple[str, str], int] = {}
         self._stack: Any = None
 
     def _generate(self) -> tuple[GeneratedZones, TsigKey | None]:
@@ -152,9 +155,11 @@ class GroupSession:
                     tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
                 self._bounds()
             live = LiveStreamCase if group.first.stream is not None else LiveCase
+            by_case = {case.name: run.binaries[case.name] for case in group.cases}
             self.live = live(
-                group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent
-            )
+                group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent,
+                by_case,
+            )  # fmt: skip
             self._stack.callback(self._close_live)
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
             with spent.phase("primary_load"):
@@ -228,11 +233,13 @@ class GroupSession:
                 if self.serial is None:
                     status(f"{plan.name}: first copies and the warm-up update")
                     self.serial = prepare_updates(self.live)
-                elif switched:
+                    self.proven[_configuration(plan)] = self.serial
+                elif switched and self._needs_proof(plan, switched, per_host):
                     status(f"{plan.name}: proving the switch to {plan.transport}")
                     if not self._prove(plan, switched, per_host):
                         self._fail(ctx, repeat, self.unswitched[plan.name], extra, "harness", emit)
                         return
+                    self.proven[_configuration(plan)] = self.serial
                 self.serial += 1
                 if isinstance(self.live, LiveStreamCase):
                     status(f"{plan.name}: repeat {repeat}: a stream from serial {self.serial}")
@@ -271,6 +278,24 @@ class GroupSession:
             for host, how in switched.items()
         }
         return switched, per_host
+
+    def _needs_proof(
+        self, plan: CasePlan, switched: dict[str, Switched], per_host: dict[str, dict[str, Any]]
+    ) -> bool:
+        """A switch is proven by an unrecorded transfer when the plan says every one is,
+        when a server was restarted (its first transfer after a start is a warm-up too), or
+        when its configuration was not proven yet this visit. A switch back to a proven
+        one relies on the measured transfer's own evidence (its transport and kind, as the
+        wire and the logs show them: measure/evidence.py), and its records say which
+        serial proved it."""
+        if plan.prove == "every-switch" or "restart" in switched.values():
+            return True
+        earlier = self.proven.get(_configuration(plan))
+        if earlier is None:
+            return True
+        for host in per_host:
+            per_host[host]["proof"] = {"serial": earlier, "earlier": True}
+        return False
 
     def _prove(
         self, plan: CasePlan, switched: dict[str, Switched], per_host: dict[str, dict[str, Any]]
@@ -322,9 +347,15 @@ class GroupSession:
         for plan in self.group.cases:
             folder = self.dir if len(self.group.cases) == 1 else self.dir / slug(plan.name)
             folder.mkdir(parents=True, exist_ok=True)
-            meta = case_meta(plan, self.bed, self.contexts[plan.name], self.binaries,
-                             self.run_ctx.backend)  # fmt: skip
+            meta = case_meta(plan, self.bed, self.contexts[plan.name],
+                             self.run_ctx.binaries[plan.name], self.run_ctx.backend)  # fmt: skip
             write_json_atomic(folder / "case.json", meta)
+
+
+def _configuration(plan: CasePlan) -> tuple[str, str]:
+    """What a switch proof proves: the servers' settings and the transport (a change of
+    transfer kind alone is shown by each record's evidence of the kind)."""
+    return plan.servers_key, plan.transport
 
 
 def case_meta(

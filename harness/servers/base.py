@@ -333,6 +333,9 @@ class Server(ABC):
     reconfig_switches: ClassVar[frozenset[Switch]] = frozenset()
     # Whether that reconfiguration also switches it between asking AXFR and IXFR.
     reconfig_switches_xfr: ClassVar[bool] = False
+    # Whether it applies changed `options` (an A/B axis over server settings) to a running
+    # server, as real runs showed; the harness restarts it otherwise.
+    reconfig_applies_options: ClassVar[bool] = False
     # What in its workdir would keep a restarted secondary from transferring at once (saved
     # timers or serials it would trust over the primary's): removed before it starts again.
     restart_forgets: ClassVar[tuple[str, ...]] = ()
@@ -371,6 +374,8 @@ class Server(ABC):
         (`started`: what it was started with); False: the harness restarts it."""
         move = (before.transport, after.transport)
         if move[0] != move[1] and move not in cls.reconfig_switches:
+            return False
+        if before.options != after.options and not cls.reconfig_applies_options:
             return False
         return before.ixfr == after.ixfr or cls.reconfig_switches_xfr
 
@@ -512,16 +517,16 @@ class Server(ABC):
     def refresh_argv(self, zone: str) -> list[str]:
         """Check the primary's SOA now and transfer incrementally when it changed."""
 
-    # Faults (harness/measure/faults.py): a dialect that cannot do these returns None, and
-    # the record says "not supported by <kind>" where the server's words would be.
-
-    def zone_status_argv(self, zone: str) -> list[str] | None:
-        """The server's own account of a zone (its serial, refresh and transfer state)."""
     def pacing(self) -> tuple[Pacing, ...]:
         """Its rate limiters a trigger must find idle, as configured now (none by default:
         a server that acts on every NOTIFY and transfer at once)."""
         return ()
 
+    # Faults (harness/measure/faults.py): a dialect that cannot do these returns None, and
+    # the record says "not supported by <kind>" where the server's words would be.
+
+    def zone_status_argv(self, zone: str) -> list[str] | None:
+        """The server's own account of a zone (its serial, refresh and transfer state)."""
         return None
 
     def notify_argv(self, zone: str) -> list[str] | None:

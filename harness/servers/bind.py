@@ -224,6 +224,9 @@ class Bind(PublishesByUpdate):
     # between asking AXFR and IXFR (the primary's xfer-out kinds, run 20261125T170854Z-228a6d).
     reconfig_switches = EVERY_SWITCH
     reconfig_switches_xfr = True
+    # `rndc reconfig` applies changed options: transfer-format one-answer took effect on a
+    # running primary (tests/system/test_ab.py: its xfer-out lines, one record a message).
+    reconfig_applies_options = True
     # Secondary RSS: 250 MiB at 500 k records (tld), 627 MiB for 30 k hosting zones.
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
     packages = ("bind9", "bind9-utils", "bind9-dnsutils")

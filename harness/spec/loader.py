@@ -287,6 +287,8 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "passes": 2,
     "schedule_seed": 1,
     "settle": 1.0,
+    "settle_fixed": False,
+    "prove": "once",
     "cold_start_poll": DEFAULT_COLD_START_POLL,
     "stream": None,
 }

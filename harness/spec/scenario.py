@@ -125,14 +125,21 @@ class Scenario(Strict):
     description: str = ""
     repeats: Annotated[int | Literal["auto"], BeforeValidator(_repeats)] = 3
     repeats_auto: AutoRepeats | None = None
-    # interleaved: cases that share a testbed (they differ in transport or transfer kind
-    # only) run their repeats in shuffled round-robin passes; blocks: one case after
-    # another. Cases that need testbeds of their own always run in blocks whose order
-    # alternates between `passes`.
-    order: Literal["interleaved", "blocks"] = "interleaved"
-    # The least time from one transfer's end to the next trigger: back to back, a small
-    # zone's transfers meet the servers' own NOTIFY and refresh timers (measure/driver.py).
+    # interleaved: cases that share a testbed (they differ in transport, transfer kind or
+    # server settings only) run their repeats in round-robin passes, each pass in a fresh
+    # order that keeps cases of one server configuration side by side (fewer switches);
+    # shuffled: each pass in a fresh order of all cases; blocks: one case after another.
+    # Cases that need testbeds of their own always run in blocks whose order alternates
+    # between `passes`.
+    order: Literal["interleaved", "shuffled", "blocks"] = "interleaved"
+    # The longest a slot waits, from the last transfer's end, for what that transfer left
+    # behind to clear (measure/settle.py: the servers' rate limiters idle, its connections
+    # closed, the link's queues empty, the servers idle); `settle_fixed`: always wait it all.
     settle: Duration = 1.0
+    settle_fixed: bool = False
+    # A switch of the running servers to a configuration not yet seen in a testbed's visit
+    # is proven by an unrecorded transfer over it; "every-switch": every switch is.
+    prove: Literal["once", "every-switch"] = "once"
     # A cold start's SOA poller: at most this many queries a second to each secondary, or
     # "off" (the secondaries' logs tell when each zone was served). Polling costs the
     # servers' CPU too; bench/observer measures what it changes.

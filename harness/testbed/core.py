@@ -13,6 +13,7 @@ the driver, `xfrbench clean` can remove exactly that and nothing else.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import secrets
@@ -520,21 +521,24 @@ class Testbed:
     # --- between repetitions, and observations --------------------------------------------------
 
     def flush_route_metrics(self) -> None:
-        """Forget cached ssthresh/RTT per destination so repetitions start alike."""
-        for host in (self.primary, *self.secondaries):
-            host.run(["ip", "tcp_metrics", "flush"], check=False)
+        """Forget cached ssthresh/RTT per destination so repetitions start alike (every
+        host at once: a flush is a process each, milliseconds that add up per repeat)."""
+        hosts = (self.primary, *self.secondaries)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(hosts), 16)) as pool:
+            for _ in pool.map(lambda h: h.run(["ip", "tcp_metrics", "flush"], check=False), hosts):
+                pass
 
     def link_counters(self) -> dict[str, Any]:
         return self.emulation.counters() if self.emulation is not None else {}
-
-    def link_control(self) -> linkem.LinkemControl | None:
-        """linkem's runtime control (a testbed built with `faults`), else None."""
-        return self.emulation.control if self.emulation is not None else None
 
     def link_queued(self) -> tuple[int, float] | None:
         """Packets the link emulator holds now and when that was read (unix time); None
         where nothing tells (Emulation.queued)."""
         return self.emulation.queued() if self.emulation is not None else None
+
+    def link_control(self) -> linkem.LinkemControl | None:
+        """linkem's runtime control (a testbed built with `faults`), else None."""
+        return self.emulation.control if self.emulation is not None else None
 
     def describe(self) -> dict[str, Any]:
         assert self.plan is not None

@@ -11,6 +11,8 @@ import pytest
 from harness import spec
 from harness.core.errors import EnvironmentProblem
 from harness.plan.case import (
+    COMPOSE_VARIANTS,
+    NETNS_VARIANTS,
     CasePlan,
     group_cases,
     plan_case,
@@ -241,3 +243,27 @@ def test_the_primary_uplink_is_shaped_once_for_every_site(tmp_path: Path) -> Non
             found[-1], spec=spec.DirectionSpec.model_validate({"delay": "5ms"})
         )
         emulation.tc_commands([*found[:-1], lossy], "netem", 0.3)
+
+
+def test_server_variants_share_a_group_where_the_hosts_can_switch_them(tmp_path: Path) -> None:
+    path = tmp_path / "ab.toml"
+    path.write_text(
+        'transports = ["tcp", "xot"]\n[servers.primary]\nkind = "bind"\n'
+        "[matrix]\nservers.primary.options = [\n"
+        '  { label = "many" },\n  { label = "one", transfer-format = "one-answer" },\n]\n'
+    )
+    plans = [plan_case(case) for case in spec.load(path).cases]
+    assert len(plans) == 4
+    both = group_cases(plans, NETNS_VARIANTS)
+    assert [len(g.cases) for g in both] == [4]
+    assert len({c.servers_key for c in both[0].cases}) == 2  # many-answers, one-answer
+    assert plans[0].switch_key[1:] == ("tcp", "axfr", "")
+    assert [len(g.cases) for g in group_cases(plans)] == [2, 2]  # an inventory: apart
+    binaries = tmp_path / "b.toml"
+    binaries.write_text(
+        '[servers.secondary]\nkind = "bind"\n'
+        '[matrix]\nservers.secondary.binary = ["/usr/sbin/named", "/opt/named"]\n'
+    )
+    plans = [plan_case(case) for case in spec.load(binaries).cases]
+    assert [len(g.cases) for g in group_cases(plans, NETNS_VARIANTS)] == [2]
+    assert [len(g.cases) for g in group_cases(plans, COMPOSE_VARIANTS)] == [1, 1]

@@ -44,7 +44,7 @@ BAD_SCENARIOS = {
         "repeats_auto",
         "too few",
     ),
-    "unknown order": ('order = "random"', "order", "'interleaved' or 'blocks'"),
+    "unknown order": ('order = "random"', "order", "'interleaved', 'shuffled' or 'blocks'"),
     "option of another server": (
         '[servers.primary]\nkind="bind"\noptions={xfrd-tcp-max=3}',
         "servers.primary.options",
