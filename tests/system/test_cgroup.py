@@ -279,7 +279,7 @@ def test_sampler_on_a_server_in_a_namespace(group: cgroup.Cgroup, tmp_path: Path
         assert line["ephemeral_ports_in_use"] == 40
         assert line["active_opens"] == 40 and line["passive_opens"] == 40
         summary = summarize_resources(load_samples(out))["tw"]["secondary"]
-        assert summary["peak_time_wait"] == 40
+        assert summary["namespace_time_wait_peak"] == 40
         assert summary["anon_peak_bytes"] == max(s["anon_bytes"] for s in load_samples(out))
         assert summary["cpu_s_per_transfer"]["total"] is not None
         server.stdin.close()
