@@ -45,8 +45,11 @@ def percent(value: float | None) -> str:
     return NONE if value is None else f"{value:.1%}"
 
 
-def count(value: int | None) -> str:
-    return NONE if value is None else f"{value:,}"
+def count(value: float | None) -> str:
+    """A count, or a median of counts (2.5 between two transfers that left 2 and 3)."""
+    if value is None:
+        return NONE
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.1f}"
 
 
 def ratio(value: float | None) -> str:

@@ -402,10 +402,10 @@ def _record(
         record.extra["fault"] = fault
         emit(record)
         return
-    with bench.spent.phase("observe"):
-        facts = bench.observation(host, t0, done)
     with bench.spent.phase("verify"):
         check = bench.verify(host, zone, serial)
+    with bench.spent.phase("observe"):  # after the read-back: the harness's, counted apart
+        facts = bench.observation(host, t0, done)
     with bench.spent.phase("observe"):
         logged = bench.logged(host, zone, serial, started_at)
         counters = bench.link_counters()

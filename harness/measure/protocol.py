@@ -191,7 +191,9 @@ class Bench(Protocol):
         """Every transfer of the repeat ended (or failed): stop watching."""
 
     def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
-        """What the transfer to `host` did on the wire (measure/observe.py)."""
+        """What the transfer to `host` did on the wire and left in the TCP tables
+        (measure/watch.py); asked after its copy was read back, so that the harness's own
+        connections are told from the servers'."""
 
     def cold_start_polling(self, host: str) -> dict[str, Any]:
         """How a cold start's zones were polled on `host` (rounds, slowest round)."""
@@ -302,10 +304,12 @@ def update_repeat(
             continue
         duration = done[host] - t0[host]
         late = served_error(done[host], bench.last_unserved(host), t0[host])
-        with spent.phase("observe") as observe:
-            facts = bench.observation(host, t0[host], done[host])
         with spent.phase("verify") as verify:
             check = bench.verify(host, zone, serial)
+        with spent.phase("observe") as observe:
+            # After the read-back, so that its connection is seen and counted as the
+            # harness's, apart from the servers' (extra["sockets"]).
+            facts = bench.observation(host, t0[host], done[host])
         with spent.phase("observe") as observe_logs:
             logged = bench.logged(host, zone, serial, started_at)
             # From the publication on: a secondary may start before the NOTIFY leaves (NSD

@@ -1,12 +1,24 @@
 """What a transfer did on the wire, beside how long it took: the link's packets and drops
 in each direction during it (and whether the drops fit the configured loss), the TCP window
-the secondary really advertised, and when the secondary asked for the SOA and connected
-(and how many connections it opened: SYNs counted distinct by source port).
+the secondary really advertised, when the secondary asked for the SOA and connected (and
+how many connections it opened: SYNs counted distinct by source port), and what it left in
+the TCP tables (`extra["sockets"]`: harness/observe/transfer_sockets.py).
 
     observer = TransferObserver(testbed, plan, wire, tls)
-    observer.begin()                     # counters now; TCP watches start
+    observer.begin()                     # counters and sockets now; TCP watches start
     ...                                  # the trigger, the transfer
+    observer.finish()                    # every transfer ended: counters and sockets
+    ...                                  # the harness checks the primary, reads copies back
     facts = observer.end(host, t0, t1)   # for the record's `extra`
+
+The sockets are dumped (sock_diag) in the primary's and every secondary's namespace three
+times: at the start, once the transfers ended (again, for up to CLOSE_WAIT_S, while a new
+connection of a pair is still closing, so that a close is counted rather than raced), and
+at `end()`, after the harness's own connections (its read-back of that copy, the primary
+check): those are counted apart (the primary's namespace is dumped at the first `end()`
+of the repeat, so its harness figures are the repeat's, alike in each of its records).
+A transfer's TIME_WAIT sockets last 60 s from its close: a repeat whose last transfer ends
+more than that after another's undercounts the earlier.
 """
 
 from __future__ import annotations
@@ -19,13 +31,15 @@ from typing import Any
 from harness.link import linkem
 from harness.link.losscheck import check_loss
 from harness.observe.sampler import normalize_link_counters
-from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
+from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused, tcp_sockets
+from harness.observe.transfer_sockets import Ends, closing, ends, transfer_sockets
 from harness.plan.case import CasePlan
 from harness.spec import DirectionSpec
 from harness.testbed import Testbed
 from harness.xfr.wire_watch import WireEvent, WireWatch
 
 FRESH_STATS_WAIT = 1.0  # seconds: linkem rewrites its stats file every stats_interval_ms
+CLOSE_WAIT_S = 1.0  # seconds the after-dump waits for a pair's connections to finish closing
 
 
 def link_delta(
@@ -101,13 +115,18 @@ class TransferObserver:
         self._after: dict[str, Any] = {}
         self._watches: dict[str, ConnectionWatch] = {}
         self._stack = contextlib.ExitStack()
+        self._began = self._finished = 0.0  # monotonic: the repeat's observation window
+        self._sockets: dict[str, dict[str, list[Ends]]] = {}  # "before"/"after" -> host -> dump
+        self._primary_later: list[Ends] | None = None  # the primary's dump at the first end()
+        self._sockets_error: str | None = None
         # One secondary per site is watched: tcp_info sampling costs a dump per 20 ms each.
         self._watched = list({h.site: h.name for h in plan.secondaries}.values())
 
     def begin(self) -> None:
         self._before = self.testbed.link_counters()
         primary = self.testbed.primary
-        since = time.monotonic()
+        since = self._began = time.monotonic()
+        self._sockets["before"] = self._dumps()
         for name in self._watched:
             host = self.testbed.hosts[name]
             with contextlib.suppress(SockDiagRefused):
@@ -135,7 +154,9 @@ class TransferObserver:
         """Every transfer ended: stop the TCP watches (before verification, which costs CPU
         of its own) and read the link's counters."""
         self._stack.close()
+        self._finished = time.monotonic()
         self._after = self._fresh_counters()
+        self._sockets["after"] = self._settled_dumps()
 
     def end(self, host: str, t0: float, served: float) -> dict[str, Any]:
         """What the transfer to `host` (from t0 to served, monotonic) did on the wire."""
@@ -158,7 +179,72 @@ class TransferObserver:
         if self.wire is not None:
             address = self.testbed.hosts[host].address
             facts["wire"] = wire_facts(self.wire.events(address, t0, served), t0)
+        sockets = self._transfer_sockets(host)
+        if sockets is not None:
+            facts["sockets"] = sockets
         return facts
+
+    # --- what each transfer left in the TCP tables ---------------------------------------
+
+    def _hosts(self) -> list[str]:
+        return [self.plan.primary.name, *(h.name for h in self.plan.secondaries)]
+
+    def _dump(self, name: str) -> list[Ends]:
+        return ends(tcp_sockets(netns=self.testbed.hosts[name].netns))
+
+    def _dumps(self, names: list[str] | None = None) -> dict[str, list[Ends]]:
+        """Every TCP socket of each host's namespace now; {} once sock_diag refused."""
+        if self._sockets_error is not None:
+            return {}
+        try:
+            return {name: self._dump(name) for name in names or self._hosts()}
+        except SockDiagRefused as exc:
+            self._sockets_error = str(exc)
+            return {}
+
+    def _settled_dumps(self) -> dict[str, list[Ends]]:
+        """The dumps once the transfers ended; the namespaces of a pair whose new
+        connection is still closing (FIN sent, TIME_WAIT not reached yet) are dumped again,
+        for up to CLOSE_WAIT_S."""
+        before = self._sockets.get("before", {})
+        primary = self.plan.primary.name
+        by_address = {self.testbed.hosts[h.name].address: h.name for h in self.plan.secondaries}
+        pairs = [(self.testbed.hosts[primary].address, a) for a in by_address]
+        every_before = [s for socks in before.values() for s in socks]
+        after = self._dumps()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while after and time.monotonic() < deadline:
+            every_after = [s for socks in after.values() for s in socks]
+            pairs = closing(every_before, every_after, pairs)
+            if not pairs:
+                break
+            time.sleep(0.01)
+            after |= self._dumps([primary, *(by_address[b] for _, b in pairs)])
+        return after
+
+    def _transfer_sockets(self, host: str) -> dict[str, Any] | None:
+        """`host`'s record's extra["sockets"] (transfer_sockets), None without dumps."""
+        primary = self.plan.primary.name
+        before, after = self._sockets.get("before", {}), self._sockets.get("after", {})
+        if self._primary_later is None:
+            self._primary_later = self._dumps([primary]).get(primary, [])
+        later = self._dumps([host])
+        if self._sockets_error is not None:
+            return {"error": self._sockets_error}
+        if not all(primary in d and host in d for d in (before, after)) or host not in later:
+            return None
+        syn_ports: list[int] = []
+        address = self.testbed.hosts[host].address
+        if self.wire is not None:
+            events = self.wire.events(address, self._began, self._finished)
+            syn_ports = [e.port for e in events if e.kind == "connect" and e.port is not None]
+        return transfer_sockets(
+            {"primary": before[primary], "secondary": before[host]},
+            {"primary": after[primary], "secondary": after[host]},
+            {"primary": self._primary_later, "secondary": later[host]},
+            {"primary": self.testbed.hosts[primary].address, "secondary": address},
+            syn_ports,
+        )
 
     def _fresh_counters(self) -> dict[str, Any]:
         """Counters written after the transfers ended: linkem's file lags by its interval."""

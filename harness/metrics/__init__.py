@@ -12,7 +12,10 @@ samples.jsonl holds one JSON object per line. A server line:
     cpu_user_s, cpu_system_s (cumulative), anon_bytes, charged_bytes, charged_peak_bytes
     (see harness.observe.cgroup; lines from before they were named so hold rss_bytes,
     memory_bytes and peak_rss_bytes, read as these by harness.results.resources.load_samples),
-    tcp {inuse, orphan, time_wait, alloc}, tcp_states {state: n, non-zero only},
+    on a transfer-end line transfer_charged_peak_bytes (the group's charged peak since the
+    transfer's start mark, where the kernel let it be reset there; harness.observe.sampler),
+    tcp {inuse, orphan, time_wait, alloc} and tcp_states {state: n, non-zero only} (the
+    server's whole namespace's: the cliff's time series, no transfer's own figure),
     ephemeral_ports_in_use, retrans_segs, tcp_timeouts, active_opens, passive_opens
 A link line: t, event, case, repeat, role "link", direction, passed, dropped (cumulative).
 A reader that fails leaves its line out (see Sampler.errors); no line is half-filled.

@@ -19,6 +19,12 @@ Memory, two figures that mean different things:
   page cache included (the zone files it read and wrote). v2 memory.current / memory.peak
   (Linux 5.19+), v1 memory.usage_in_bytes / memory.max_usage_in_bytes. Servers shared by
   the cases of a group show the same peak for all of them.
+- the charged peak of one transfer (`peak_since_reset_bytes`): `reset_peak()` at its start
+  mark starts a new peak where the kernel allows it, read at its end mark. v2: a write to
+  memory.peak resets it for reads through that open file only (Linux 6.12+; before, the
+  file is read-only and there is no such figure), so the global peak stays. v1: writing 0
+  to memory.max_usage_in_bytes resets the group's one peak to its usage now; the peak
+  before each reset is kept here, so `charged_peak_bytes` still means since the start.
 
 CPU seconds are exact on both: the kernel counts a group's run time in nanoseconds but its
 user/system split only per tick. v2's cpu.stat scales the tick split to the exact total;
@@ -61,6 +67,8 @@ class CgroupUsage:
     charged_bytes: int | None  # charged to the group, page cache included; None from /proc
     charged_peak_bytes: int | None  # its peak since the server started (None: not kept)
     source: str  # "cgroup-v1" | "cgroup-v2" | "proc"
+    # The charged peak since reset_peak() (a transfer's start), while one is kept.
+    peak_since_reset_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +313,9 @@ class Cgroup:
         self.paths = paths  # every directory created (parents included), for teardown
         self.cpus = cpus  # the CPUs its cpuset group holds it to (None: not held)
         self._split: tuple[float, float] = (0.0, 0.0)  # v1: the last (user, system) read
+        self._resetting = False  # a peak since reset_peak() is kept (until stop_peak())
+        self._peak_fd: int | None = None  # v2: memory.peak, open since its reset
+        self._peak_before_reset = 0  # v1: the highest peak read just before a reset
 
     @classmethod
     def create(cls, name: str, layout: Layout | None = None, cpus: str | None = None) -> Cgroup:
@@ -362,22 +373,66 @@ class Cgroup:
     def read(self) -> CgroupUsage:
         cpu = self._dir(self.layout.cpu_root)
         memory = self._dir(self.layout.memory_root)
+        since_reset = None
         if self.layout.kind == "v2":
             user, system = parse_cpu_stat_v2(_read(cpu, "cpu.stat"))
             peak_text = _read_optional(memory, "memory.peak")  # Linux 5.19+
+            peak = int(peak_text) if peak_text is not None else None
             current = int(_read(memory, "memory.current"))
+            if self._peak_fd is not None:
+                since_reset = int(os.pread(self._peak_fd, 64, 0))
         else:
             user, system = self._cpu_v1(cpu)
             peak_text = _read_optional(memory, "memory.max_usage_in_bytes")
+            peak = int(peak_text) if peak_text is not None else None
             current = int(_read(memory, "memory.usage_in_bytes"))
+            if peak is not None and self._resetting:
+                since_reset = peak
+            if peak is not None:
+                peak = max(peak, self._peak_before_reset)
         return CgroupUsage(
             cpu_user_s=user,
             cpu_system_s=system,
             anon_bytes=anon_bytes(parse_memory_stat(_read(memory, "memory.stat"))),
             charged_bytes=current,
-            charged_peak_bytes=int(peak_text) if peak_text is not None else None,
+            charged_peak_bytes=peak,
             source=f"cgroup-{self.layout.kind}",
+            peak_since_reset_bytes=since_reset,
         )
+
+    def reset_peak(self) -> bool:
+        """Start a new charged peak now (a transfer's start); False where the kernel keeps
+        none that can be reset (v2 before Linux 6.12). The next reads carry it as
+        `peak_since_reset_bytes` until stop_peak()."""
+        self.stop_peak()
+        memory = self._dir(self.layout.memory_root)
+        if self.layout.kind == "v2":
+            try:
+                fd = os.open(os.path.join(memory, "memory.peak"), os.O_RDWR | os.O_CLOEXEC)
+            except OSError:  # absent (before 5.19) or read-only (before 6.12)
+                return False
+            try:
+                os.write(fd, b"reset\n")
+            except OSError:
+                os.close(fd)
+                return False
+            self._peak_fd = fd
+        else:
+            name = "memory.max_usage_in_bytes"
+            before = _read_optional(memory, name)
+            if before is None:
+                return False
+            self._peak_before_reset = max(self._peak_before_reset, int(before))
+            Path(memory, name).write_text("0")
+        self._resetting = True
+        return True
+
+    def stop_peak(self) -> None:
+        """Keep no peak since a reset any longer (a transfer's end mark was read)."""
+        self._resetting = False
+        if self._peak_fd is not None:
+            os.close(self._peak_fd)
+            self._peak_fd = None
 
     def _cpu_v1(self, directory: str) -> tuple[float, float]:
         # cpuacct.stat alone moves in 10 ms steps: a small transfer would cost 0 or 0.01 s.

@@ -1,7 +1,10 @@
 """Samples the servers and the link into samples.jsonl: periodically and at transfer marks.
 
 A daemon thread takes a sample every `interval` seconds while a case is watched; `mark()`
-takes one at once, synchronously, at a transfer's start and end. Each sample is one JSON
+takes one at once, synchronously, at a transfer's start and end. After the start mark's
+sample each server's cgroup starts a new charged-memory peak where the kernel allows it
+(`Cgroup.reset_peak`): the end mark's line carries it as `transfer_charged_peak_bytes`,
+the most memory charged to the server from its start mark to its end mark. Each sample is one JSON
 line per server and per link direction (the shapes are in the module `harness.metrics`
 docstring), appended and flushed as taken so that a run killed half-way keeps them. A
 server that has exited is skipped; a reader that fails is reported once (a log warning and
@@ -88,7 +91,13 @@ def normalize_link_counters(counters: dict[str, Any]) -> dict[str, dict[str, int
 def server_sample(
     head: dict[str, Any], target: Target, usage: CgroupUsage, net: procfs.NetSnapshot
 ) -> dict[str, Any]:
-    """One server line: the shared head, the target, CPU and memory, then the TCP figures."""
+    """One server line: the shared head, the target, CPU and memory, then the TCP figures;
+    an end mark's line adds the transfer's charged peak where one was kept."""
+    transfer_peak = usage.peak_since_reset_bytes
+    if head.get("event") != "transfer-end" or transfer_peak is None:
+        transfer = {}
+    else:
+        transfer = {"transfer_charged_peak_bytes": transfer_peak}
     return {
         **head,
         "role": target.role,
@@ -102,6 +111,7 @@ def server_sample(
         "anon_bytes": usage.anon_bytes,
         "charged_bytes": usage.charged_bytes,
         "charged_peak_bytes": usage.charged_peak_bytes,
+        **transfer,
         **net.fields(),
     }
 
@@ -208,6 +218,10 @@ class Sampler:
         if missing:
             raise ValueError(f"no ip_local_port_range given for {', '.join(missing)}")
         with self._lock:
+            kept = {id(t.cgroup) for t in targets}
+            for old in self._watch.targets if self._watch is not None else []:
+                if old.cgroup is not None and id(old.cgroup) not in kept:
+                    old.cgroup.stop_peak()
             self._watch = _Watch(
                 case=case,
                 targets=list(targets),
@@ -221,6 +235,9 @@ class Sampler:
         """A last sample (the case's end for its totals), then stop sampling; returns it."""
         with self._lock:
             lines = self._sample_locked("periodic") if self._watch else []
+            for target in self._watch.targets if self._watch is not None else []:
+                if target.cgroup is not None:
+                    target.cgroup.stop_peak()
             self._watch = None
             return lines
 
@@ -233,6 +250,16 @@ class Sampler:
                 return []
             self._watch.repeat = repeat
             lines = self._sample_locked(event)
+            for target in self._watch.targets:
+                if target.cgroup is None:
+                    continue
+                try:
+                    if event == "transfer-start":
+                        target.cgroup.reset_peak()  # after the sample: it holds the one before
+                    else:
+                        target.cgroup.stop_peak()
+                except OSError as exc:
+                    self._error(f"{target.name}'s memory peak", exc)
             if event == "transfer-end":
                 self._watch.repeat = None
             return lines

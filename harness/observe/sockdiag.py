@@ -2,10 +2,12 @@
 
 Reading /proc/<pid>/net/tcp{,6} costs 75-90 ms at 30 k TIME_WAIT sockets (the kernel prints
 every line, Python scans them). A NETLINK_SOCK_DIAG dump (``SOCK_DIAG_BY_FAMILY`` with an
-``inet_diag_req_v2``) hands out the same sockets as fixed binary records. Two uses:
+``inet_diag_req_v2``) hands out the same sockets as fixed binary records. Three uses:
 
 - ``tcp_summary``: sockets per state and distinct ephemeral ports in use, the figures
   ``procfs.summarise_tcp`` gives from the /proc text (the sampler's per-host line).
+- ``tcp_sockets``: every socket's ends and state, for what one transfer left
+  (``harness.observe.transfer_sockets`` counts them).
 - ``tcp_connections``: ``struct tcp_info`` (INET_DIAG_INFO), the socket's buffers
   (INET_DIAG_SKMEMINFO) and congestion control (INET_DIAG_CONG) of the connections to a
   peer: the window the secondary really advertised (``rcv_wnd``, Linux >= 6.2), its
@@ -168,6 +170,16 @@ def tcp_summary(
     finally:
         sock.close()
     return summarise(chunks, port_range)
+
+
+def tcp_sockets(*, netns: str | None = None, pid: int | None = None) -> list[DiagSocket]:
+    """Every TCP socket of a namespace, in every state, without attributes: one dump of
+    both families (what a transfer left, harness.observe.transfer_sockets)."""
+    sock = socket_for(netns, pid)
+    try:
+        return parse_sockets(dump(sock))
+    finally:
+        sock.close()
 
 
 def tcp_connections(

@@ -362,7 +362,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
     elif not samples:
         note = f"{SAMPLES} is empty: no resource sample was taken"
     else:
-        resources, source = case_resources(summarize_resources(samples)), SAMPLES
+        resources, source = case_resources(summarize_resources(samples, records)), SAMPLES
     if source is not None and not resources:
         note = "the resource summary has no case"
 

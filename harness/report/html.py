@@ -25,7 +25,7 @@ from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
 from harness.results.access import write_text_atomic
 from harness.results.fleet import refused_text
-from harness.results.resources import MEMORY_NOTE
+from harness.results.resources import MEMORY_NOTE, SOCKETS_NOTE
 from harness.results.summary import MAX_STABLE_CV, MIN_STABLE_N
 
 TEMPLATE = "report.html.j2"
@@ -242,6 +242,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
             xot_why=XOT_WHY if any(XOT_NOTE in p.notes for p in data.phases) else None,
             cpu_window=CPU_WINDOW,
             memory_note=MEMORY_NOTE,
+            sockets_note=SOCKETS_NOTE,
             transport_notes=transport_notes(data.transports),
             steady_bounds=[row for row in data.bounds if row.steady],
             short_bounds=short_rows,

@@ -18,10 +18,17 @@ class RoleResources:
     cpu_s_total: float | None
     anon_peak_bytes: int | None  # sampled in the case (harness.results.resources)
     charged_peak_bytes: int | None  # page cache included, since the server started
-    peak_time_wait: int | None
+    namespace_time_wait_peak: int | None  # the whole namespace's, no transfer's
     peak_ephemeral_ports: int | None
     retrans_segs: int | None
     tcp_timeouts: int | None
+    # Medians over the case's transfers (harness.results.resources per_transfer); None
+    # in runs from before they were recorded.
+    memory_peak_per_transfer_bytes: int | None = None
+    charged_peak_per_transfer_bytes: int | None = None
+    connections_per_transfer: float | None = None
+    time_wait_left_per_transfer: float | None = None
+    harness_connections_per_transfer: float | None = None
 
 
 @dataclass
@@ -83,10 +90,24 @@ def case_resources(resources: dict[str, Any]) -> list[CaseResources]:
                 charged_peak_bytes=as_int(
                     figures.get("charged_peak_bytes", figures.get("peak_rss_bytes"))
                 ),
-                peak_time_wait=as_int(figures.get("peak_time_wait")),
+                # A summary from before names the namespace's peak "peak_time_wait".
+                namespace_time_wait_peak=as_int(
+                    figures.get("namespace_time_wait_peak", figures.get("peak_time_wait"))
+                ),
                 peak_ephemeral_ports=as_int(figures.get("peak_ephemeral_ports")),
                 retrans_segs=as_int(figures.get("retrans_segs")),
                 tcp_timeouts=as_int(figures.get("tcp_timeouts")),
+                memory_peak_per_transfer_bytes=as_int(
+                    figures.get("memory_peak_per_transfer_bytes")
+                ),
+                charged_peak_per_transfer_bytes=as_int(
+                    figures.get("charged_peak_per_transfer_bytes")
+                ),
+                connections_per_transfer=as_float(figures.get("connections_per_transfer")),
+                time_wait_left_per_transfer=as_float(figures.get("time_wait_left_per_transfer")),
+                harness_connections_per_transfer=as_float(
+                    figures.get("harness_connections_per_transfer")
+                ),
             )
         link: dict[str, dict[str, int]] = {}
         raw_link = by_role.get("link")

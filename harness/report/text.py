@@ -18,7 +18,7 @@ from harness.report.text_faults import print_faults
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 from harness.results.fleet import NOT_CONVERGED, refused_text
-from harness.results.resources import MEMORY_NOTE
+from harness.results.resources import MEMORY_NOTE, SOCKETS_NOTE
 
 CASE_COLUMNS = [
     "case",
@@ -439,8 +439,19 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
 
     if data.resources:
         resources = folding_table(
-            f"resources per case (from {data.resources_source})",
-            ["case", "role", "CPU/transfer", "anon peak", "charged peak", "peak TIME_WAIT"],
+            f"resources per case (from {data.resources_source}; per transfer: medians)",
+            [
+                "case",
+                "role",
+                "CPU/transfer",
+                "anon peak/transfer",
+                "conns/transfer",
+                "TIME_WAIT left/transfer",
+                "harness conns",
+                "anon peak in case",
+                "charged peak",
+                "namespace TIME_WAIT peak",
+            ],
             left=2,
             names=width,
         )
@@ -450,13 +461,18 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
                     escape(short.get(item.case, item.case)),
                     role,
                     fmt.duration(figures.cpu_total_s_per_transfer),
+                    fmt.size(figures.memory_peak_per_transfer_bytes),
+                    fmt.count(figures.connections_per_transfer),
+                    fmt.count(figures.time_wait_left_per_transfer),
+                    fmt.count(figures.harness_connections_per_transfer),
                     fmt.size(figures.anon_peak_bytes),
                     fmt.size(figures.charged_peak_bytes),
-                    fmt.count(figures.peak_time_wait),
+                    fmt.count(figures.namespace_time_wait_peak),
                 )
         print_table(console, resources)
         console.print(escape(CPU_WINDOW_SHORT), soft_wrap=True)
         console.print(escape(MEMORY_NOTE), soft_wrap=True)
+        console.print(escape(SOCKETS_NOTE), soft_wrap=True)
     else:
         console.print(f"resources: {escape(data.resources_note or 'none')}", soft_wrap=True)
     if report is not None:

@@ -13,6 +13,12 @@ share a testbed's servers each have theirs), and ``charged_peak_bytes``, the ker
 of all the memory charged to the server's cgroup, page cache included, since the server
 started (the same for every case its servers served). A summary.json written before holds
 ``peak_rss_bytes``, the larger of the two: readers take it as the charged figure.
+
+Those are one value per case. What a comparison tests is one value per transfer
+(``per_transfer``): CPU and memory between each transfer's start and end marks, and what it
+left in the TCP tables, read from the records (``extra["sockets"]``, measure/watch.py);
+the summary keeps their medians. The namespace's TIME_WAIT count is no transfer's figure:
+its peak is kept per case as ``namespace_time_wait_peak``, labelled for what it is.
 """
 
 from __future__ import annotations
@@ -20,21 +26,32 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserInputError
-from harness.core.terms import ROLES
+from harness.core.terms import ROLES, SERVER_TO_SERVER
+from harness.results.model import TransferRecord
 
 Sample = dict[str, Any]
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
 
 MEMORY_NOTE = (
     "Memory: anon peak is the highest anonymous memory (the server's own heap, not files it "
-    "read) sampled during the case; charged peak is everything the kernel charged to the "
-    "server's cgroup, page cache included, at its highest since the server started, so "
-    "cases that share servers show the same one."
+    "read) sampled, per transfer from its start to its end (the median over transfers) and "
+    "in the case (one value, reported, not compared); charged peak is everything the kernel "
+    "charged to the server's cgroup, page cache included, at its highest: per transfer "
+    "where the kernel lets the peak be reset at each start, else only since the server "
+    "started, so cases that share servers show the same one."
+)
+SOCKETS_NOTE = (
+    "Sockets: connections and TIME_WAIT left per transfer are what each transfer opened and "
+    "left on its own pair of addresses (the primary's and its secondary's; median over "
+    "transfers); the harness's own connections (its read-back of each copy, the primary "
+    "check, updates) are counted apart. The namespace's TIME_WAIT peak counts every socket "
+    "of the server's namespace from the last 60 s, the harness's included: the port "
+    "cliff's figure, no transfer's."
 )
 # Server-line keys of samples written before the memory figures were named for what they
 # are, and their names now; a /proc line's old figures (VmRSS, VmHWM) were neither.
@@ -144,8 +161,13 @@ def _peak(samples: list[Sample], key: str) -> int | None:
     return max(values) if values else None
 
 
+def _median_int(values: list[float]) -> int | None:
+    return round(statistics.median(values)) if values else None
+
+
 def _role_summary(samples: list[Sample]) -> dict[str, Any]:
     per = _transfer_cpu(samples)
+    windows = [_sampled(window) for window in _windows(samples)]
     return {
         "cpu_s_per_transfer": {
             "user": _median([u for u, _ in per]),
@@ -155,11 +177,21 @@ def _role_summary(samples: list[Sample]) -> dict[str, Any]:
         "cpu_s_total": round(counter_delta(samples, _cpu, _same_process), 6),
         "anon_peak_bytes": _peak(samples, "anon_bytes"),
         "charged_peak_bytes": _peak(samples, "charged_peak_bytes"),
-        "peak_time_wait": max(int(s.get("tcp", {}).get("time_wait", 0)) for s in samples),
+        "memory_peak_per_transfer_bytes": _median_int(
+            [w["memory_peak"] for w in windows if w["memory_peak"] is not None]
+        ),
+        "charged_peak_per_transfer_bytes": _median_int(
+            [w["charged_peak"] for w in windows if w["charged_peak"] is not None]
+        ),
+        "namespace_time_wait_peak": max(_time_wait_of(s) for s in samples),
         "peak_ephemeral_ports": max(int(s.get("ephemeral_ports_in_use", 0)) for s in samples),
         "retrans_segs": int(counter_delta(samples, lambda s: int(s["retrans_segs"]))),
         "tcp_timeouts": int(counter_delta(samples, lambda s: int(s["tcp_timeouts"]))),
     }
+
+
+def _time_wait_of(sample: Sample) -> int:
+    return int((sample.get("tcp") or {}).get("time_wait", 0))
 
 
 def _is_server(sample: Sample) -> bool:
@@ -179,7 +211,9 @@ def _link_name(sample: Sample) -> str:
     return f"{host} {sample['direction']}" if host else str(sample["direction"])
 
 
-def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
+def summarize_resources(
+    samples: Iterable[Sample], records: Iterable[TransferRecord] = ()
+) -> dict[str, dict[str, Any]]:
     """{case: {host: figures, "link": {direction: {passed, dropped}}}}; see the contract.
 
     A 1+1 case's hosts are "primary" and "secondary" (its roles, as before fleets); a
@@ -188,12 +222,21 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
     directions are named as in transfers.jsonl ("forward", "seoul-1 forward", "uplink
     forward").
 
-    cpu_s_per_transfer is the median over transfers of the CPU used between a transfer's
-    start and end marks (None without marks); anon_peak_bytes the highest anonymous memory
-    sampled in the case, charged_peak_bytes the kernel's peak of the group's charged memory
-    since the server started (see the module; None where not sampled); the rest are peaks
-    or counter deltas over the case's samples.
+    Per transfer, the median over the case's transfers (None without any): CPU between a
+    transfer's start and end marks (cpu_s_per_transfer), and per_transfer()'s figures:
+    memory_peak_per_transfer_bytes, charged_peak_per_transfer_bytes and, from `records`,
+    connections_per_transfer, time_wait_left_per_transfer and
+    harness_connections_per_transfer (a primary's over all its pairs' records).
+    Per case, one value each: anon_peak_bytes, the highest anonymous memory sampled in the
+    case; charged_peak_bytes, the kernel's peak of the group's charged memory since the
+    server started (see the module; None where not sampled); namespace_time_wait_peak,
+    the most TIME_WAIT sockets the server's whole namespace held (every transfer's of the
+    last 60 s and the harness's: the port cliff's figure, no transfer's); the rest are
+    peaks or counter deltas over the case's samples. A summary written before holds the
+    namespace's peak as peak_time_wait.
     """
+    sockets: dict[tuple[str, str], dict[str, list[float]]] = {}  # (case, host) -> figures
+    primary_of: dict[str, str] = {}  # case -> its primary's host
     cases: dict[str, list[Sample]] = {}
     for sample in samples:
         if "error" in sample or "case" not in sample or "t" not in sample:
@@ -211,6 +254,8 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
         for host in sorted(by_host, key=lambda h: (rank.get(by_host[h][0]["role"], 9), h)):
             mine = by_host[host]
             figures = _role_summary(mine)
+            if mine[0]["role"] == "primary":
+                primary_of[case] = host
             if host != mine[0]["role"]:
                 figures |= {"role": mine[0]["role"], "site": str(mine[0].get("site") or "")}
             result[host] = figures
@@ -226,6 +271,20 @@ def summarize_resources(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
             }
         result["link"] = link
         out[case] = result
+    for record, found in record_sockets(records):
+        for role, host in (("primary", primary_of.get(record.case)), ("secondary", record.host)):
+            figures = socket_figures(found, role)
+            if host is not None and figures is not None:
+                mine = sockets.setdefault((record.case, host), {k: [] for k in SOCKETS})
+                for key, count in figures.items():
+                    mine[key].append(count)
+    for case, result in out.items():
+        for host, figures in result.items():
+            if host == "link":
+                continue
+            counted = sockets.get((case, host), {})
+            for key in SOCKETS:
+                figures[f"{key}_per_transfer"] = _median(counted.get(key, []))
     return out
 
 
@@ -236,42 +295,126 @@ MEMORY_PEAK = "anon_peak_bytes"  # the summary key that holds a server's memory 
 
 def peak_memory_bytes(figures: dict[str, Any]) -> int | None:
     """A server's memory peak in a case, from its summary["resources"] figures: the one
-    place that names the key (compare reads memory through it)."""
+    place that names the key (compare reads memory through it). One value per case and
+    run: reported, not tested (per_transfer's ``memory_peak`` is the tested figure)."""
     value = figures.get(MEMORY_PEAK)
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _time_wait_of(sample: Sample) -> int:
-    return int((sample.get("tcp") or {}).get("time_wait", 0))
+# per_transfer()'s figures from samples.jsonl (one per pair of marks) and from the records'
+# extra["sockets"] (one per server-to-server record that has it), and where each comes from.
+SAMPLED = ("cpu_s", "memory_peak", "charged_peak")
+SOCKETS = ("connections", "time_wait_left", "harness_connections")
 
 
-def per_transfer(samples: Iterable[Sample]) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """{case: {role: {"cpu_s": [...], "time_wait": [...]}}}: for each transfer, in the
-    order the transfers ran, a server's CPU seconds between the transfer's start and end
-    marks, and the most TIME_WAIT sockets it held from the start mark to the end mark.
-    A fleet's secondaries are pooled under their role. The summary keeps only the median
-    and the case's peak; a comparison of two runs tests these samples."""
+def _windows(lines: list[Sample]) -> Iterator[tuple[Sample, Sample, list[Sample]]]:
+    """(start mark, end mark, the lines from one to the other, both included) of each
+    transfer of one server, in order; a window across a restart (another process) is left
+    out. A repeat's client pulls are transfers of their own (their marks come after)."""
+    starts: dict[Any, int] = {}
+    for index, sample in enumerate(lines):
+        event = sample.get("event")
+        if event == "transfer-start":
+            starts.setdefault(sample.get("repeat"), index)
+        elif event == "transfer-end" and sample.get("repeat") in starts:
+            first = starts.pop(sample.get("repeat"))
+            start = lines[first]
+            if _same_process(start, sample):
+                yield start, sample, lines[first : index + 1]
+
+
+def _sampled(window: tuple[Sample, Sample, list[Sample]]) -> dict[str, float | None]:
+    start, end, during = window
+    cpu = _cpu(end) - _cpu(start)
+    charged = end.get("transfer_charged_peak_bytes")
+    return {
+        "cpu_s": round(cpu, 6) if cpu >= 0 else None,
+        "memory_peak": _peak(during, "anon_bytes"),
+        "charged_peak": charged if isinstance(charged, int) else None,
+    }
+
+
+def _servers_by_host(samples: Iterable[Sample]) -> dict[tuple[str, str], list[Sample]]:
     by_host: dict[tuple[str, str], list[Sample]] = {}
     for sample in samples:
         if "case" in sample and "t" in sample and _is_server(sample):
             by_host.setdefault((sample["case"], _host(sample)), []).append(sample)
-    out: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for (case, _host_name), lines in by_host.items():
+    for lines in by_host.values():
         lines.sort(key=lambda s: s["t"])
-        role = str(lines[0]["role"])
-        figures = out.setdefault(case, {}).setdefault(role, {"cpu_s": [], "time_wait": []})
-        starts: dict[Any, Sample] = {}
-        for sample in lines:
-            event = sample.get("event")
-            if event == "transfer-start":
-                starts.setdefault(sample.get("repeat"), sample)
-            elif event == "transfer-end" and sample.get("repeat") in starts:
-                start = starts.pop(sample.get("repeat"))
-                if not _same_process(start, sample):
-                    continue
-                cpu = _cpu(sample) - _cpu(start)
-                if cpu >= 0:
-                    figures["cpu_s"].append(round(cpu, 6))
-                during = [s for s in lines if start["t"] <= s["t"] <= sample["t"]]
-                figures["time_wait"].append(max(_time_wait_of(s) for s in during))
+    return by_host
+
+
+def record_sockets(records: Iterable[TransferRecord]) -> Iterator[tuple[TransferRecord, dict]]:
+    """Each server-to-server record with its extra["sockets"] (measure/watch.py), in the
+    order the transfers ran; records without them (failed before the observation, a remote
+    run, a run from before) are left out."""
+    for record in records:
+        sockets = record.extra.get("sockets") if record.method == SERVER_TO_SERVER else None
+        if isinstance(sockets, dict) and "error" not in sockets:
+            yield record, sockets
+
+
+def socket_figures(sockets: dict[str, Any], role: str) -> dict[str, int] | None:
+    """One role's per-transfer socket figures from a record's extra["sockets"]: the
+    connections it opened on its pair, its TIME_WAIT sockets left there, and the harness's
+    own connections in its namespace (counted apart). None when the record has none."""
+    side = sockets.get(role)
+    harness = (sockets.get("harness") or {}).get(role) or {}
+    if not isinstance(side, dict):
+        return None
+    return {
+        "connections": int(side.get("connections", 0)),
+        "time_wait_left": int(side.get("time_wait_left", 0)),
+        "harness_connections": int(harness.get("connections", 0)),
+    }
+
+
+def per_transfer(
+    samples: Iterable[Sample], records: Iterable[TransferRecord] = ()
+) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """{case: {role: {figure: [one value per transfer, in the order they ran]}}}: what
+    compare tests, transfer by transfer. A fleet's secondaries are pooled under their role
+    (the samples' figures host after host, the records' in the records' order). Every
+    role present has every key below, possibly an empty list.
+
+    From samples.jsonl, one value per transfer's start and end marks (a server's lines):
+    - ``cpu_s``: CPU seconds (user + system) from the start mark to the end mark;
+    - ``memory_peak``: bytes, the highest anonymous memory (anon_bytes) sampled from the
+      start mark to the end mark, both included: the same meaning on every host;
+    - ``charged_peak``: bytes, the most memory charged to the server's cgroup (page cache
+      included) from the start mark to the end mark, the kernel's own peak reset at the
+      start mark (transfer_charged_peak_bytes); only where the kernel allows the reset
+      (cgroup v1, or v2 on Linux 6.12+), else no value.
+    From the records' extra["sockets"] (`records`: transfers.jsonl; none given, none of
+    these), one value per server-to-server record that has them, for each side of its
+    pair (the primary, the secondary):
+    - ``connections``: connections that side opened on its pair (distinct source ports);
+    - ``time_wait_left``: TIME_WAIT sockets that transfer left on its pair in that side's
+      namespace;
+    - ``harness_connections``: the harness's own connections in that side's namespace
+      (read-back, primary check, updates), counted apart: never in the two above.
+    The namespace's TIME_WAIT count (samples' tcp.time_wait) is no transfer's figure: it
+    holds every socket of the last 60 s; its peak is the summary's namespace_time_wait_peak.
+    """
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+
+    def figures(case: str, role: str) -> dict[str, list[float]]:
+        return out.setdefault(case, {}).setdefault(role, {k: [] for k in SAMPLED + SOCKETS})
+
+    for (case, _host_name), lines in _servers_by_host(samples).items():
+        mine = figures(case, str(lines[0]["role"]))
+        for window in _windows(lines):
+            values = _sampled(window)
+            if values["cpu_s"] is None:
+                continue
+            for key, value in values.items():
+                if value is not None:
+                    mine[key].append(value)
+    for record, sockets in record_sockets(records):
+        for role in SERVER_ROLES:
+            found = socket_figures(sockets, role)
+            if found is not None:
+                mine = figures(record.case, role)
+                for key, count in found.items():
+                    mine[key].append(count)
     return out

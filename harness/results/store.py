@@ -182,7 +182,7 @@ class RunStore:
                     "interrupted": interrupted,
                     "percentiles": PERCENTILE_METHOD,  # p10, p90 and a fleet's p50, p95
                     "cases": [s.to_dict() for s in summaries],
-                    "resources": summarize_resources(samples),
+                    "resources": summarize_resources(samples, records),
                     "fleet": fleet_summary(records, samples),
                     "stream": stream_summary(records),
                 },

@@ -109,10 +109,17 @@ def test_summary_known_answers() -> None:
                 "cpu_s_total": 1.5,  # (2.0 + 1.0) - (1.0 + 0.5)
                 "anon_peak_bytes": 3000,
                 "charged_peak_bytes": 4000,
-                "peak_time_wait": 55,
+                # each transfer's highest anon_bytes, marks included: 3000, 1000, 1000
+                "memory_peak_per_transfer_bytes": 1000,
+                "charged_peak_per_transfer_bytes": None,  # no end mark carries one
+                "namespace_time_wait_peak": 55,
                 "peak_ephemeral_ports": 20,
                 "retrans_segs": 8,
                 "tcp_timeouts": 1,
+                # no records given: no socket figure
+                "connections_per_transfer": None,
+                "time_wait_left_per_transfer": None,
+                "harness_connections_per_transfer": None,
             },
             "link": {
                 "forward": {"passed": 1000, "dropped": 5},
@@ -177,7 +184,7 @@ def test_cases_and_roles_are_kept_apart_and_order_does_not_matter() -> None:
     assert set(c2) == {"primary", "link"} and c2["link"] == {}
     assert c2["primary"]["cpu_s_per_transfer"] == {"user": 0.5, "system": 0.25, "total": 0.75}
     assert c2["primary"]["cpu_s_total"] == 0.75
-    assert c2["primary"]["peak_time_wait"] == 9
+    assert c2["primary"]["namespace_time_wait_peak"] == 9
 
 
 def test_no_marks_gives_no_per_transfer_figure() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from harness.cli import main
 from harness.report.data import load_report_data
@@ -20,6 +21,7 @@ from harness.report.figures import build_figures, write_png
 from harness.report.figures_common import Figure
 from harness.report.figures_resources import thin
 from harness.report.html import render_html
+from harness.report.text import print_summary
 from harness.results import RunStore, TransferRecord
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runs"
@@ -68,11 +70,25 @@ def record(run_id: str, case: str, repeat: int, **changes: Any) -> TransferRecor
     return TransferRecord(**base)
 
 
+def sockets(time_wait_left: int) -> dict[str, Any]:
+    """A record's extra["sockets"]: the secondary opened one connection and, here, holds
+    its TIME_WAIT; the harness read the copy back over 2 connections in its namespace."""
+    own = {"connections": 2, "time_wait_left": 2, "ports": [53]}
+    return {
+        "sockets": {
+            "primary": {"connections": 0, "time_wait_left": 0},
+            "secondary": {"connections": 1, "time_wait_left": time_wait_left},
+            "still_open": 0,
+            "harness": {"primary": {"connections": 1, "time_wait_left": 1}, "secondary": own},
+        }
+    }
+
+
 def records(run_id: str) -> list[TransferRecord]:
     return [
-        record(run_id, CASE1, 0, duration_s=1.0, bound=BOUND),
-        record(run_id, CASE1, 1, duration_s=2.0, bound=BOUND),
-        record(run_id, CASE1, 2, duration_s=1.5, bound=BOUND),
+        record(run_id, CASE1, 0, duration_s=1.0, bound=BOUND, extra=sockets(1)),
+        record(run_id, CASE1, 1, duration_s=2.0, bound=BOUND, extra=sockets(2)),
+        record(run_id, CASE1, 2, duration_s=1.5, bound=BOUND, extra=sockets(2)),
         record(run_id, CASE1, 0, duration_s=0.5, method="client-pull-own", trigger="pull"),
         record(run_id, CASE2, 0, duration_s=4.0),
         record(run_id, CASE2, 1, duration_s=None, ok=False, error=TIMEOUT),
@@ -327,9 +343,28 @@ def test_resources_from_summary_json_and_from_samples_agree(tmp_path: Path) -> N
     assert secondary.cpu_total_s_per_transfer == pytest.approx(0.8)
     assert primary.anon_peak_bytes == 12 * MIB and secondary.anon_peak_bytes == 20 * MIB
     assert primary.charged_peak_bytes is None and secondary.charged_peak_bytes == 30 * MIB
-    assert primary.peak_time_wait == 0 and secondary.peak_time_wait == 6
+    assert primary.namespace_time_wait_peak == 0 and secondary.namespace_time_wait_peak == 6
     assert by_case[CASE1].link == {"forward": {"passed": 1000, "dropped": 5}}
     assert by_case[CASE2].roles["primary"].cpu_total_s_per_transfer == pytest.approx(1.0)
+
+
+def test_terminal_resources_show_per_transfer_figures_and_the_namespace_peak_as_such(
+    tmp_path: Path,
+) -> None:
+    console = Console(record=True, width=300)
+    print_summary(load_report_data(make_run(tmp_path, "r1")), console)
+    out = console.export_text()
+    table = out[out.index("resources per case") :]
+    head = " ".join(table.splitlines()[1:4])
+    for column in ("anon peak/transfer", "conns/transfer", "TIME_WAIT left/transfer"):
+        assert column in head
+    assert "namespace TIME_WAIT peak" in head and "peak TIME_WAIT" not in table
+    # CPU 800 ms, anon 20 MiB per transfer, 1 connection, 2 TIME_WAIT left (median of
+    # 1, 2, 2), 2 of the harness's, then the case's peaks and the namespace's 6
+    row = next(line for line in table.splitlines() if "secondary" in line and "800" in line)
+    cells = [c.strip() for c in re.split(r"[│┃|]", row) if c.strip()]
+    assert cells[-7:] == ["20 MiB", "1", "2", "2", "20 MiB", "30 MiB", "6"], cells
+    assert "the harness's own connections" in " ".join(out.split())
 
 
 def test_time_wait_series_per_role(tmp_path: Path) -> None:
@@ -454,6 +489,19 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     assert page.cells[(CASE1, "secondary", "anon-peak")]["text"] == "20 MiB"
     assert page.cells[(CASE1, "secondary", "charged-peak")]["text"] == "30 MiB"
     assert "charged peak is everything the kernel charged to the server's cgroup" in words
+    # per transfer, medians: the primary's anon peaks 10, 12, 10 MiB; the sockets of the
+    # records' extra["sockets"], the harness's apart; the namespace's peak named for it
+    cell = page.cells
+    assert cell[(CASE1, "primary", "memory-per-transfer")]["text"] == "10 MiB"
+    assert cell[(CASE1, "secondary", "connections-per-transfer")]["text"] == "1"
+    assert cell[(CASE1, "secondary", "time-wait-left")]["text"] == "2"
+    assert cell[(CASE1, "primary", "time-wait-left")]["text"] == "0"
+    assert cell[(CASE1, "secondary", "harness-connections")]["text"] == "2"
+    assert cell[(CASE1, "primary", "harness-connections")]["text"] == "1"
+    assert cell[(CASE1, "secondary", "namespace-time-wait-peak")]["text"] == "6"
+    assert cell[(CASE2, "secondary", "connections-per-transfer")]["text"] == "-"
+    assert "namespace's TIME_WAIT peak (all sockets, last 60 s)" in words
+    assert "the harness's own connections (its read-back of each copy" in words
 
 
 def test_report_is_self_contained(tmp_path: Path) -> None:
