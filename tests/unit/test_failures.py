@@ -95,7 +95,32 @@ def test_no_failure_says_all_verified() -> None:
     ok = failed("bind-bind/tcp/axfr", 1, None, ok=True, verified=True, failure=None)  # type: ignore[arg-type]
     summary = summarize_failures([ok])
     assert summary.headline == "all 1 transfers verified" and not summary.reason_lines()
-    assert summarize_failures([]).headline == "no transfer recorded"
+    nothing = summarize_failures([])
+    assert nothing.nothing_measured
+    assert nothing.headline == (
+        "FAILED: nothing was measured: no transfer counts (no transfer was recorded)"
+    )
+
+
+def test_every_cell_unsupported_measured_nothing() -> None:
+    """Unsupported cells are declared, not failures, but a run of nothing else answers
+    nothing: it must not read "all 0 transfers verified"."""
+    records = [r for r in open_run(FIXTURE).records if r.unsupported]
+    summary = summarize_failures(records)
+    assert summary.failed == 0 and summary.unsupported == 2 and summary.nothing_measured
+    assert summary.headline == (
+        "FAILED: nothing was measured: no transfer counts (of 2 attempts, 2 unsupported by "
+        "the servers' versions; the first: " + summary.unsupported_groups[0].text + ")"
+    )
+    assert summary.to_json()["nothing_measured"] is True
+
+
+def test_every_attempt_failed_measured_nothing() -> None:
+    records = [r for r in open_run(FIXTURE).records if not r.counts]
+    summary = summarize_failures(records)
+    assert summary.nothing_measured and summary.failed == 9
+    assert "nothing was measured" in summary.headline
+    assert "2 unsupported by the servers' versions, 9 failed or not verified" in summary.headline
 
 
 def test_kinds_come_in_their_order_then_by_count() -> None:
