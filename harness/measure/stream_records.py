@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.measure.protocol import Verification
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
-from harness.results.model import TransferRecord
+from harness.results.model import UNCHECKED, TransferRecord
 from harness.xfr.follow import SerialChange
 from harness.xfr.serial import serial_ge, serial_gt
 
@@ -271,6 +271,18 @@ def stream_records(
             duration = first.at - origin
             low = max(first.before if first.before is not None else put.issued, put.issued)
             copy_records, kind, problem = _outcome(seen, host, last, checks.get(host))
+            # Only the final serial's copy is checked: an earlier serial was served until
+            # the next arrived, and nothing read that copy.
+            unchecked = problem is None and serial != last
+            record_extra = extra | {"stream": base_extra}
+            if unchecked:
+                copy_records = None
+                record_extra[UNCHECKED] = (
+                    f"not verified: only the final serial's copy is checked ({host}'s at "
+                    f"serial {last} was)"
+                )
+            else:
+                record_extra["zone_records"] = copy_records
             base_extra["served_at"] = round(seen.wall_at(first.at), 6)
             base_extra["served_s"] = round(first.at - seen.start, 6)
             if first.serial != serial:  # it never served s alone: it went straight past it
@@ -281,7 +293,7 @@ def stream_records(
                 started_at=seen.wall_at(origin),
                 ok=problem is None,
                 error=problem,
-                verified=problem is None,
+                verified=problem is None and not unchecked,
                 failure=kind,
                 phases={
                     "publish_late": put.late,
@@ -290,7 +302,7 @@ def stream_records(
                     "served": duration,
                 },
                 server_logged=logged,
-                extra=extra | {"stream": base_extra, "zone_records": copy_records},
+                extra=record_extra,
                 duration_error_s=max(0.0, first.at - low),
             )
             out.append(transfer_record(ctx, host=host, repeat=repeat, zone=zone,

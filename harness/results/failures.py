@@ -104,10 +104,11 @@ class FailureSummary:
     groups: list[ReasonGroup]
     unsupported_groups: list[ReasonGroup]
     cases_without_result: list[str]  # cases (not unsupported) with no transfer that counts
+    unchecked: int = 0  # served, not checked (a stream's serials before its last)
 
     @property
     def verified(self) -> int:
-        return self.counted - self.failed
+        return self.counted - self.failed - self.unchecked
 
     @property
     def nothing_measured(self) -> bool:
@@ -139,8 +140,17 @@ class FailureSummary:
             )
         if self.nothing_measured:
             return f"FAILED: nothing was measured: no transfer counts ({self.nothing_reasons()})"
+        if self.unchecked:
+            declared = (
+                f"; {self.unchecked} served but not checked (a stream's serials before its "
+                "last: only each secondary's final copy is verified)" + declared
+            )
         if not self.failed:
-            return f"all {self.counted} transfers verified{declared}"
+            return (
+                f"all {self.verified} checked transfers verified{declared}"
+                if (self.unchecked)
+                else f"all {self.counted} transfers verified{declared}"
+            )
         return (
             f"FAILED: {self.failed} of {self.counted} transfers failed or were not verified "
             f"(they count in no figure){declared}"
@@ -186,6 +196,7 @@ class FailureSummary:
             "verified": self.verified,
             "unsupported": self.unsupported,
             "nothing_measured": self.nothing_measured,
+            "unchecked": self.unchecked,
             "reasons": [g.to_json() for g in self.groups],
             "unsupported_reasons": [g.to_json() for g in self.unsupported_groups],
             "cases_without_result": self.cases_without_result,
@@ -194,7 +205,7 @@ class FailureSummary:
 
 def summarize_failures(records: Iterable[TransferRecord]) -> FailureSummary:
     items = list(records)
-    failed = [r for r in items if not r.counts and not r.unsupported]
+    failed = [r for r in items if not r.counts and not r.unsupported and not r.unchecked]
     unsupported = [r for r in items if r.unsupported]
     by_case: dict[str, list[TransferRecord]] = {}
     for record in items:
@@ -209,6 +220,7 @@ def summarize_failures(records: Iterable[TransferRecord]) -> FailureSummary:
         counted=len(items) - len(unsupported),
         failed=len(failed),
         unsupported=len(unsupported),
+        unchecked=sum(1 for r in items if r.unchecked),
         groups=_groups(failed),
         unsupported_groups=_groups(unsupported),
         cases_without_result=without,

@@ -6,7 +6,9 @@ from the primary serving it to the secondary serving it (or a later one). From t
 
 - a serial's load time: when ceil(0.95 N) of the N secondaries served it (RSSAC002's
   definition, "95 % of an operator's instances"), and when all did; per site and for the
-  fleet. A secondary that never served it, or whose copy did not verify, has not served it.
+  fleet. A secondary that never served it, or whose copy did not verify, has not served it;
+  a serial before the last is served when the secondary served it and its final copy
+  verified (the record is `unchecked`: that serial's own copy was not read).
   Each latency may have ended up to its `duration_error_s` before it was seen, so a load
   time, the k-th smallest latency, lies between the k-th smallest of the earliest ends
   (`load_earliest_s`) and the k-th smallest as seen (`load_s`).
@@ -85,7 +87,9 @@ def stream_records(records: Iterable[TransferRecord]) -> list[TransferRecord]:
 
 
 def _latency(record: TransferRecord) -> float | None:
-    return record.duration_s if record.counts else None
+    """A served pair's latency: its copy verified, or (a serial before the last) served
+    by a secondary whose final copy verified, not checked itself."""
+    return record.duration_s if record.counts or record.unchecked else None
 
 
 def _earliest(record: TransferRecord) -> float | None:
@@ -238,7 +242,7 @@ class SecondaryFacts:
     site: str | None
     kind: str
     serials: int  # published in the repeat
-    served: int  # of them, served and verified
+    served: int  # of them, served (verified, or before the last and not checked)
     transfers: int  # transfers it made (the servers' logs)
     ixfr: int
     axfr: int
@@ -249,6 +253,7 @@ class SecondaryFacts:
     max_behind_serials: int = 0
     max_behind_s: float = 0.0
     soa_queries: int | None = None  # the harness's SOA queries to it during the stream
+    verified: int = 0  # of the served, those whose copy was checked (the final serial's)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -319,7 +324,8 @@ def secondary_facts(records: Iterable[TransferRecord]) -> list[SecondaryFacts]:
                 site=items[0].site,
                 kind=items[0].secondary_kind,
                 serials=len(items),
-                served=sum(1 for r in items if r.counts),
+                served=sum(1 for r in items if _latency(r) is not None),
+                verified=sum(1 for r in items if r.counts),
                 transfers=len(made),
                 ixfr=kinds.count("ixfr"),
                 axfr=kinds.count("axfr"),

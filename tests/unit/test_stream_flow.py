@@ -163,7 +163,17 @@ def test_every_serial_on_schedule_with_latencies_from_the_primary(tmp_path: Path
     assert [c[1] for c in puts] == list(range(11, 41))
     assert [c[2] for c in puts] == pytest.approx([0.2 * k for k in range(30)])  # on schedule
     assert len(records) == 30 * 3
-    assert all(r.ok and r.verified and r.trigger == "stream" for r in records)
+    assert all(r.ok and r.trigger == "stream" and r.failure is None for r in records)
+    # Only the final serial's copy was read: the serials before it say "not verified".
+    final = [r for r in records if r.serial == 40]
+    assert all(r.verified and r.counts and not r.unchecked for r in final)
+    before = [r for r in records if r.serial != 40]
+    assert all(not r.verified and r.unchecked and not r.counts for r in before)
+    assert before[0].extra["unchecked"] == (
+        f"not verified: only the final serial's copy is checked ({before[0].host}'s at "
+        "serial 40 was)"
+    )
+    assert "zone_records" not in before[0].extra
     near = [r for r in records if r.host == "near-1"]
     assert [r.serial for r in near] == list(range(11, 41))
     # From the primary serving s (3 ms after the 2 ms publish) to near-1 serving it.

@@ -137,7 +137,7 @@ def test_pairs_never_served_rank_last_in_every_percentile(tmp_path: Path) -> Non
     fleet = rows[FLEET]
     assert (fleet["pairs"], fleet["never_served"], fleet["n"]) == (60, 20, 40)
     assert fleet["p95_s"] is None and fleet["max_s"] is None  # 33 % never served
-    served = sorted(r.duration_s for r in records if r.counts)
+    served = sorted(r.duration_s for r in records if r.counts or r.unchecked)
     assert fleet["p50_s"] == served[30 - 1]  # rank ceil(0.5 x 60) = 30 of all 60 pairs
     assert rows["near"]["p95_s"] == nearest_rank(served, 95)  # near served every serial
     assert rows["far"]["p50_s"] is None and rows["far"]["never_served"] == 20
