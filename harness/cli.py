@@ -231,12 +231,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def run_exit_status(run_dir: Path, allow_failures: bool, console: Console) -> int:
-    """1 when a transfer that was meant to count failed or was not verified (unsupported
-    cells are declared, not failures), unless failures are allowed; 0 otherwise."""
+    """1 when no transfer counts (nothing was measured: every cell unsupported, every
+    attempt failed, or none made; --allow-failures does not change that), or when a
+    transfer that was meant to count failed or was not verified (unsupported cells are
+    declared, not failures), unless failures are allowed; 0 otherwise."""
     from harness.results.failures import summarize_failures
     from harness.results.folder import read_records
 
     failures = summarize_failures(read_records(run_dir))
+    if failures.nothing_measured:
+        console.print(
+            f"[bold red]exit 1[/]: nothing was measured ({escape(failures.nothing_reasons())})",
+            soft_wrap=True,
+        )
+        return 1
     if not failures.failed:
         return 0
     counts = f"{failures.failed} of {failures.counted} transfers failed or were not verified"
@@ -282,8 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xfrbench",
         description="Benchmark DNS zone transfers between real servers over an emulated link.",
-        epilog="Exit status: 0 done; 1 run had a transfer that failed or was not verified "
-        "(unsupported cells are declared, not failures; run --allow-failures exits 0), "
+        epilog="Exit status: 0 done; 1 run measured nothing (no transfer counts) or had a "
+        "transfer that failed or was not verified (unsupported cells are declared, not "
+        "failures; run --allow-failures exits 0 unless nothing was measured), "
         "compare found a regression, or a tool or server failed; 2 a usage error (a "
         "scenario, a flag, a file; also `run` without root); "
         "3 the host lacks something (a server binary, a kernel feature, an image); "
@@ -313,8 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Runs every case of the scenario and writes results/<run-id>/. Exit "
         "status: 0 when every transfer meant to count was verified (cells the servers' "
         "versions cannot do are recorded as unsupported: declared, not failures); 1 when "
-        "any failed or was not verified (--allow-failures: 0), or a tool or server "
-        "failed; 2 bad input or no root; 3 the host lacks something; 130 interrupted.",
+        "any failed or was not verified (--allow-failures: 0), when nothing was measured "
+        "(no transfer counts: every cell unsupported or every attempt failed; "
+        "--allow-failures too), or a tool or server failed; 2 bad input or no root; 3 the "
+        "host lacks something; 130 interrupted.",
     )
     run.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quick.toml")
     run.add_argument(
@@ -397,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-failures",
         action="store_true",
         help="exit 0 even when transfers failed or were not verified (exploring a setup "
-        "that is expected to fail); the summary still puts them first",
+        "that is expected to fail); the summary still puts them first. A run that "
+        "measured nothing (no transfer counts) still exits 1",
     )
     run.set_defaults(func=_cmd_run)
     report_cli.register(sub)

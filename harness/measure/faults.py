@@ -30,6 +30,14 @@ Per secondary, measured:
 - evidence that the fault happened: linkem's answers and events (when a command took effect,
   the connection it cut and the resets it sent), the processes stopped and started (pids,
   times, exit statuses).
+
+A fault that did not happen as asked answers nothing about healing: linkem refused a
+command (arming it, taking it, restoring the link), an armed fault never fired (on any
+link, or on a targeted secondary's own), or a reset's resets were not all sent. Every
+record it concerns fails as a `harness` failure whose error begins with the fault's own
+(`extra.fault.not_as_asked`): the whole repeat's when the fault as a whole went wrong, a
+targeted secondary's when only its link did. The transfers are still observed and
+verified, so the record keeps what they were, but none of them counts as "no fault".
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from harness.measure.protocol import (
     secondary_names,
 )
 from harness.measure.records import Observed, RecordContext, transfer_record
+from harness.results.model import Failure
 from harness.spec import FaultSpec, fault_targets
 from harness.xfr.served_times import served_error
 
@@ -65,6 +74,8 @@ class FaultAct:
     # An armed link fault fires on each targeted link when that link carried its bytes:
     # host -> when it fired there (bench clock).
     hosts: dict[str, float] = field(default_factory=dict)
+    # host -> why the fault did not happen as asked on its link (a reset not sent).
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,10 @@ def _wait(
     pending = _pending(hosts, served)
     if pending and until > bench.clock():
         served.update(bench.wait_served(pending, zone, serial, until))
+
+
+def _joined(*errors: str | None) -> str | None:
+    return "; ".join(e for e in errors if e) or None
 
 
 def _until_fault(
@@ -232,6 +247,8 @@ def fault_repeat(
             begin = _until_fault(
                 bench, faults, fault, serial, targets, trigger_at, before, armed, served
             )
+            if armed is not None and armed.error:  # kept whatever happened next
+                begin = replace(begin, error=_joined(f"arming it: {armed.error}", begin.error))
             at_begin = faults.link_bytes(hosts)
             if fault.duration and begin.at is not None:
                 _wait(bench, hosts, zone, serial, begin.at + fault.duration, served)
@@ -265,10 +282,11 @@ def fault_repeat(
                         retry_xfr=later.retry_xfr,
                         retry_xfr_from=later.retry_xfr_from,
                     )
-        fired = begin.hosts
+        fired, unsent = begin.hosts, begin.failed
         if armed is not None and begin.at is not None:  # where else it fired since
             last = faults.fault_fired(fault, targets)
-            fired = last.hosts if last is not None else fired
+            if last is not None:
+                fired, unsent = last.hosts, begin.failed | last.failed
     finally:
         with spent.phase("observe"):
             cleanup = faults.fault_cleanup(fault, targets)
@@ -293,7 +311,7 @@ def fault_repeat(
         "trigger": plan.trigger,
         "began_s": _since(begin.at, trigger_at),
         "ended_s": _since(window.end.at, trigger_at) if window.happened else None,
-        "error": begin.error or end.error,
+        "error": _joined(begin.error, end.error if end is not begin else None),
         "evidence": {"begin": begin.evidence, "end": end.evidence, "cleanup": cleanup},
         "renotify": None
         if renotify is None
@@ -308,6 +326,9 @@ def fault_repeat(
         done = served.get(host, freed.get(host))
         account = accounts[host]
         mine = dict(common) | {
+            "not_as_asked": _not_as_asked(
+                fault, common["error"], host in targets, armed is not None, fired, unsent, host
+            ),
             "targeted": host in targets,
             "fired_s": _since(fired.get(host), trigger_at),  # an armed link fault, here
             "served_s": _since(done, trigger_at),
@@ -338,6 +359,32 @@ def fault_repeat(
                 "served_after_s": _since(freed.get(host), renotify.at),
             }
         _record(bench, ctx, repeat, zone, serial, host, t0, done, mine, started_at, extra, emit)
+
+
+def _not_as_asked(
+    fault: FaultSpec,
+    error: str | None,
+    targeted: bool,
+    armed: bool,
+    fired: dict[str, float],
+    unsent: dict[str, str],
+    host: str,
+) -> str | None:
+    """Why the fault did not happen as asked, for `host`'s record (None: it did): the
+    fault's own error (every record of the repeat), or for a targeted secondary, an armed
+    fault that never fired on its link or a reset not sent there."""
+    what = f"the {fault.label} fault did not happen as asked"
+    if error:
+        return f"{what}: {error}"
+    if not targeted:
+        return None
+    if host in unsent:
+        return f"{what} on {host}'s link: {unsent[host]}"
+    if armed and host not in fired:
+        return (
+            f"{what}: it never fired on {host}'s link (armed for after {fault.after_bytes:,} bytes)"
+        )
+    return None
 
 
 def _trigger_moment(triggered: _Triggered, trigger: str) -> float:
@@ -393,12 +440,15 @@ def _record(
     emit: Emit,
 ) -> None:
     plan = ctx.plan
+    not_as_asked = fault.get("not_as_asked")
     if done is None:
         text = (
             f"stuck: {host} never served {zone} serial {serial}, not {plan.timeout:g} s after "
             f"the {fault['kind']} fault ended nor {plan.timeout:g} s after a new NOTIFY"
         )
-        record = _failed(ctx, host, repeat, zone, serial, text, started_at, extra, "timeout")
+        kind: Failure = "harness" if not_as_asked else "timeout"
+        text = _joined(not_as_asked, text) or text
+        record = _failed(ctx, host, repeat, zone, serial, text, started_at, extra, kind)
         record.extra["fault"] = fault
         emit(record)
         return
@@ -411,7 +461,7 @@ def _record(
         counters = bench.link_counters()
     size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
     stuck = fault["stuck"]
-    ok = check.ok and not stuck
+    ok = check.ok and not stuck and not not_as_asked
     if stuck:
         error = (
             f"stuck: {host} did not serve serial {serial} within {plan.timeout:g} s of the "
@@ -419,6 +469,10 @@ def _record(
         )
     else:
         error = check.problem
+    error = _joined(not_as_asked, error)  # the fault's own error first
+    failed: Failure | None = None
+    if not ok:
+        failed = "harness" if not_as_asked else ("timeout" if stuck else check.failure)
     observed = Observed(
         serial=serial,
         duration_s=max(0.0, done - t0),
@@ -426,7 +480,7 @@ def _record(
         ok=ok,
         error=error,
         verified=check.ok,
-        failure=None if ok else ("timeout" if stuck else check.failure),
+        failure=failed,
         records=records,
         bytes=size,
         messages=messages,

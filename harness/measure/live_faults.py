@@ -33,6 +33,23 @@ MAX_LOG_LINES = 120
 PRIMARY_BACK = 600.0  # seconds a restarted primary may take to serve its zone again
 
 
+def resets_unsent(event: dict[str, Any]) -> str | None:
+    """Why a reset event of linkem's cut a connection without telling both ends (None: it
+    told them): linkem drops the connection's packets from then on either way, so a reset
+    that was not sent leaves an end waiting on its own timers, not the fault asked for."""
+    detail = event.get("detail") or {}
+    sent = detail.get("resets") or []
+    wanted = detail.get("wanted", 2)  # one to each end
+    failed = detail.get("failed") or []
+    if len(sent) >= wanted and not failed:
+        return None
+    why = "; ".join(str(f) for f in failed) or "linkem gave no reason"
+    return (
+        f"linkem cut {detail.get('connection', 'a connection')} on {event.get('direction')} "
+        f"but sent {len(sent)} of its {wanted} resets ({why})"
+    )
+
+
 class LiveFaults:
     """The fault operations of one live case."""
 
@@ -116,9 +133,13 @@ class LiveFaults:
         if not found:
             return None
         where: dict[str, float] = {}
+        unsent: dict[str, str] = {}
         for event in found:
-            where.setdefault(names[event["direction"]], self._to_clock(float(event["at_unix"])))
-        return FaultAct(min(where.values()), {"linkem": found}, hosts=where)
+            host = names[event["direction"]]
+            where.setdefault(host, self._to_clock(float(event["at_unix"])))
+            if wanted == "reset" and (why := resets_unsent(event)):
+                unsent.setdefault(host, why)
+        return FaultAct(min(where.values()), {"linkem": found}, hosts=where, failed=unsent)
 
     # --- begin and end ------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.core.terms import SERVER_TO_SERVER, Method
 from harness.plan.case import CasePlan
-from harness.results.model import Failure, TransferRecord
+from harness.results.model import UNCHECKED, Failure, TransferRecord
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ def transfer_record(
     if plan.is_fleet and secondary.name in ctx.rtt:
         extra["path_rtt_s"] = ctx.rtt[secondary.name]
     failed = observed.failure
-    if failed is None and not (observed.ok and observed.verified):
+    unchecked = observed.ok and bool(observed.extra.get(UNCHECKED))
+    if failed is None and not (observed.ok and observed.verified) and not unchecked:
         failed = "unsupported" if observed.unsupported else "verification"
     if observed.ok and observed.verified and observed.duration_s is not None:
         failed = None

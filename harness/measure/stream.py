@@ -18,8 +18,11 @@ What a stream measures (docs/architecture.md, "Measuring a transfer"):
   starts after its slot (the previous one took longer than the gap: NSD reloads whole
   files) is recorded as late by how much (`phases.publish_late`).
 - the invariant: no secondary serves a serial the primary was never given (NLnetLabs nsd
-  #411: a secondary ahead of its primary after a broken transfer). Every answer that changes
-  a secondary's serial is checked against the serials published by then (RFC 1982).
+  #411: a secondary ahead of its primary after a broken transfer), nor goes back to an older
+  serial after it served a newer one. Every answer that changes a secondary's serial is
+  checked against the serials published by then and the newest it served (RFC 1982); the
+  follower keeps asking the secondaries that caught up (less often), so a jump after that
+  is seen too.
 - at the end every secondary is verified at the final serial (RRSUM against what the
   primary serves) and the primary is held to what was published (check_primary); each
   secondary's transfers during the stream come from the servers' logs (their kind, the

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.measure.protocol import Verification
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
-from harness.results.model import TransferRecord
+from harness.results.model import UNCHECKED, TransferRecord
 from harness.xfr.follow import SerialChange
 from harness.xfr.serial import serial_ge, serial_gt
 
@@ -81,6 +81,16 @@ class Ahead:
 
 
 @dataclass
+class Back:
+    """A secondary answered an older serial than one it had served (it went back)."""
+
+    serial: int
+    at: float
+    highest: int  # the newest serial it had served
+    highest_at: float  # when it was first seen serving that
+
+
+@dataclass
 class StreamSeen:
     """What one stream saw, in bench clock times."""
 
@@ -91,6 +101,7 @@ class StreamSeen:
     published: list[Published] = field(default_factory=list)
     changes: dict[str, list[SerialChange]] = field(default_factory=dict)  # PRIMARY too
     ahead: dict[str, list[Ahead]] = field(default_factory=dict)
+    back: dict[str, list[Back]] = field(default_factory=dict)
     publish_error: str | None = None  # why the stream stopped publishing
     primary_wrong: bool = False  # the primary serves something else than was published
     waited_until: float = 0.0  # when the flow stopped waiting for the fleet
@@ -112,15 +123,21 @@ class StreamSeen:
         return changes[-1].serial if changes else self.base
 
     def absorb(self, changes: list[SerialChange]) -> None:
-        """Keep every change; check each secondary's against what was published by then."""
+        """Keep every change; check each secondary's against what was published by then
+        (ahead of it) and against what it served before (back from it)."""
         for change in changes:
-            self.changes.setdefault(change.host, []).append(change)
+            mine = self.changes.setdefault(change.host, [])
+            highest = _highest(mine)
+            mine.append(change)
             if change.host == PRIMARY:
                 continue
             newest = self.newest_at(change.at)
             if serial_gt(change.serial, newest):
                 ahead = Ahead(change.serial, change.at, newest)
                 self.ahead.setdefault(change.host, []).append(ahead)
+            if highest is not None and serial_gt(highest.serial, change.serial):
+                back = Back(change.serial, change.at, highest.serial, highest.at)
+                self.back.setdefault(change.host, []).append(back)
 
     def lag(self, hosts: list[str], now: float) -> dict[str, tuple[int, float]]:
         """Per secondary: published serials it does not serve yet, and how long the oldest
@@ -131,6 +148,15 @@ class StreamSeen:
             missing = [p for p in self.published if not serial_ge(serving, p.serial)]
             out[host] = (len(missing), now - missing[0].issued if missing else 0.0)
         return out
+
+
+def _highest(changes: list[SerialChange]) -> SerialChange | None:
+    """The first change to the newest serial among `changes` (RFC 1982)."""
+    best = None
+    for change in changes:
+        if best is None or serial_gt(change.serial, best.serial):
+            best = change
+    return best
 
 
 @dataclass(frozen=True)
@@ -245,6 +271,18 @@ def stream_records(
             duration = first.at - origin
             low = max(first.before if first.before is not None else put.issued, put.issued)
             copy_records, kind, problem = _outcome(seen, host, last, checks.get(host))
+            # Only the final serial's copy is checked: an earlier serial was served until
+            # the next arrived, and nothing read that copy.
+            unchecked = problem is None and serial != last
+            record_extra = extra | {"stream": base_extra}
+            if unchecked:
+                copy_records = None
+                record_extra[UNCHECKED] = (
+                    f"not verified: only the final serial's copy is checked ({host}'s at "
+                    f"serial {last} was)"
+                )
+            else:
+                record_extra["zone_records"] = copy_records
             base_extra["served_at"] = round(seen.wall_at(first.at), 6)
             base_extra["served_s"] = round(first.at - seen.start, 6)
             if first.serial != serial:  # it never served s alone: it went straight past it
@@ -255,7 +293,7 @@ def stream_records(
                 started_at=seen.wall_at(origin),
                 ok=problem is None,
                 error=problem,
-                verified=problem is None,
+                verified=problem is None and not unchecked,
                 failure=kind,
                 phases={
                     "publish_late": put.late,
@@ -264,7 +302,7 @@ def stream_records(
                     "served": duration,
                 },
                 server_logged=logged,
-                extra=extra | {"stream": base_extra, "zone_records": copy_records},
+                extra=record_extra,
                 duration_error_s=max(0.0, first.at - low),
             )
             out.append(transfer_record(ctx, host=host, repeat=repeat, zone=zone,
@@ -277,8 +315,8 @@ def _outcome(
 ) -> tuple[int | None, Any, str | None]:
     """(records of the verified copy, failure kind, the problem) of one secondary's
     records: ahead of the primary, never at the final serial, or its copy differs."""
-    ahead = seen.ahead.get(host)
-    if ahead:
+    ahead, back = seen.ahead.get(host), seen.back.get(host)
+    if ahead and not (back and back[0].at < ahead[0].at):
         bad = ahead[0]
         return (
             None,
@@ -286,6 +324,15 @@ def _outcome(
             f"{host} served serial {bad.serial}, which the primary had not been given "
             f"(the newest published then: {bad.newest}), {bad.at - seen.start:.3f} s into "
             "the stream",
+        )
+    if back:
+        went = back[0]
+        return (
+            None,
+            "verification",
+            f"{host} went back to serial {went.serial} {went.at - seen.start:.3f} s into "
+            f"the stream, after serving serial {went.highest} from "
+            f"{went.highest_at - seen.start:.3f} s",
         )
     if check is None:
         return (

@@ -127,7 +127,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "xfrbench_transfers",
         "counter",
-        "Transfer attempts by result (ok = ok and verified).",
+        "Transfer attempts by result (ok = ok and verified; unchecked = a stream's serial "
+        "before its last, served, its copy not checked).",
         (*T_LABELS, "result"),
     ),
     Family(

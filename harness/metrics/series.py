@@ -87,9 +87,14 @@ class HistogramValue:
 Value = float | HistogramValue
 
 
+TRANSFER_RESULTS = ("ok", "failed", "unsupported", "unchecked")
+
+
 def transfer_result(record: TransferRecord) -> str:
     if record.unsupported:
         return "unsupported"
+    if record.unchecked:
+        return "unchecked"
     return "ok" if record.counts else "failed"
 
 
@@ -166,7 +171,10 @@ class MetricState:
         if site:  # a fleet's secondary: its percentiles are over all of them
             self._fleet_hosts.setdefault(case, {})[host] = site
         keys: list[SeriesKey] = [
-            *(("xfrbench_transfers", (*t_values, r)) for r in ("ok", "failed", "unsupported")),
+            *(
+                ("xfrbench_transfers", (*t_values, r))
+                for r in ("ok", "failed", "unsupported", "unchecked")
+            ),
             ("xfrbench_transfer_bytes", t_values),
         ]
         for key in keys:

@@ -177,7 +177,7 @@ def case_rows(records: list[TransferRecord], links: dict[str, str]) -> list[Case
                 why = f"only {counted_text} (fewer than {MIN_STABLE_N})"
             elif summary.cv is not None:
                 why = f"CV {summary.cv:.0%} > {MAX_STABLE_CV:.0%}"
-        failed = [r for r in items if not r.counts and not r.unsupported]
+        failed = [r for r in items if not r.counts and not r.unsupported and not r.unchecked]
         whole = whole_zone_answers(counted)
         clock_flagged, clock_error_max = clock_flags(items)
         rows.append(

@@ -43,6 +43,7 @@ from harness.results.resources import summarize_resources
 from harness.results.summary import (
     case_label,
 )
+from harness.xfr.rrsum_native import digest_warning
 
 REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
@@ -345,6 +346,8 @@ def build_report_data(folder: RunFolder) -> ReportData:
             "the run never finished (run.json has no end time: the driver was killed); "
             "figures come from the transfers it recorded"
         )
+    if slow_sum := digest_warning(meta.digest):
+        warnings.append(slow_sum)
     rows = case_rows(records, case_links(case_files))
     if not records:
         warnings.append(f"{TRANSFERS} holds no transfer")

@@ -27,6 +27,7 @@ from harness.results.model import TransferRecord
 _STATUS_WORDS = ("refresh", "retry", "state", "wait")
 _STATUS_PARTS = re.compile(r"\n|\s\|\s")
 MAX_WORDS = 160
+NOT_AS_ASKED = "fault not as asked"
 
 
 @dataclass
@@ -34,9 +35,10 @@ class HostHealing:
     host: str
     kind: str  # the secondary's server kind
     targeted: bool
-    # healed | during (served while the fault lasted) | unaffected (before it began) | stuck
-    # | freed (stuck, then served after the new NOTIFY) | unsupported | failed | no fault |
-    # not targeted (a fault on another site)
+    # not as asked (the fault did not happen as the scenario says: no answer) | healed |
+    # during (served while the fault lasted) | unaffected (before it began) | stuck | freed
+    # (stuck, then served after the new NOTIFY) | unsupported | failed | no fault | not
+    # targeted (a fault on another site)
     outcome: str
     heal_s: float | None
     served_s: float | None  # since the trigger
@@ -70,6 +72,7 @@ class FaultCell:
     freed: int
     n: int
     words: str  # the server's words behind a stuck (or failed) outcome
+    not_as_asked: int = 0  # repeats in which the fault did not happen as asked
 
 
 @dataclass
@@ -106,8 +109,11 @@ def _host(record: TransferRecord) -> HostHealing:
         if isinstance(v, int) and not isinstance(v, bool) and v and k != "failing_lines"
     }
     lines = server.get("failure_lines") or []
+    not_as_asked = fault.get("not_as_asked")
     if record.unsupported:
         outcome = "unsupported"
+    elif not_as_asked:
+        outcome = NOT_AS_ASKED
     elif fault.get("stuck"):
         outcome = "freed" if fault.get("freed_by_notify") else "stuck"
     elif not record.counts:
@@ -128,6 +134,8 @@ def _host(record: TransferRecord) -> HostHealing:
         words = lines[0]
     if record.unsupported:  # "unsupported: secondary knot 3.2.6: <why>": the why
         words = (record.error or "").rsplit(": ", 1)[-1]
+    if not_as_asked:  # the fault's own error, before anything the servers said
+        words = str(not_as_asked)
     return HostHealing(
         host=record.host,
         kind=record.secondary_kind,
@@ -154,7 +162,13 @@ def _cell(hosts: list[HostHealing]) -> FaultCell:
     stuck = sum(o in ("stuck", "freed") for o in outcomes)
     freed = outcomes.count("freed")
     heals = [h.heal_s for h in hosts if h.outcome == "healed" and h.heal_s is not None]
-    main = max(dict.fromkeys(outcomes), key=outcomes.count)
+    # A fault that did not happen as asked comes first: what the others did answers nothing
+    # about it.
+    main = (
+        NOT_AS_ASKED
+        if NOT_AS_ASKED in outcomes
+        else max(dict.fromkeys(outcomes), key=outcomes.count)
+    )
     words = next((h.words for h in hosts if h.outcome == main and h.words), "")
     return FaultCell(
         outcome=main,
@@ -163,6 +177,7 @@ def _cell(hosts: list[HostHealing]) -> FaultCell:
         freed=freed,
         n=len(hosts),
         words=words,
+        not_as_asked=outcomes.count(NOT_AS_ASKED),
     )
 
 
@@ -174,6 +189,8 @@ def cell_text(cell: FaultCell) -> str:
         text = "stuck; " + ("a new NOTIFY freed it" if cell.freed else "a new NOTIFY did not")
     elif cell.outcome in ("stuck", "freed"):
         text = f"stuck {cell.stuck} of {cell.n}; a new NOTIFY freed {cell.freed}"
+    elif cell.outcome == NOT_AS_ASKED:
+        text = NOT_AS_ASKED + (f" {cell.not_as_asked} of {cell.n}" if cell.n > 1 else "")
     elif cell.outcome == "during":
         text = "served during the fault"
     else:

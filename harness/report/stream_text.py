@@ -10,6 +10,30 @@ from rich.markup import escape
 from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
+from harness.results.stream import LatencyRow
+
+NOT_REACHED = "not reached"
+
+
+def _reached(seconds: float | None, pairs: int) -> str:
+    """A percentile over pairs, or why there is none: its rank fell on a pair never served."""
+    return NOT_REACHED if seconds is None and pairs else fmt.duration(seconds)
+
+
+def _bounds(earliest: float | None, latest: float | None, serials: int) -> str:
+    if latest is None:
+        return _reached(None, serials)
+    if earliest is None or fmt.duration(earliest) == fmt.duration(latest):
+        return fmt.duration(latest)
+    return f"{fmt.duration(earliest)} to {fmt.duration(latest)}"
+
+
+def sla_cell(row: LatencyRow) -> str:
+    if row.sla_share is None:
+        return "-"
+    if row.sla_low is None or row.sla_high is None:
+        return f"{row.sla_share:.1%}"
+    return f"{row.sla_share:.1%} [{row.sla_low:.1%}, {row.sla_high:.1%}]"
 
 
 def print_stream(data: ReportData, console: Console, short: dict[str, str]) -> None:
@@ -18,21 +42,26 @@ def print_stream(data: ReportData, console: Console, short: dict[str, str]) -> N
         return
     table = folding_table(
         "Change stream: publication latency, from the primary serving a serial to a "
-        "secondary serving it (nearest rank; load time: 95 % of the secondaries, RSSAC002)",
-        ["case", "site", "serials", "p50", "p95", "max", "p95 load time", "within SLA"],
+        "secondary serving it (nearest rank over every pair, the never served ranking last: "
+        "not reached when the rank falls on one; load time: 95 % of the secondaries, "
+        "RSSAC002, earliest to latest by the latencies' error bars; within SLA: share of "
+        "serials with its 95 % Wilson interval)",
+        ["case", "site", "serials", "never served", "p50", "p95", "max", "p95 load time",
+         "within SLA"],
         left=2,
-    )
+    )  # fmt: skip
     for item in stream.cases:
         for row in item.latency:
             table.add_row(
                 escape(short.get(item.case, item.case)),
                 escape(row.site or "fleet"),
                 str(row.serials),
-                fmt.duration(row.p50_s),
-                fmt.duration(row.p95_s),
-                fmt.duration(row.max_s),
-                fmt.duration(row.load_p95_s),
-                "-" if row.sla_share is None else f"{row.sla_share:.1%}",
+                f"{row.never_served} of {row.pairs}",
+                _reached(row.p50_s, row.pairs),
+                _reached(row.p95_s, row.pairs),
+                _reached(row.max_s, row.pairs),
+                _bounds(row.load_p95_earliest_s, row.load_p95_s, row.serials),
+                sla_cell(row),
             )
     print_table(console, table)
     secondaries = folding_table(

@@ -318,7 +318,7 @@ def print_failures(data: ReportData, console: Console, report: Path | None = Non
     """The first lines: failed of counted, one line per distinct reason (numbered as the
     cases' notes refer to them), the unsupported cells, and where the details are."""
     failures = data.failures
-    style = "bold red" if failures.failed else "green"
+    style = "bold red" if failures.failed or failures.nothing_measured else "green"
     console.print(f"[{style}]{escape(failures.headline)}[/]", soft_wrap=True)
     for line in failures.reason_lines():
         console.print(f"  {escape(line)}", soft_wrap=True)

@@ -5,7 +5,10 @@ order) and then by reason: the error text with what differs from one attempt to 
 (hashes, serials, sizes, seconds) taken out, so that 24 lines of "RRSUM differs: expected 2
 records (sum 1b9e…), the copy has 3 (sum 191b…)" read as one reason with a count and the
 first case it hit. Unsupported cells are declared by the servers' versions, not failures:
-they are grouped the same way but apart, and never make a run fail.
+they are grouped the same way but apart, and never make a run fail by themselves. A run in
+which no transfer counts measured nothing, whatever the reasons (every cell unsupported,
+every attempt failed, no attempt at all): its headline says so, with the reasons, and the
+run fails (cli.py run_exit_status).
 """
 
 from __future__ import annotations
@@ -101,10 +104,30 @@ class FailureSummary:
     groups: list[ReasonGroup]
     unsupported_groups: list[ReasonGroup]
     cases_without_result: list[str]  # cases (not unsupported) with no transfer that counts
+    unchecked: int = 0  # served, not checked (a stream's serials before its last)
 
     @property
     def verified(self) -> int:
-        return self.counted - self.failed
+        return self.counted - self.failed - self.unchecked
+
+    @property
+    def nothing_measured(self) -> bool:
+        """No transfer counts: the run answers nothing, whatever else it recorded."""
+        return self.verified == 0
+
+    def nothing_reasons(self) -> str:
+        """Why no transfer counts, in a few words: "2 unsupported by the servers' versions,
+        3 failed or not verified" (the reasons' lines say what each was)."""
+        if not self.attempts:
+            return "no transfer was recorded"
+        parts = []
+        if self.unsupported:
+            parts.append(f"{self.unsupported} unsupported by the servers' versions")
+        if self.failed:
+            parts.append(f"{self.failed} failed or not verified")
+        first = next(iter(self.groups or self.unsupported_groups), None)
+        why = f"; the first: {first.text}" if first else ""
+        return f"of {self.attempts} attempts, " + ", ".join(parts) + why
 
     @property
     def headline(self) -> str:
@@ -115,10 +138,19 @@ class FailureSummary:
                 f"; {self.unsupported} unsupported by the servers' versions (declared, "
                 "not failures)"
             )
-        if not self.attempts:
-            return "no transfer recorded"
+        if self.nothing_measured:
+            return f"FAILED: nothing was measured: no transfer counts ({self.nothing_reasons()})"
+        if self.unchecked:
+            declared = (
+                f"; {self.unchecked} served but not checked (a stream's serials before its "
+                "last: only each secondary's final copy is verified)" + declared
+            )
         if not self.failed:
-            return f"all {self.counted} transfers verified{declared}"
+            return (
+                f"all {self.verified} checked transfers verified{declared}"
+                if (self.unchecked)
+                else f"all {self.counted} transfers verified{declared}"
+            )
         return (
             f"FAILED: {self.failed} of {self.counted} transfers failed or were not verified "
             f"(they count in no figure){declared}"
@@ -163,6 +195,8 @@ class FailureSummary:
             "failed": self.failed,
             "verified": self.verified,
             "unsupported": self.unsupported,
+            "nothing_measured": self.nothing_measured,
+            "unchecked": self.unchecked,
             "reasons": [g.to_json() for g in self.groups],
             "unsupported_reasons": [g.to_json() for g in self.unsupported_groups],
             "cases_without_result": self.cases_without_result,
@@ -171,7 +205,7 @@ class FailureSummary:
 
 def summarize_failures(records: Iterable[TransferRecord]) -> FailureSummary:
     items = list(records)
-    failed = [r for r in items if not r.counts and not r.unsupported]
+    failed = [r for r in items if not r.counts and not r.unsupported and not r.unchecked]
     unsupported = [r for r in items if r.unsupported]
     by_case: dict[str, list[TransferRecord]] = {}
     for record in items:
@@ -186,6 +220,7 @@ def summarize_failures(records: Iterable[TransferRecord]) -> FailureSummary:
         counted=len(items) - len(unsupported),
         failed=len(failed),
         unsupported=len(unsupported),
+        unchecked=sum(1 for r in items if r.unchecked),
         groups=_groups(failed),
         unsupported_groups=_groups(unsupported),
         cases_without_result=without,

@@ -16,7 +16,12 @@ Client pulls and records written before leave it None.
 ``phases`` are seconds since the trigger (or since connect() for pulls); ``bound`` holds the
 model bounds the figure should be read against (bit/s); ``server_logged`` the server's own
 figures. A record whose ``ok`` is false, or whose ``verified`` is false, never counts in a
-summary figure; ``failure`` names which of ``FAILURES`` kept it out.
+summary figure; ``failure`` names which of ``FAILURES`` kept it out. One kind is not a
+failure: a record that is ok, not verified, with no failure and the reason its copy was
+not checked in ``extra["unchecked"]`` (a change stream's serials before its last: a
+secondary serves each only until the next arrives, and only its final copy is checked).
+It is ``unchecked``: in no failure count and in no verified one; the stream's latency
+figures take it (they are about serving a serial), saying so.
 
 Versions: 1, the first harness (kinds in ``primary``/``secondary``, a fleet's host and site
 in ``extra``); 2, ``primary_kind``/``secondary_kind``, ``host``, ``site``, ``failure``,
@@ -59,6 +64,9 @@ FAILURE_WORDS: dict[Failure, str] = {
     "harness": "harness error",
 }
 
+# extra's key of an unchecked record: why its copy was not checked.
+UNCHECKED = "unchecked"
+
 
 class ResultFormatError(XfrbenchError):
     """A result record or file that does not follow the format."""
@@ -97,7 +105,7 @@ class TransferRecord:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
-        if self.failure is None and not self.counts:
+        if self.failure is None and not self.counts and not self.unchecked:
             # A writer that did not name the failure (version 1): from its words.
             self.failure = classify_failure(
                 self.error, ok=self.ok, verified=self.verified, unsupported=self.unsupported
@@ -132,6 +140,19 @@ class TransferRecord:
             raise ResultFormatError("an unsupported transfer has failure 'unsupported'")
         if self.counts and self.failure is not None:
             raise ResultFormatError(f"a transfer that counts has no failure ({self.failure})")
+
+    @property
+    def unchecked(self) -> bool:
+        """Served and measured, but its copy was not checked (``extra["unchecked"]`` says
+        why): neither verified nor a failure."""
+        return (
+            self.ok
+            and not self.verified
+            and not self.unsupported
+            and self.failure is None
+            and self.duration_s is not None
+            and bool(self.extra.get(UNCHECKED))
+        )
 
     @property
     def counts(self) -> bool:

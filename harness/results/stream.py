@@ -6,12 +6,21 @@ from the primary serving it to the secondary serving it (or a later one). From t
 
 - a serial's load time: when ceil(0.95 N) of the N secondaries served it (RSSAC002's
   definition, "95 % of an operator's instances"), and when all did; per site and for the
-  fleet. A secondary that never served it, or whose copy did not verify, has not served it.
+  fleet. A secondary that never served it, or whose copy did not verify, has not served it;
+  a serial before the last is served when the secondary served it and its final copy
+  verified (the record is `unchecked`: that serial's own copy was not read).
+  Each latency may have ended up to its `duration_error_s` before it was seen, so a load
+  time, the k-th smallest latency, lies between the k-th smallest of the earliest ends
+  (`load_earliest_s`) and the k-th smallest as seen (`load_s`).
 - the publication latency distribution per site and for the fleet: p50, p95 and the
-  maximum over every (secondary, serial), by nearest rank (each is a latency that was
-  measured).
+  maximum over every (secondary, serial) of published serials, by nearest rank. A pair
+  never served ranks after every served one (as if infinitely late): the percentiles are
+  not those of the survivors, and one whose rank falls on a pair never served is None,
+  "not reached" (p95 is not reached when more than 5 % were never served; the maximum
+  when any was).
 - the share of serials whose load time met `[stream] sla`: "95 % of the fleet served
-  99.2 % of serials within 30 s".
+  99.2 % of serials within 30 s", with its 95 % Wilson score interval (the serials as a
+  binomial sample); a serial meets it when its load time as seen, the latest bound, does.
 - per secondary: transfers made against serials published, IXFRs and AXFRs, each AXFR that
   replaced an IXFR with the reason in its server's words, its failed attempts, and its lag
   over time in serials and seconds.
@@ -44,13 +53,33 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return ordered[max(rank, 1) - 1]
 
 
-def load_time(latencies: Sequence[float | None], share: float = LOAD_SHARE) -> float | None:
-    """When ceil(share N) of N secondaries served a serial (None: fewer ever did)."""
-    needed = math.ceil(round(share * len(latencies), 9))
-    served = sorted(x for x in latencies if x is not None)
+def reached(values: Sequence[float | None], q: float) -> float | None:
+    """The q-th percentile (0..100) by nearest rank of `values` in which None (never
+    served) ranks after every number: None when the rank falls on one (not reached)."""
+    needed = math.ceil(round(q * len(values) / 100, 9))
+    served = sorted(x for x in values if x is not None)
     if needed == 0 or len(served) < needed:
         return None
     return served[needed - 1]
+
+
+def load_time(latencies: Sequence[float | None], share: float = LOAD_SHARE) -> float | None:
+    """When ceil(share N) of N secondaries served a serial (None: fewer ever did)."""
+    return reached(latencies, share * 100)
+
+
+WILSON_Z = 1.959963984540054  # the standard normal's 97.5 % quantile: a 95 % interval
+
+
+def wilson_interval(hits: int, n: int, z: float = WILSON_Z) -> tuple[float, float] | None:
+    """The Wilson score interval of a binomial share hits / n (None for n = 0): it stays
+    inside [0, 1] and does not collapse at 0 or n hits, where the SLA share often is."""
+    if n <= 0:
+        return None
+    share, z2 = hits / n, z * z
+    centre = (share + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def stream_records(records: Iterable[TransferRecord]) -> list[TransferRecord]:
@@ -58,7 +87,22 @@ def stream_records(records: Iterable[TransferRecord]) -> list[TransferRecord]:
 
 
 def _latency(record: TransferRecord) -> float | None:
-    return record.duration_s if record.counts else None
+    """A served pair's latency: its copy verified, or (a serial before the last) served
+    by a secondary whose final copy verified, not checked itself."""
+    return record.duration_s if record.counts or record.unchecked else None
+
+
+def _earliest(record: TransferRecord) -> float | None:
+    """The earliest the latency may have ended: as seen, less its error."""
+    if (seen := _latency(record)) is None:
+        return None
+    return max(0.0, seen - (record.duration_error_s or 0.0))
+
+
+def _pairs(records: Iterable[TransferRecord]) -> list[TransferRecord]:
+    """The (secondary, serial) pairs of serials the primary served: a serial never
+    published, or never served by the primary, is the harness's failure, not the fleet's."""
+    return [r for r in records if r.failure != "publish"]
 
 
 @dataclass
@@ -75,6 +119,7 @@ class SerialLoad:
     all_s: float | None  # every secondary served it
     slowest_host: str | None
     slowest_s: float | None
+    load_earliest_s: float | None = None  # the earliest load_s may have been (error bars)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +155,7 @@ def serial_loads(records: Iterable[TransferRecord]) -> list[SerialLoad]:
                     secondaries=len(mine),
                     served=len(served),
                     load_s=load_time(latencies),
+                    load_earliest_s=load_time([_earliest(r) for r in mine]),
                     all_s=slowest[0] if slowest and len(served) == len(mine) else None,
                     slowest_host=slowest[1] if slowest else None,
                     slowest_s=slowest[0] if slowest else None,
@@ -125,12 +171,19 @@ class LatencyRow:
     secondaries: int
     serials: int
     n: int  # (secondary, serial) latencies that count
+    # Over every pair (`pairs`), the never served ranking last: None when not reached.
     p50_s: float | None
     p95_s: float | None
     max_s: float | None
-    load_p95_s: float | None  # p95 over the serials of their load time (None: one unmet)
+    load_p95_s: float | None  # p95 over the serials of their load time (None: not reached)
     sla_s: float | None
     sla_share: float | None  # serials whose load time met the SLA, of those published
+    pairs: int = 0  # (secondary, serial) pairs of serials the primary served
+    never_served: int = 0  # of them, never served (or not by a verified copy)
+    load_p95_earliest_s: float | None = None  # the same over the load times' earliest bounds
+    sla_met: int | None = None  # serials whose load time met the SLA
+    sla_low: float | None = None  # the share's 95 % Wilson score interval
+    sla_high: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,29 +200,35 @@ def latency_rows(
         sites = sorted({_site_of(r) for r in mine})
         for site in [FLEET, *(sites if len(sites) > 1 else [])]:
             here = [r for r in mine if site == FLEET or _site_of(r) == site]
-            values = [x for x in (_latency(r) for r in here) if x is not None]
+            pairs = [_latency(r) for r in _pairs(here)]
+            served = [x for x in pairs if x is not None]
             serial_loads_here = [x for x in loads if x.case == case and x.site == site]
             load_values = [x.load_s for x in serial_loads_here]
             target = sla.get(case)
-            met = None
+            met, hits, interval = None, None, None
             if target is not None and serial_loads_here:
                 hits = sum(1 for x in load_values if x is not None and x <= target)
                 met = hits / len(serial_loads_here)
+                interval = wilson_interval(hits, len(serial_loads_here))
             out.append(
                 LatencyRow(
                     case=case,
                     site=site,
                     secondaries=len({r.host for r in here}),
                     serials=len(serial_loads_here),
-                    n=len(values),
-                    p50_s=nearest_rank(values, 50) if values else None,
-                    p95_s=nearest_rank(values, 95) if values else None,
-                    max_s=max(values) if values else None,
-                    load_p95_s=nearest_rank([x for x in load_values if x is not None], 95)
-                    if load_values and all(x is not None for x in load_values)
-                    else None,
+                    n=len(served),
+                    p50_s=reached(pairs, 50),
+                    p95_s=reached(pairs, 95),
+                    max_s=reached(pairs, 100),
+                    load_p95_s=reached(load_values, 95),
                     sla_s=target,
                     sla_share=met,
+                    pairs=len(pairs),
+                    never_served=len(pairs) - len(served),
+                    load_p95_earliest_s=reached([x.load_earliest_s for x in serial_loads_here], 95),
+                    sla_met=hits,
+                    sla_low=interval[0] if interval else None,
+                    sla_high=interval[1] if interval else None,
                 )
             )
     return out
@@ -183,7 +242,7 @@ class SecondaryFacts:
     site: str | None
     kind: str
     serials: int  # published in the repeat
-    served: int  # of them, served and verified
+    served: int  # of them, served (verified, or before the last and not checked)
     transfers: int  # transfers it made (the servers' logs)
     ixfr: int
     axfr: int
@@ -194,6 +253,7 @@ class SecondaryFacts:
     max_behind_serials: int = 0
     max_behind_s: float = 0.0
     soa_queries: int | None = None  # the harness's SOA queries to it during the stream
+    verified: int = 0  # of the served, those whose copy was checked (the final serial's)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -264,7 +324,8 @@ def secondary_facts(records: Iterable[TransferRecord]) -> list[SecondaryFacts]:
                 site=items[0].site,
                 kind=items[0].secondary_kind,
                 serials=len(items),
-                served=sum(1 for r in items if r.counts),
+                served=sum(1 for r in items if _latency(r) is not None),
+                verified=sum(1 for r in items if r.counts),
                 transfers=len(made),
                 ixfr=kinds.count("ixfr"),
                 axfr=kinds.count("axfr"),
@@ -289,8 +350,15 @@ def sla_sentence(row: LatencyRow) -> str | None:
     if row.sla_s is None or row.sla_share is None:
         return None
     where = "the fleet" if row.site == FLEET else f"site {row.site}"
+    interval = ""
+    if row.sla_low is not None and row.sla_high is not None:
+        interval = (
+            f" ({row.sla_met} of {row.serials}; 95% interval {row.sla_low:.1%} to "
+            f"{row.sla_high:.1%}, Wilson)"
+        )
     return (
-        f"{LOAD_SHARE:.0%} of {where} served {row.sla_share:.1%} of serials within {row.sla_s:g} s"
+        f"{LOAD_SHARE:.0%} of {where} served {row.sla_share:.1%} of serials within "
+        f"{row.sla_s:g} s{interval}"
     ).replace("%", " %")
 
 
@@ -320,7 +388,9 @@ def stream_summary(records: list[TransferRecord]) -> dict[str, Any]:
         late = [x.late_s for x in mine if x.late_s > LATE_TOLERANCE_S]
         out[case] = {
             "load_share": LOAD_SHARE,
-            "percentiles": "nearest rank",
+            "percentiles": "nearest rank over every pair; the never served rank last",
+            "load_bounds": "earliest: the latencies less their duration_error_s",
+            "sla_interval": "Wilson score, 95 %",
             "sla_s": sla.get(case),
             "sla": sla_sentence(fleet),
             "serials": len(mine),

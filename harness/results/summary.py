@@ -50,6 +50,7 @@ class CaseSummary:
     # "possible drift", "no drift" or "too few", and the sentences that say why.
     drift: str | None = None
     drift_notes: list[str] = field(default_factory=list)
+    unchecked: int = 0  # served, copy not checked (a stream's serials before its last)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +78,7 @@ def _common(records: list[TransferRecord], name: str) -> str | None:
 def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
     counted = [r for r in records if r.counts]
     unsupported = sum(1 for r in records if r.unsupported)
+    unchecked = sum(1 for r in records if r.unchecked)
     durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
     rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
     rr_rates = [r.records / r.duration_s for r in counted if r.records is not None and r.duration_s]
@@ -97,7 +99,8 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
         n=len(records),
         ok=len(counted),
         unsupported=unsupported,
-        failed=len(records) - len(counted) - unsupported,
+        failed=len(records) - len(counted) - unsupported - unchecked,
+        unchecked=unchecked,
         median_s=statistics.median(durations) if durations else None,
         p10_s=nearest_rank(durations, 10) if durations else None,
         p90_s=nearest_rank(durations, 90) if durations else None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from harness.compose.backend import Backend, prepare
 from harness.core import ui
@@ -59,6 +60,7 @@ from harness.run.remote import RemoteSession, finish_fleet, open_fleet, serve_ho
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
+from harness.xfr.rrsum_native import digest_warning
 from harness.xfr.rrsum_native import implementation as digest_implementation
 
 NETNS = Backend()
@@ -333,6 +335,8 @@ def run_scenario(
         meta.cpus = placement.to_json()
         store = stack.enter_context(RunStore.create(results_root, run_id, out, meta))
         console.print(f"run [bold]{store.run_id}[/] -> {store.folder}")
+        if slow_sum := digest_warning(meta.digest):
+            console.print(f"[yellow]warning:[/] {escape(slow_sum)}", soft_wrap=True)
         fleet = None
         if inventory is not None:
             with spent.phase("testbed"):

@@ -6,9 +6,10 @@ as ``poll.wait_for_serials`` does for a single serial. It differs in what it wai
 
 - it never finishes by itself: the stream publishes serial after serial, and the caller
   says which is the newest (``expect``);
-- it asks only the servers that are behind: a server whose last answer was at the newest
-  serial (or beyond) is not asked again until a newer one is published, so a fleet that
-  keeps up costs the harness nothing between serials;
+- it asks the servers that are behind every round; a server whose last answer was at the
+  newest serial (or beyond) only every SETTLED_EVERY-th round (100 ms at 5 ms), so a fleet
+  that keeps up costs the harness little between serials, yet a server that jumps ahead or
+  goes back after it caught up is still seen (and judged: measure/stream_records.py);
 - it reports every change of a server's serial (``take``), not only the first answer at
   one serial: a server that jumps several serials at once (a condensed transfer), goes
   back, or runs ahead of its primary is seen as it happens.
@@ -39,6 +40,7 @@ from harness.xfr.soa_query import address_family
 from harness.xfr.soa_wire import fast_serial, name_wire, parse_soa_reply, soa_query, soa_query_tail
 
 MAX_IDS = 4096  # query ids remembered per server while it is behind
+SETTLED_EVERY = 20  # a server at the newest serial is asked every this many rounds
 
 
 @dataclass(frozen=True)
@@ -163,12 +165,15 @@ class SerialFollower:
             poller.register(fd, select.POLLIN)
         monotonic = time.monotonic
         next_send = monotonic()
+        rounds = 0
         while not self._stop.is_set():
             now = monotonic()
             if now >= next_send:
                 newest = self._newest
+                rounds += 1
+                settled = newest is not None and rounds % SETTLED_EVERY == 0
                 for target in self._targets.values():
-                    if self._behind(target, newest):
+                    if settled or self._behind(target, newest):
                         self._ask(target)
                 next_send = now + self.interval
             wait_ms = max(0.0, next_send - monotonic()) * 1000

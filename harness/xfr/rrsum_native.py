@@ -52,6 +52,20 @@ def implementation() -> dict[str, str]:
     return {"implementation": "python", "reason": reason}
 
 
+def digest_warning(digest: dict[str, str] | None) -> str | None:
+    """The first screen's line for a run whose copies were summed by the Python reference
+    (run.json's ``digest``), None for the compiled sum or a run that did not record it. The
+    sums are the same; the time is not: verifying takes many times longer, so the run's
+    verify phase and wall time are not those of a run on a working build."""
+    if not digest or digest.get("implementation") != "python":
+        return None
+    return (
+        "copies were verified by the Python reference RRSUM, not the compiled extension "
+        f"({digest.get('reason') or 'no reason recorded'}): the same sums, many times slower, "
+        "so verify and wall times are not a working build's"
+    )
+
+
 def _fallback(msg: bytes, rtype: int, rclass: int, off: int, rdlen: int) -> bytes:
     return canonical_rdata(msg, rtype, rclass, off, rdlen, {})
 

@@ -9,10 +9,13 @@
 //! either way, is dropped and answered with a reset to its sender whose sequence number is
 //! the packet's acknowledgment number: exactly what that end expects next (tcp.rs), so its
 //! socket takes the reset whatever was in flight. At the cut both ends get one at once.
+//! A reset at once is refused when the last connection with data has closed since (a FIN
+//! or a reset crossed this direction): resets to a connection that is gone cut nothing,
+//! and the harness would measure "healing" from a fault that never touched a transfer.
 
 use crate::config::{DirectionConfig, JitterDistribution, LossConfig};
 use crate::impair::Impairment;
-use crate::tcp::{Ends, Packet, Segment, ACK, RST};
+use crate::tcp::{Ends, Packet, Segment, ACK, FIN, RST};
 use serde::Deserialize;
 
 /// Other delay and loss for a while: the keys given replace the configured ones.
@@ -132,6 +135,8 @@ pub struct Faults {
     pub cuts: Vec<Ends>,
     armed: Option<(Action, u64)>,
     last_data: Option<Segment>,
+    /// The connection of `last_data` has closed since: a FIN or a reset of it crossed here.
+    last_closed: bool,
     /// An armed `set` or `restore` that fired on the last packet judged (an event to log).
     fired: Option<&'static str>,
 }
@@ -168,6 +173,13 @@ impl Faults {
                     "no TCP segment with data has crossed this direction yet: nothing to reset"
                         .to_string()
                 })?;
+                if self.last_closed {
+                    return Err(format!(
+                        "the last connection with data here ({}) has closed (a FIN or a \
+                         reset crossed): nothing to reset",
+                        last.ends.describe()
+                    ));
+                }
                 self.cut(last.ends);
                 Ok(vec![
                     Forge {
@@ -200,6 +212,7 @@ impl Faults {
             Action::Restore => {
                 *self = Faults {
                     last_data: self.last_data,
+                    last_closed: self.last_closed,
                     ..Faults::default()
                 }
             }
@@ -231,6 +244,14 @@ impl Faults {
             }
             if seg.payload > 0 {
                 self.last_data = Some(seg);
+                self.last_closed = false;
+            }
+            if seg.flags & (FIN | RST) != 0
+                && self
+                    .last_data
+                    .is_some_and(|d| d.ends.flow() == seg.ends.flow())
+            {
+                self.last_closed = true;
             }
             if let Some((action, left)) = self.armed.take() {
                 if u64::from(seg.payload) < left {
@@ -411,6 +432,28 @@ mod tests {
         let mut other = data(5, 5, 10);
         other.tcp.as_mut().unwrap().ends.dport = 40001;
         assert_eq!(f.judge(Some(&other), &b, 1), Judged::Pass);
+    }
+
+    #[test]
+    fn reset_now_is_refused_once_the_last_data_connection_closed() {
+        let (b, mut f) = (base(), Faults::default());
+        assert_eq!(f.judge(Some(&data(1000, 77, 1448)), &b, 1), Judged::Pass);
+        let mut fin = data(2448, 77, 0);
+        fin.tcp.as_mut().unwrap().flags = FIN | ACK;
+        assert_eq!(f.judge(Some(&fin), &b, 1), Judged::Pass);
+        let e = f.command(Action::Reset, 0, &b, 1).unwrap_err();
+        assert!(
+            e.contains("has closed") && e.contains("nothing to reset"),
+            "{e}"
+        );
+        assert!(f.cuts.is_empty());
+        // A new connection's data is the one to cut; a FIN of another says nothing of it.
+        let mut other = data(5, 5, 10);
+        other.tcp.as_mut().unwrap().ends.dport = 40001;
+        assert_eq!(f.judge(Some(&other), &b, 1), Judged::Pass);
+        assert_eq!(f.judge(Some(&fin), &b, 1), Judged::Pass);
+        let resets = f.command(Action::Reset, 0, &b, 1).unwrap();
+        assert_eq!(resets[1].ends.dport, 40001);
     }
 
     #[test]

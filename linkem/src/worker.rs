@@ -196,10 +196,22 @@ impl Worker {
         }
         let event = if after_bytes > 0 { "armed" } else { "applied" };
         self.event(event, detail);
-        // A reset at once: to the sender of the last data, then to its receiver.
+        // A reset at once: to the sender of the last data, then to its receiver. The
+        // connection is cut either way (its packets are dropped from now on), but an end
+        // that got no reset learns of it only when it next sends: not the fault asked for,
+        // so the command fails with why.
         if let Some(data) = resets.get(1) {
             self.cut_everywhere(data.ends);
-            self.forge(&resets, Some(data.ends));
+            let failed = self.forge(&resets, Some(data.ends));
+            if !failed.is_empty() {
+                return Err(format!(
+                    "cut {} but sent {} of its {} resets: {}",
+                    data.ends.describe(),
+                    resets.len() - failed.len(),
+                    resets.len(),
+                    failed.join("; ")
+                ));
+            }
         }
         Ok(state)
     }
@@ -220,9 +232,12 @@ impl Worker {
     }
 
     /// Send forged resets; `cut`: the connection (its data's way) they cut now, logged as
-    /// an event (resets that answer later packets of a cut connection are only counted).
-    fn forge(&mut self, resets: &[Forge], cut: Option<tcp::Ends>) {
+    /// an event with the resets sent and those that failed (`wanted` says how many there
+    /// were: the harness holds the event to it). Resets that answer later packets of a cut
+    /// connection are only counted. Returns why each failed one failed.
+    fn forge(&mut self, resets: &[Forge], cut: Option<tcp::Ends>) -> Vec<String> {
         let mut sent = Vec::new();
+        let mut failed = Vec::new();
         for f in resets {
             let packet = tcp::reset(&f.ends, f.seq);
             let result = match &self.raw {
@@ -239,13 +254,20 @@ impl Worker {
                         eprintln!("linkem: {}: sending a reset failed: {e}", self.name);
                     }
                     self.reset_errors += 1;
+                    failed.push(format!("to {}: {e}", f.ends.describe()));
                 }
             }
         }
         if let Some(ends) = cut {
-            let detail = json!({"connection": ends.describe(), "resets": sent});
+            let detail = json!({
+                "connection": ends.describe(),
+                "resets": sent,
+                "wanted": resets.len(),
+                "failed": failed,
+            });
             self.event("reset", detail);
         }
+        failed
     }
 
     pub fn queue_num(&self) -> u16 {

@@ -75,7 +75,7 @@ class Run:
         return int(self.stats["directions"][f"{host} {way}"][name])
 
 
-def run(tmp_path: Path, fault: str) -> Run:
+def run(tmp_path: Path, fault: str, *, as_asked: bool = True) -> Run:
     path = tmp_path / "faults.toml"
     path.write_text(FLEET + "[[faults]]\n" + fault + "\n")
     folder = run_scenario(spec.load(path), results_root=tmp_path / "results")
@@ -85,9 +85,38 @@ def run(tmp_path: Path, fault: str) -> Run:
     done = Run(folder, records)
     _nothing_left(done)
     for host, record in done.records.items():
-        _healed_or_named_stuck(record)
+        if as_asked:
+            _healed_or_named_stuck(record)
         assert record.secondary_kind == HOSTS[host]
     return done
+
+
+def _not_as_asked(done: Run, words: str) -> None:
+    """Every record fails as the harness's, the fault's own error first: the transfers
+    were ordinary ones and answer nothing about the fault."""
+    for record in done.records.values():
+        assert record.failure == "harness" and not record.counts, record.error
+        assert (record.error or "").startswith(f"the reset fault did not happen as asked: {words}")
+        assert record.extra["fault"]["not_as_asked"] == record.error
+
+
+def test_a_fault_whose_bytes_never_crossed_answers_nothing(tmp_path: Path) -> None:
+    done = run(tmp_path, 'kind = "reset"\nafter_bytes = "100MB"', as_asked=False)
+    _not_as_asked(done, "never began: every secondary served the serial before the link")
+    assert not done.events("reset")  # linkem never fired it
+    for host in HOSTS:
+        assert done.records[host].verified  # the copies themselves were right
+
+
+def test_a_reset_after_the_transfer_ended_is_refused(tmp_path: Path) -> None:
+    """At 6 s the 1.5 s transfers are over: the last connection with data on each link has
+    closed, so there is nothing to reset, and linkem says so rather than sending resets to
+    a connection that is gone (which the secondaries would never notice)."""
+    done = run(tmp_path, 'kind = "reset"\nat = "6s"', as_asked=False)
+    _not_as_asked(done, "linkem refused")
+    assert "has closed (a FIN or a reset crossed): nothing to reset" in done.fault("b")["error"]
+    assert not done.events("reset")
+    assert all(done.counter(h, "forward", "resets_sent") == 0 for h in HOSTS)
 
 
 def _healed_or_named_stuck(record: TransferRecord) -> None:

@@ -95,7 +95,32 @@ def test_no_failure_says_all_verified() -> None:
     ok = failed("bind-bind/tcp/axfr", 1, None, ok=True, verified=True, failure=None)  # type: ignore[arg-type]
     summary = summarize_failures([ok])
     assert summary.headline == "all 1 transfers verified" and not summary.reason_lines()
-    assert summarize_failures([]).headline == "no transfer recorded"
+    nothing = summarize_failures([])
+    assert nothing.nothing_measured
+    assert nothing.headline == (
+        "FAILED: nothing was measured: no transfer counts (no transfer was recorded)"
+    )
+
+
+def test_every_cell_unsupported_measured_nothing() -> None:
+    """Unsupported cells are declared, not failures, but a run of nothing else answers
+    nothing: it must not read "all 0 transfers verified"."""
+    records = [r for r in open_run(FIXTURE).records if r.unsupported]
+    summary = summarize_failures(records)
+    assert summary.failed == 0 and summary.unsupported == 2 and summary.nothing_measured
+    assert summary.headline == (
+        "FAILED: nothing was measured: no transfer counts (of 2 attempts, 2 unsupported by "
+        "the servers' versions; the first: " + summary.unsupported_groups[0].text + ")"
+    )
+    assert summary.to_json()["nothing_measured"] is True
+
+
+def test_every_attempt_failed_measured_nothing() -> None:
+    records = [r for r in open_run(FIXTURE).records if not r.counts]
+    summary = summarize_failures(records)
+    assert summary.nothing_measured and summary.failed == 9
+    assert "nothing was measured" in summary.headline
+    assert "2 unsupported by the servers' versions, 9 failed or not verified" in summary.headline
 
 
 def test_kinds_come_in_their_order_then_by_count() -> None:
@@ -119,3 +144,25 @@ def test_why_a_case_has_no_result() -> None:
         "unsupported: secondary knot 3.2.6: Knot 3.2.6 has no XoT (added in 3.4)"
     )
     assert no_result(by_case["bind-bind/loss=0%/tcp/axfr"]) is None
+
+
+def test_a_streams_unchecked_serials_are_neither_verified_nor_failures() -> None:
+    """A stream's serials before its last were served but their copies were not read: the
+    headline does not call them verified, and they fail nothing."""
+    final = failed("s/tcp/ixfr", 1, None, ok=True, verified=True, failure=None)  # type: ignore[arg-type]
+    why = "not verified: only the final serial's copy is checked (secondary's at serial 4 was)"
+    before = [
+        failed("s/tcp/ixfr", 1, None, ok=True, verified=False, failure=None, serial=s,  # type: ignore[arg-type]
+               extra={"unchecked": why})
+        for s in (2, 3)
+    ]  # fmt: skip
+    assert all(r.unchecked and not r.counts and r.failure is None for r in before)
+    summary = summarize_failures([final, *before])
+    assert (summary.failed, summary.unchecked, summary.verified) == (0, 2, 1)
+    assert summary.headline == (
+        "all 1 checked transfers verified; 2 served but not checked (a stream's serials "
+        "before its last: only each secondary's final copy is verified)"
+    )
+    # Without its reason, a record that is ok but not verified is still a failure.
+    plain = failed("s/tcp/ixfr", 1, None, ok=True, verified=False, failure=None)  # type: ignore[arg-type]
+    assert plain.failure == "verification" and not plain.unchecked

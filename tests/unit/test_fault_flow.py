@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from harness.measure.faults import Account, FaultAct, fault_repeat
+from harness.measure.live_faults import resets_unsent
 from harness.measure.protocol import PublishFailed
 from harness.measure.records import RecordContext
 from harness.plan.case import CasePlan
@@ -45,6 +46,11 @@ class FaultFake(FakeBench):
         self.bytes_per_s = script.get("bytes_per_s", 1000)
         self.fire_after_bytes = script.get("fire", True)
         self.publish_raises = script.get("publish_raises", False)
+        # linkem's refusals and failures, as its answers and events carry them.
+        self.arm_error: str | None = script.get("arm_error")
+        self.begin_error: str | None = script.get("begin_error")
+        self.fires_on: tuple[str, ...] = script.get("fires_on", ("near", "far"))
+        self.unsent: dict[str, str] = script.get("unsent", {})
         self.log: list[tuple[Any, ...]] = []
         self.began: float | None = None
         self.ended: float | None = None
@@ -89,7 +95,7 @@ class FaultFake(FakeBench):
     # --- FaultBench ---
     def fault_arm(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         self.log.append(("arm", fault.kind, tuple(hosts)))
-        return FaultAct(None, {"armed": True})
+        return FaultAct(None, {"armed": True}, self.arm_error)
 
     def fault_fired(self, fault: FaultSpec, hosts: list[str]) -> FaultAct | None:
         assert fault.after_bytes is not None
@@ -99,11 +105,15 @@ class FaultFake(FakeBench):
             self.ended = self.began  # a reset is one event
             # It fires on "far" 0.2 s after "near" (its link carried the bytes later).
             where = {"near": self.began, "far": self.began + 0.2}
-            fired = {h: t for h, t in where.items() if t <= self.now}
-            return FaultAct(self.began, {"event": "reset"}, hosts=fired)
+            fired = {h: t for h, t in where.items() if t <= self.now and h in self.fires_on}
+            unsent = {h: why for h, why in self.unsent.items() if h in fired}
+            return FaultAct(self.began, {"event": "reset"}, hosts=fired, failed=unsent)
         return None
 
     def fault_begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
+        if self.begin_error is not None:  # linkem refused every command: nothing began
+            self.log.append(("refused", fault.kind))
+            return FaultAct(None, {"linkem": "refused"}, self.begin_error)
         self.began = self.now
         if fault.kind == "reset":  # one event: its end is its beginning
             self.ended = self.now
@@ -255,15 +265,112 @@ def test_an_armed_reset_begins_when_linkem_fires_it(tmp_path: Path) -> None:
     assert got["near"].extra["fault"]["heal_s"] == pytest.approx(0.5)
 
 
-def test_an_armed_fault_that_never_fires_says_so(tmp_path: Path) -> None:
+def test_an_armed_fault_that_never_fires_fails_its_records_with_its_own_error(
+    tmp_path: Path,
+) -> None:
+    """The secondaries served before the link carried the bytes: ordinary transfers, not a
+    fault's, so no record counts as "no fault" and each says why first."""
     plan = faulted(tmp_path, 'kind = "reset"\nafter_bytes = "1MB"')
     bench = FaultFake(plan, serve_after={"near": 1.0, "far": 1.5}, fire=False)
     got = by_host(run(bench))
-    fault = got["far"].extra["fault"]
-    assert fault["began_s"] is None and "never began" in fault["error"]
-    assert "every secondary served the serial" in fault["error"]
-    assert fault["heal_s"] is None and got["far"].counts  # served, unfaulted
+    for host in ("near", "far"):
+        record, fault = got[host], got[host].extra["fault"]
+        assert fault["began_s"] is None and "never began" in fault["error"]
+        assert "every secondary served the serial" in fault["error"]
+        assert fault["heal_s"] is None and not record.counts and not record.ok
+        assert record.failure == "harness" and record.verified  # the copy itself was right
+        assert (record.error or "").startswith(
+            "the reset fault did not happen as asked: never began: every secondary served"
+        )
+        assert fault["not_as_asked"] == record.error
     assert ("cleanup", "reset") in bench.log
+
+
+def test_a_fault_linkem_refused_fails_every_record_with_linkems_words(tmp_path: Path) -> None:
+    plan = faulted(tmp_path, 'kind = "link-down"\nat = "0.5s"\nduration = "2s"')
+    why = "linkem refused {...}: no direction named 'far forward'; linkem has forward"
+    bench = FaultFake(plan, serve_after={"near": 1.0, "far": 1.5}, begin_error=why)
+    got = run(bench)
+    assert ("refused", "link-down") in bench.log and not any(e[0] == "end" for e in bench.log)
+    assert [r.failure for r in got] == ["harness", "harness"] and not any(r.counts for r in got)
+    for record in got:
+        assert record.error == f"the link-down fault did not happen as asked: {why}"
+        assert record.extra["fault"]["error"] == why
+
+
+def test_an_arming_linkem_refused_is_kept_whatever_happened_next(tmp_path: Path) -> None:
+    plan = faulted(tmp_path, 'kind = "reset"\nafter_bytes = 2500')
+    why = "direction 'far forward' does not inspect packet headers"
+    bench = FaultFake(plan, serve_after={"near": 9.0, "far": 9.0}, arm_error=why)
+    got = by_host(run(bench))
+    # It fired on the links that took it; what linkem refused is still this fault's error.
+    assert got["near"].extra["fault"]["began_s"] == pytest.approx(2.5)
+    for record in got.values():
+        assert record.failure == "harness" and not record.counts
+        assert f"did not happen as asked: arming it: {why}" in (record.error or "")
+
+
+def test_a_reset_that_never_fired_on_a_targets_link_fails_that_target(tmp_path: Path) -> None:
+    plan = faulted(tmp_path, 'kind = "reset"\nafter_bytes = 2500')
+    bench = FaultFake(plan, serve_after={"near": 9.0, "far": 9.0}, fires_on=("near",))
+    got = by_host(run(bench))
+    assert got["near"].counts and got["near"].extra["fault"]["not_as_asked"] is None
+    far = got["far"]
+    assert far.failure == "harness" and not far.counts
+    assert far.error == (
+        "the reset fault did not happen as asked: it never fired on far's link (armed for "
+        "after 2,500 bytes)"
+    )
+
+
+def test_a_reset_whose_resets_were_not_sent_fails_that_target(tmp_path: Path) -> None:
+    plan = faulted(tmp_path, 'kind = "reset"\nafter_bytes = 2500')
+    why = "linkem cut 10.0.0.1:53 > 10.0.1.2:40000 on far forward but sent 0 of its 2 resets"
+    bench = FaultFake(plan, serve_after={"near": 9.0, "far": 9.0}, unsent={"far": why})
+    got = by_host(run(bench))
+    assert got["near"].counts
+    assert got["far"].failure == "harness" and not got["far"].counts
+    assert got["far"].error == f"the reset fault did not happen as asked on far's link: {why}"
+
+
+def test_a_stuck_secondary_of_a_fault_not_as_asked_says_the_fault_first(tmp_path: Path) -> None:
+    plan = faulted(tmp_path, 'kind = "reset"\nafter_bytes = 2500\ntarget = "far"')
+    bench = FaultFake(
+        plan,
+        serve_after={"near": 0.5, "far": 9.0},
+        heal_after={"far": None},
+        fires_on=("near",),
+    )
+    far = by_host(run(bench))["far"]
+    assert far.failure == "harness"
+    assert (far.error or "").startswith(
+        "the reset fault did not happen as asked: it never fired on far's link"
+    )
+    assert "stuck: far never served" in (far.error or "")
+
+
+def test_linkems_reset_events_are_held_to_the_resets_they_wanted() -> None:
+    """The event's shape as linkem/src/worker.rs writes it."""
+    event = {
+        "event": "reset",
+        "direction": "k forward",
+        "at_unix": 1.0,
+        "detail": {
+            "connection": "10.0.0.1:53 > 10.0.1.3:40000",
+            "resets": [{"to": "10.0.1.3:40000 > 10.0.0.1:53", "seq": 9}],
+            "wanted": 2,
+            "failed": ["to 10.0.0.1:53 > 10.0.1.3:40000: Network is unreachable (os error 101)"],
+        },
+    }
+    assert resets_unsent(event) == (
+        "linkem cut 10.0.0.1:53 > 10.0.1.3:40000 on k forward but sent 1 of its 2 resets "
+        "(to 10.0.0.1:53 > 10.0.1.3:40000: Network is unreachable (os error 101))"
+    )
+    whole = {**event, "detail": {**event["detail"], "resets": [{}, {}], "failed": []}}
+    assert resets_unsent(whole) is None
+    # An event that lists no reset at all told no end, whatever else it says.
+    bare = {**event, "detail": {"connection": "c", "resets": []}}
+    assert "sent 0 of its 2 resets (linkem gave no reason)" in (resets_unsent(bare) or "")
 
 
 def test_a_server_fault_after_bytes_begins_on_the_link_counters(tmp_path: Path) -> None:

@@ -595,6 +595,25 @@ def test_cli_report_writes_the_page_and_prints_a_summary(
     assert 'id="fig-duration"' in other.read_text()
 
 
+def test_a_run_without_the_compiled_sum_says_so_on_its_first_screen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run.json alone said that the Python reference summed the copies (its verify and wall
+    times are not a working build's): the first screen and report.html say it too."""
+    why = "the xfrbench_rrsum extension is not installed (No module named 'xfrbench_rrsum')"
+    meta = RUN_META | {"digest": {"implementation": "python", "reason": why}}
+    folder = make_run(tmp_path, "r1", meta=meta)
+    assert main(["report", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (warning,) = [line for line in lines if "Python reference RRSUM" in line]
+    assert warning.startswith("warning: copies were verified by the Python reference RRSUM")
+    assert why in warning and lines.index(warning) < 12  # beside the run's own lines
+    assert "Python reference RRSUM" in (folder / "report.html").read_text()
+    compiled = RUN_META | {"digest": {"implementation": "rust", "version": "0.1.0"}}
+    quiet = load_report_data(make_run(tmp_path, "r2", meta=compiled))
+    assert not [w for w in quiet.warnings if "RRSUM" in w]
+
+
 @pytest.mark.parametrize("name", ["missing", "file", "empty"])
 def test_cli_report_bad_input_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str

@@ -65,9 +65,41 @@ def test_unsupported_cells_alone_are_no_failure(finished_run: Any, tmp_path: Pat
     assert cli.main(["run", str(SCENARIO), "--results", str(tmp_path / "r")]) == 0
 
 
+def _keep(folder: Path, wanted: str) -> None:
+    transfers = folder / "transfers.jsonl"
+    lines = [line for line in transfers.read_text().splitlines() if wanted in line]
+    assert lines
+    transfers.write_text("\n".join(lines) + "\n")
+
+
+def test_a_run_of_unsupported_cells_only_measured_nothing_and_exits_1(
+    finished_run: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _keep(finished_run("failures"), '"unsupported":true')
+    assert cli.main(["run", str(SCENARIO), "--results", str(tmp_path / "r")]) == 1
+    out = capsys.readouterr().out
+    assert "all 0 transfers verified" not in out
+    last = out.splitlines()[-1]
+    assert last.startswith(
+        "exit 1: nothing was measured (of 2 attempts, 2 unsupported by the servers' versions; "
+        "the first: "
+    )
+    assert "Knot 3.2.6 has no XoT" in last  # the reason itself
+
+
+def test_allow_failures_does_not_pass_a_run_that_measured_nothing(
+    finished_run: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _keep(finished_run("failures"), '"ok":false')
+    args = ["run", str(SCENARIO), "--results", str(tmp_path / "r"), "--allow-failures"]
+    assert cli.main(args) == 1
+    assert "nothing was measured" in capsys.readouterr().out.splitlines()[-1]
+
+
 def test_the_help_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["run", "--help"])
     words = " ".join(capsys.readouterr().out.split())
     assert "1 when any failed or was not verified (--allow-failures: 0)" in words
     assert "declared, not failures" in words
+    assert "when nothing was measured" in words

@@ -60,6 +60,7 @@ class FakeStreamBench(FakeBench):
         self.made: dict[str, list[StreamTransfer]] = {h: [] for h in self.transfer_s}
         self.lags: list[dict[str, tuple[int, float]]] = []
         self.changes: list[SerialChange] = []
+        self.seen_changes: list[SerialChange] = []  # every change, for the tests
         self.start = 0.0
 
     def prepare_stream(self, serials: list[int]) -> None:
@@ -121,6 +122,7 @@ class FakeStreamBench(FakeBench):
                 )
                 self.serial[who] = serial
                 self.changes.append(SerialChange(who, serial, at, at - POLL))
+            self.seen_changes.append(self.changes[-1])
             for host, took in self.transfer_s.items():
                 if (
                     took is not None
@@ -161,7 +163,17 @@ def test_every_serial_on_schedule_with_latencies_from_the_primary(tmp_path: Path
     assert [c[1] for c in puts] == list(range(11, 41))
     assert [c[2] for c in puts] == pytest.approx([0.2 * k for k in range(30)])  # on schedule
     assert len(records) == 30 * 3
-    assert all(r.ok and r.verified and r.trigger == "stream" for r in records)
+    assert all(r.ok and r.trigger == "stream" and r.failure is None for r in records)
+    # Only the final serial's copy was read: the serials before it say "not verified".
+    final = [r for r in records if r.serial == 40]
+    assert all(r.verified and r.counts and not r.unchecked for r in final)
+    before = [r for r in records if r.serial != 40]
+    assert all(not r.verified and r.unchecked and not r.counts for r in before)
+    assert before[0].extra["unchecked"] == (
+        f"not verified: only the final serial's copy is checked ({before[0].host}'s at "
+        "serial 40 was)"
+    )
+    assert "zone_records" not in before[0].extra
     near = [r for r in records if r.host == "near-1"]
     assert [r.serial for r in near] == list(range(11, 41))
     # From the primary serving s (3 ms after the 2 ms publish) to near-1 serving it.
@@ -221,6 +233,28 @@ def test_a_secondary_ahead_of_the_primary_is_caught(tmp_path: Path) -> None:
     assert "served serial 99, which the primary had not been given (the newest published " \
         "then: 13)" in bad[0].error  # fmt: skip
     assert all(r.ok for r in records if r.host == "near-1")
+
+
+def test_a_secondary_that_goes_back_is_caught_with_what_was_seen(tmp_path: Path) -> None:
+    """near-2 serves 13 by 0.45 s, then answers 11 at 0.5 s (a copy rolled back): every
+    record of it fails, with the serials and the times, though it catches up again."""
+    plan = _plan(tmp_path, HOSTS[:2], 'interval = "200ms"\nupdates = 5')
+    bench = FakeStreamBench(
+        plan, transfer_s={"near-1": 0.05, "near-2": 0.05}, ahead={"near-2": (0.5, 11)}
+    )
+    records, _ = _stream(bench)
+    bad = [r for r in records if r.host == "near-2"]
+    assert all(not r.ok and not r.counts and r.failure == "verification" for r in bad)
+    reached = next(c.at for c in bench_changes(bench, "near-2") if c.serial == 13)
+    assert bad[0].error == (
+        "near-2 went back to serial 11 0.500 s into the stream, after serving serial 13 from "
+        f"{reached - bench.start:.3f} s"
+    )
+    assert all(r.ok for r in records if r.host == "near-1")
+
+
+def bench_changes(bench: FakeStreamBench, host: str) -> list[SerialChange]:
+    return [c for c in bench.seen_changes if c.host == host]
 
 
 def test_a_secondary_that_never_transfers_times_out_alone(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from harness.results.stream import (
     load_time,
     nearest_rank,
     stream_summary,
+    wilson_interval,
 )
 from tests.unit.test_stream_flow import FakeStreamBench, _plan
 
@@ -47,7 +48,8 @@ def test_summary_of_a_stream_with_a_slow_site(tmp_path: Path) -> None:
     (case,) = summary
     figures = summary[case]
     assert figures["serials"] == 20 and figures["late_publishes"] == 0
-    assert figures["sla_s"] == 0.3 and figures["percentiles"] == "nearest rank"
+    assert figures["sla_s"] == 0.3
+    assert figures["percentiles"] == "nearest rank over every pair; the never served rank last"
     rows = {row["site"]: row for row in figures["latency"]}
     assert set(rows) == {FLEET, "near", "far"}
     near_latencies = sorted(r.duration_s for r in records if r.site == "near")
@@ -63,7 +65,10 @@ def test_summary_of_a_stream_with_a_slow_site(tmp_path: Path) -> None:
     # far-1 takes 0.5 s a transfer: no serial reaches the whole fleet within 300 ms; the
     # near site alone meets it every time.
     assert rows[FLEET]["sla_share"] == 0.0 and rows["near"]["sla_share"] == 1.0
-    assert figures["sla"] == "95 % of the fleet served 0.0 % of serials within 0.3 s"
+    assert figures["sla"] == (
+        "95 % of the fleet served 0.0 % of serials within 0.3 s (0 of 20; 95 % interval "
+        "0.0 % to 16.1 %, Wilson)"
+    )
     far = next(f for f in figures["secondaries"] if f["host"] == "far-1")
     assert far["serials"] == 20 and far["served"] == 20
     assert far["transfers"] < 20 and far["condensed"] >= 1 and far["ixfr"] == far["transfers"]
@@ -120,3 +125,68 @@ def test_only_a_publish_over_50_ms_after_its_slot_is_late(tmp_path: Path) -> Non
     assert lates[0] == 0.0 and lates[1] == pytest.approx(0.1)
     assert figures["late_publishes"] == 19 and figures["late_tolerance_s"] == 0.05
     assert figures["max_late_s"] == pytest.approx(0.1 * 19)
+
+
+def test_pairs_never_served_rank_last_in_every_percentile(tmp_path: Path) -> None:
+    """far-1 never transfers: a third of the pairs were never served. Its serials are not
+    left out of the percentiles (the survivors' p95 would be near-2's): p95 and the
+    maximum are not reached, the median is the served ones' median over all pairs."""
+    records = _records(tmp_path, transfer_s={"near-1": 0.05, "near-2": 0.08, "far-1": None})
+    (figures,) = stream_summary(records).values()
+    rows = {row["site"]: row for row in figures["latency"]}
+    fleet = rows[FLEET]
+    assert (fleet["pairs"], fleet["never_served"], fleet["n"]) == (60, 20, 40)
+    assert fleet["p95_s"] is None and fleet["max_s"] is None  # 33 % never served
+    served = sorted(r.duration_s for r in records if r.counts or r.unchecked)
+    assert fleet["p50_s"] == served[30 - 1]  # rank ceil(0.5 x 60) = 30 of all 60 pairs
+    assert rows["near"]["p95_s"] == nearest_rank(served, 95)  # near served every serial
+    assert rows["far"]["p50_s"] is None and rows["far"]["never_served"] == 20
+    # Two of three serve each serial: ceil(0.95 x 3) = 3 never do.
+    assert fleet["load_p95_s"] is None and fleet["sla_share"] == 0.0
+
+
+def test_one_pair_in_twenty_never_served_still_reaches_p95(tmp_path: Path) -> None:
+    records = _records(tmp_path, transfer_s=dict.fromkeys(HOSTS, 0.05))
+    kept = [r for r in records if not (r.host == "far-1" and r.serial == 12)]
+    missing = next(r for r in records if r.host == "far-1" and r.serial == 12)
+    never = TransferRecord.from_dict(
+        missing.to_dict()
+        | {"ok": False, "verified": False, "duration_s": None, "failure": "timeout",
+           "error": "timeout after 10 s from the last publish: far-1 never served serial 12"}
+    )  # fmt: skip
+    (figures,) = stream_summary([*kept, never]).values()
+    fleet = next(row for row in figures["latency"] if row["site"] == FLEET)
+    assert fleet["never_served"] == 1 and fleet["pairs"] == 60  # 1.7 %: p95 is reached
+    served = sorted(r.duration_s for r in kept)
+    assert fleet["p95_s"] == served[57 - 1]  # rank ceil(0.95 x 60) = 57 of 60, 59 served
+    assert fleet["max_s"] is None
+
+
+def test_load_times_carry_bounds_from_the_records_error_bars(tmp_path: Path) -> None:
+    records = _records(tmp_path, transfer_s={"near-1": 0.05, "near-2": 0.08, "far-1": 0.5})
+    (figures,) = stream_summary(records).values()
+    for load in (x for x in figures["loads"] if x["site"] == FLEET):
+        mine = [r for r in records if r.serial == load["serial"]]
+        # The 3rd of 3 (ceil(0.95 x 3)): the largest of the earliest ends.
+        earliest = max(max(0.0, r.duration_s - r.duration_error_s) for r in mine)
+        assert load["load_earliest_s"] == pytest.approx(earliest)
+        assert load["load_earliest_s"] < load["load_s"]  # each poll gap is an error
+    fleet = next(row for row in figures["latency"] if row["site"] == FLEET)
+    earliest = sorted(x["load_earliest_s"] for x in figures["loads"] if x["site"] == FLEET)
+    assert fleet["load_p95_earliest_s"] == nearest_rank(earliest, 95)
+    assert fleet["load_p95_earliest_s"] <= fleet["load_p95_s"]
+
+
+def test_the_sla_share_has_a_wilson_interval(tmp_path: Path) -> None:
+    # Known values (Wilson score, z = 1.96): 0 of 20 -> [0, 0.161], 20 of 20 -> [0.839, 1],
+    # 99 of 100 -> [0.9455, 0.9982].
+    assert wilson_interval(0, 20) == (0.0, pytest.approx(0.16113, abs=1e-5))
+    assert wilson_interval(20, 20) == (pytest.approx(0.83887, abs=1e-5), 1.0)
+    low, high = wilson_interval(99, 100) or (0, 0)
+    assert (low, high) == (pytest.approx(0.9455, abs=1e-4), pytest.approx(0.9982, abs=1e-4))
+    assert wilson_interval(0, 0) is None
+    records = _records(tmp_path, transfer_s={"near-1": 0.05, "near-2": 0.08, "far-1": 0.5})
+    (figures,) = stream_summary(records).values()
+    near = next(row for row in figures["latency"] if row["site"] == "near")
+    assert near["sla_met"] == 20 and near["sla_share"] == 1.0
+    assert (near["sla_low"], near["sla_high"]) == wilson_interval(20, 20)
