@@ -7,7 +7,10 @@ the new serial ("14 of 16 served"). Its percentiles are taken by nearest rank ov
 (harness.core.stats.nearest_rank), a secondary that never served counting as later than
 any time: p95 is the time by which 95 % of the fleet served it, and "not converged" (None)
 when fewer did; "last" is a time only when all N served. Who is missing, and why, is said
-in the records' own words (the harness's error, the secondary's first failure line).
+in the records' own words (the harness's error, the secondary's first failure line). A
+secondary that never got its first copy (one host down from the start) is left out of the
+visit's measured set but not out of N: it has a failed record in every repeat, so the fleet
+did not converge while its other sites' figures (site_rows) stay measured.
 
 Propagation is counted from one origin per repeat, so that secondaries are comparable:
 with trigger "notify" the first NOTIFY the primary sent to any secondary in that repeat,
@@ -135,14 +138,24 @@ def reconnected(records: list[TransferRecord]) -> int | None:
     return sum(1 for n in counted if n > 1) if counted else None
 
 
+def server_said(record: TransferRecord) -> str | None:
+    """The first failure line its secondary logged: since its start for a secondary the
+    visit left out of its measured set (extra.missing, measure/measured.py: why it never
+    got its first copy), else in this repeat; None when it logged none."""
+    since_start = (record.extra.get("missing") or {}).get("secondary_failures")
+    for failures in (since_start, record.server_logged.get("secondary_failures")):
+        if isinstance(failures, dict) and failures.get("first_failure_line"):
+            return str(failures["first_failure_line"])
+    return None
+
+
 def _missing(record: TransferRecord) -> dict[str, Any]:
-    failures = record.server_logged.get("secondary_failures") or {}
     return {
         "host": record.host,
         "site": record.site,
         "failure": FAILURE_WORDS.get(record.failure, record.failure) if record.failure else None,
         "error": record.error,
-        "server_said": failures.get("first_failure_line") if isinstance(failures, dict) else None,
+        "server_said": server_said(record),
     }
 
 
