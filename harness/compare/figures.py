@@ -83,12 +83,12 @@ def _resources(folder: RunFolder) -> dict[str, Any]:
 def resource_values(folder: RunFolder) -> dict[Key, Values]:
     """CPU and TIME_WAIT per transfer, and the memory peak, per case and server role."""
     out: dict[Key, Values] = {}
-    for case, roles in per_transfer(folder.samples or []).items():
+    for case, roles in per_transfer(folder.samples or [], folder.records).items():
         for role in ROLES:
             figures = roles.get(role)
             if not figures:
                 continue
-            for kind, name in ((CPU, "cpu_s"), (TIME_WAIT, "time_wait")):
+            for kind, name in ((CPU, "cpu_s"), (TIME_WAIT, "time_wait_left")):
                 values = [float(v) for v in figures[name]]
                 key = (case, SERVER_TO_SERVER, None, figure_name(kind, role))
                 out[key] = Values(values, len(values), {"": values})

@@ -13,11 +13,11 @@ def run_flows(bench: Bench, ctx: RecordContext, emit: Emit) -> None:
     the client pulls it asks for (the schedule of harness/run/campaign.py interleaves
     cases the same way, one repeat at a time)."""
     plan = ctx.plan
-    serial = None if plan.cold_start else prepare_updates(bench)
+    prepared = None if plan.cold_start else prepare_updates(bench)
     for repeat in range(1, plan.repeats + 1):
-        if serial is None:
+        if prepared is None:
             cold_start_repeat(bench, ctx, repeat, emit, {})
-        else:
-            serial += 1
-            update_repeat(bench, ctx, repeat, serial, emit, {})
+        else:  # each repeat publishes the next serial after the warm-up's
+            serial = prepared.serial + repeat
+            update_repeat(bench, ctx, repeat, serial, emit, {}, prepared.missing)
         client_pulls(bench, ctx, repeat, emit)

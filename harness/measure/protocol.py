@@ -27,7 +27,7 @@ outlier of start-up rather than of transfer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -35,6 +35,15 @@ from harness.core.terms import Method
 from harness.link.bounds import with_advertised_window
 from harness.measure.evidence import evidence_of
 from harness.measure.logged import ColdStartLog, Logged
+from harness.measure.measured import (
+    FIRST_COPY,
+    WARMUP,
+    Missing,
+    NoneServed,
+    Prepared,
+    measured,
+    missing_error,
+)
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
@@ -211,31 +220,59 @@ def _timeout_text(timeout: float, host: str, zone: str, serial: int) -> str:
     return f"timeout after {timeout:g} s: the {host} never served {zone} serial {serial}"
 
 
-def prepare_updates(bench: Bench) -> int:
-    """Start the secondaries, wait for their first copy, and run one unrecorded warm-up
-    update; returns the serial the warm-up published (the next repeat publishes +1)."""
+def prepare_updates(bench: Bench) -> Prepared:
+    """Start the secondaries, wait up to the deadline for every first copy, and run one
+    unrecorded warm-up update; returns the serial the warm-up published (the next repeat
+    publishes +1) and the secondaries left out of the measured set, missing their first
+    copy or the warm-up (measure/measured.py). NoneServed when no secondary served."""
     plan = bench.plan
     zone, hosts = bench.first_zone, secondary_names(plan)
+    limit = START_TIMEOUT + plan.timeout
     with bench.spent.phase("first_copies"):
         bench.prepare_secondaries()
+        since = bench.wall()  # their words are read from their start
         bench.start_secondaries()
-        first = bench.wait_served(
-            hosts, zone, bench.base_serial, bench.clock() + START_TIMEOUT + plan.timeout
-        )
-    _require_all(hosts, first, START_TIMEOUT + plan.timeout, zone, bench.base_serial)
+        first = bench.wait_served(hosts, zone, bench.base_serial, bench.clock() + limit)
+    missing = _left_out(bench, hosts, first, (FIRST_COPY, limit, bench.base_serial), since)
     warmup = bench.base_serial + 1
     with bench.spent.phase("warmup"):
-        _, served = unrecorded_update(bench, warmup, "the warm-up serial")
-    _require_all(hosts, served, plan.timeout, zone, warmup)
-    return warmup
+        _, served = unrecorded_update(bench, warmup, "the warm-up serial", measured(hosts, missing))
+    waited = (WARMUP, plan.timeout, warmup)
+    missing |= _left_out(bench, measured(hosts, missing), served, waited, since)
+    return Prepared(warmup, missing)
 
 
-def unrecorded_update(bench: Bench, serial: int, what: str) -> tuple[Publication, dict[str, float]]:
+def _left_out(
+    bench: Bench,
+    hosts: list[str],
+    served: dict[str, float],
+    waited: tuple[str, float, int],
+    since: float,
+) -> dict[str, Missing]:
+    """The `hosts` that did not serve what was `waited` for (why, how long, the serial),
+    missing from now on; NoneServed, in each one's words since `since`, when none did."""
+    why, timeout, serial = waited
+    zone = bench.first_zone
+    gone = [host for host in hosts if host not in served]
+    if gone and len(gone) == len(hosts):
+        said = {host: _logged_json(bench.logged(host, zone, serial, since)) for host in gone}
+        raise NoneServed(_timeout_text(timeout, ", ".join(gone), zone, serial), said)
+    return {
+        host: Missing(why, missing_error(why, _timeout_text(timeout, host, zone, serial)), since)
+        for host in gone
+    }
+
+
+def unrecorded_update(
+    bench: Bench, serial: int, what: str, hosts: list[str] | None = None
+) -> tuple[Publication, dict[str, float]]:
     """Publish `serial`, trigger it as the selected case does (its NOTIFY, or a refresh)
-    and wait for every secondary, measuring nothing; returns the publication and when each
-    secondary served it. PublishFailed when the primary serves something else."""
+    and wait for `hosts` (default: every secondary), measuring nothing; returns the
+    publication and when each served it. PublishFailed when the primary serves something
+    else."""
     plan = bench.plan
-    zone, hosts = bench.first_zone, secondary_names(plan)
+    zone = bench.first_zone
+    hosts = secondary_names(plan) if hosts is None else hosts
     published = bench.publish(serial)
     if plan.trigger == "retransfer":
         for host in hosts:
@@ -248,13 +285,21 @@ def unrecorded_update(bench: Bench, serial: int, what: str) -> tuple[Publication
 
 
 def update_repeat(
-    bench: Bench, ctx: RecordContext, repeat: int, serial: int, emit: Emit, extra: dict[str, Any]
+    bench: Bench,
+    ctx: RecordContext,
+    repeat: int,
+    serial: int,
+    emit: Emit,
+    extra: dict[str, Any],
+    missing: Mapping[str, Missing] | None = None,
 ) -> None:
     """One repeat of a notify or retransfer case (the bench's selected case): publish
-    `serial`, trigger, wait for every secondary, verify, record. `extra` goes into every
-    record (the repeat's place in the schedule)."""
+    `serial`, trigger, wait for every measured secondary, verify, record. `extra` goes into
+    every record (the repeat's place in the schedule). `missing`: secondaries left out of
+    the visit's measured set (Prepared.missing), each recorded as failed in its words."""
     plan = ctx.plan
     zone, hosts = bench.first_zone, secondary_names(plan)
+    missing = missing or {}
     spent = bench.spent
     with spent.phase("settle") as settle:
         settled = bench.between_repeats()
@@ -265,7 +310,7 @@ def update_repeat(
         bench.begin_observation()
     try:
         with spent.phase("publish") as publish:
-            triggered = _trigger(bench, serial, zone)
+            triggered = _trigger(bench, serial, zone, measured(hosts, missing))
         t0, phases = triggered.t0, triggered.phases
     except PublishFailed as exc:
         bench.finish_observation()
@@ -274,7 +319,9 @@ def update_repeat(
             emit(_failed(ctx, host, repeat, zone, serial, str(exc), started_at, extra, "publish"))
         raise PublishFailed(str(exc), recorded=True) from None
     with spent.phase("transfer") as transfer:
-        done = bench.wait_served(hosts, zone, serial, bench.clock() + plan.timeout)
+        done = bench.wait_served(
+            measured(hosts, missing), zone, serial, bench.clock() + plan.timeout
+        )
     with spent.phase("observe") as watched:
         if plan.trigger == "notify":
             triggered = _notified(bench, triggered, serial)
@@ -289,6 +336,12 @@ def update_repeat(
             emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "publish"))
         raise PublishFailed(text, recorded=True)
     for host in hosts:
+        if host in missing:
+            gone, phase = missing[host], phases.get(host, {})
+            emit(
+                _missing_record(bench, ctx, (host, repeat, serial), started_at, extra, phase, gone)
+            )
+            continue
         if host not in done or host not in t0:
             text = (
                 _timeout_text(plan.timeout, host, zone, serial)
@@ -413,17 +466,20 @@ def _no_notify_text(timeout: float, host: str, serial: int) -> str:
     return f"timeout after {timeout:g} s: the primary sent no NOTIFY for serial {serial} to {host}"
 
 
-def _trigger(bench: Bench, serial: int, zone: str) -> _Triggered:
-    """Publish `serial` and trigger the transfers."""
+def _trigger(bench: Bench, serial: int, zone: str, hosts: list[str] | None = None) -> _Triggered:
+    """Publish `serial` and trigger the transfers to `hosts` (the measured ones; default
+    every secondary). The primary notifies every secondary: each NOTIFY is kept, the first
+    is the fleet's origin (results/fleet.py), a missing secondary's too."""
     plan = bench.plan
-    hosts = secondary_names(plan)
+    hosts = secondary_names(plan) if hosts is None else hosts
     try:
         published = bench.publish(serial)
     except XfrTimeout as exc:
         raise PublishFailed(str(exc)) from None
     reload = {"primary_reload": published.served - published.issued}
     if plan.trigger == "notify":  # t0 comes from the wire once the secondaries are served
-        return _Triggered({}, dict.fromkeys(hosts, reload), published.method, published.issued)
+        everyone = dict.fromkeys(secondary_names(plan), reload)
+        return _Triggered({}, everyone, published.method, published.issued)
     action: Control = "retransfer" if plan.xfr == "axfr" else "refresh"
     start = bench.clock()
     phases = {}
@@ -433,12 +489,25 @@ def _trigger(bench: Bench, serial: int, zone: str) -> _Triggered:
     return _Triggered(dict.fromkeys(hosts, start), phases, published.method, published.issued)
 
 
-def _require_all(
-    hosts: list[str], served: dict[str, float], timeout: float, zone: str, serial: int
-) -> None:
-    missing = [host for host in hosts if host not in served]
-    if missing:
-        raise XfrTimeout(_timeout_text(timeout, ", ".join(missing), zone, serial))
+def _missing_record(
+    bench: Bench,
+    ctx: RecordContext,
+    which: tuple[str, int, int],
+    started_at: float,
+    extra: dict[str, Any],
+    phases: dict[str, float],
+    gone: Missing,
+) -> TransferRecord:
+    """The record of a secondary left out of the measured set (`which`: host, repeat,
+    serial): missing, in its server's words of this repeat and since its start."""
+    host, repeat, serial = which
+    zone = bench.first_zone
+    with bench.spent.phase("observe"):
+        logged = bench.logged(host, zone, serial, started_at)
+        since_start = bench.logged(host, zone, serial, gone.since).failures
+    seen = {"phases": phases, "server_logged": _logged_json(logged)}
+    extra = extra | {"missing": gone.to_json(since_start)}
+    return _failed(ctx, host, repeat, zone, serial, gone.error, started_at, extra, **seen)
 
 
 def _failed(

@@ -2,8 +2,9 @@
 
 After the harness switched running secondaries to the selected case's transport
 (LiveCase.select: their reconfiguration, or a restart), one unrecorded update, like the
-warm-up of protocol.prepare_updates, must reach every secondary over the new transport as
-the wire and the servers' logs show it (transport_seen.py). A switch that does not is the
+warm-up of protocol.prepare_updates, must reach every measured secondary (those not missing
+since the visit's first copies, measure/measured.py) over the new transport as the wire and
+the servers' logs show it (transport_seen.py). A switch that does not is the
 harness's error: its slot is never measured, so no transfer result is blamed on the
 transport (issue 18: an NSD switched to XoT by a reconfiguration it could not carry out
 was recorded as 16 XoT timeouts). Pure against protocol.Bench.
@@ -11,9 +12,11 @@ was recorded as 16 XoT timeouts). Pure against protocol.Bench.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.measure.measured import Missing, measured
 from harness.measure.protocol import START_TIMEOUT, Bench, PublishFailed, unrecorded_update
 from harness.measure.transport_seen import TransportSeen
 from harness.xfr import XfrTimeout
@@ -45,13 +48,22 @@ class SwitchProof:
         }
 
 
-def prove_switch(bench: Bench, serial: int, serving: int, restarted: list[str]) -> SwitchProof:
-    """Publish `serial` (the primary serves `serving` now) and wait for every secondary of
-    the selected case; each must have taken it over the case's transport. `restarted`:
-    secondaries started again by the switch, first given the time a start takes to serve
-    `serving` (so that the NOTIFY of `serial` finds them up)."""
+def prove_switch(
+    bench: Bench,
+    serial: int,
+    serving: int,
+    restarted: list[str],
+    missing: Mapping[str, Missing] | None = None,
+) -> SwitchProof:
+    """Publish `serial` (the primary serves `serving` now) and wait for every measured
+    secondary of the selected case (all but `missing`); each must have taken it over the
+    case's transport. `restarted`: secondaries started again by the switch, first given the
+    time a start takes to serve `serving` (so that the NOTIFY of `serial` finds them up)."""
     plan = bench.plan
-    zone, hosts = bench.first_zone, [host.name for host in plan.secondaries]
+    missing = missing or {}
+    zone = bench.first_zone
+    hosts = measured([host.name for host in plan.secondaries], missing)
+    restarted = measured(restarted, missing)
     start, since = bench.clock(), bench.wall()
     problems: dict[str, str] = {}
     if restarted:
@@ -61,7 +73,7 @@ def prove_switch(bench: Bench, serial: int, serving: int, restarted: list[str]) 
             if host not in back:
                 problems[host] = f"restarted, it did not serve serial {serving} within {wait:g} s"
     try:
-        published, served = unrecorded_update(bench, serial, "the switch's serial")
+        published, served = unrecorded_update(bench, serial, "the switch's serial", hosts)
     except XfrTimeout as exc:
         raise PublishFailed(str(exc)) from None
     seen: dict[str, TransportSeen] = {}

@@ -7,7 +7,10 @@ the new serial ("14 of 16 served"). Its percentiles are taken by nearest rank ov
 (harness.core.stats.nearest_rank), a secondary that never served counting as later than
 any time: p95 is the time by which 95 % of the fleet served it, and "not converged" (None)
 when fewer did; "last" is a time only when all N served. Who is missing, and why, is said
-in the records' own words (the harness's error, the secondary's first failure line).
+in the records' own words (the harness's error, the secondary's first failure line). A
+secondary that never got its first copy (one host down from the start) is left out of the
+visit's measured set but not out of N: it has a failed record in every repeat, so the fleet
+did not converge while its other sites' figures (site_rows) stay measured.
 
 Propagation is counted from one origin per repeat, so that secondaries are comparable:
 with trigger "notify" the first NOTIFY the primary sent to any secondary in that repeat,
@@ -39,6 +42,7 @@ from harness.core.stats import PERCENTILE_METHOD, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
 from harness.results.model import FAILURE_WORDS, TransferRecord
 from harness.results.summary import transfer_rate
+from harness.servers.failures import FailureCounts
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query possibly waited
 NOT_CONVERGED = "not converged"
@@ -61,7 +65,7 @@ class FleetRepeat:
     times: dict[str, float] = field(default_factory=dict)  # host -> fleet time
     served_of: str = ""  # "k of N served", as every view shows it beside the times
     converged: bool = False  # all N served
-    # Who did not serve and why: {host, site, failure, error, server_said}.
+    # Who did not serve and why: {host, site, failure, error, server_said, server_silent}.
     missing: list[dict[str, Any]] = field(default_factory=list)
     refusals: int | None = None  # the primary's log, the repeat's; None: not logged
     reconnected: int | None = None  # None: records from before connections were counted
@@ -83,6 +87,8 @@ def missing_text(missing: dict[str, Any]) -> str:
         text += f": {missing['error']}"
     if missing.get("server_said"):
         text += f"; its log: {missing['server_said']!r}"
+    elif missing.get("server_silent"):
+        text += f"; its log: {missing['server_silent']}"
     return text
 
 
@@ -135,14 +141,45 @@ def reconnected(records: list[TransferRecord]) -> int | None:
     return sum(1 for n in counted if n > 1) if counted else None
 
 
+def _failure_counts(record: TransferRecord) -> tuple[FailureCounts | None, str]:
+    """Its secondary's failure counts that say why it is missing, and over what: since its
+    start for one the visit left out of its measured set (extra.missing,
+    measure/measured.py: why it never got its first copy), else this repeat's; None where
+    the record has none."""
+    since_start = (record.extra.get("missing") or {}).get("secondary_failures")
+    if isinstance(since_start, dict) and since_start:
+        return FailureCounts.from_json(since_start), "since its start"
+    counts = FailureCounts.from_json(record.server_logged.get("secondary_failures"))
+    return counts, "in this repeat"
+
+
+def server_said(record: TransferRecord) -> str | None:
+    """The first failure line its secondary logged (_failure_counts); None when none."""
+    counts, _ = _failure_counts(record)
+    return None if counts is None else counts.first_failure_line
+
+
+def server_silent(record: TransferRecord) -> str | None:
+    """When its secondary's log holds no failure line at all, that said plainly, with the
+    categories its server never logs (NSD 4.6: a transfer given up on its own timer), so
+    that silence is not read as health; None when it logged one, or nothing is known."""
+    counts, window = _failure_counts(record)
+    if counts is None or counts.failing_lines:
+        return None
+    unlogged = ", ".join(category.replace("_", " ") for category in counts.unlogged)
+    server = counts.server or record.secondary_kind
+    text = f"no failure line {window}"
+    return text + (f" ({server} does not log: {unlogged})" if unlogged else "")
+
+
 def _missing(record: TransferRecord) -> dict[str, Any]:
-    failures = record.server_logged.get("secondary_failures") or {}
     return {
         "host": record.host,
         "site": record.site,
         "failure": FAILURE_WORDS.get(record.failure, record.failure) if record.failure else None,
         "error": record.error,
-        "server_said": failures.get("first_failure_line") if isinstance(failures, dict) else None,
+        "server_said": server_said(record),
+        "server_silent": server_silent(record),
     }
 
 
@@ -181,7 +218,14 @@ def _repeat(
     missing = [_missing(r) for r in items if r.host not in times]
     seen = {r.host for r in items}
     missing += [
-        {"host": host, "site": site, "failure": None, "error": NO_RECORD, "server_said": None}
+        {
+            "host": host,
+            "site": site,
+            "failure": None,
+            "error": NO_RECORD,
+            "server_said": None,
+            "server_silent": None,
+        }
         for host, site in fleet.items()
         if host not in seen
     ]

@@ -29,6 +29,7 @@ from harness.measure.faults import fault_repeat
 from harness.measure.live import LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
 from harness.measure.live_stream import LiveStreamCase
+from harness.measure.measured import Missing, NoneServed
 from harness.measure.processes import CONTROL_DIR, CaseFailed
 from harness.measure.protocol import (
     PublishFailed,
@@ -88,9 +89,11 @@ def fail_record(
     error: str,
     kind: Failure,
     extra: dict[str, Any] | None = None,
+    server_logged: dict[str, Any] | None = None,
 ) -> TransferRecord:
     observed = failure(0, error, time.time(), kind=kind, unsupported=kind == "unsupported")
     observed.extra = dict(extra or {})
+    observed.server_logged = dict(server_logged or {})
     return transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed)
 
 
@@ -108,6 +111,7 @@ class GroupSession:
         self.broken: str | None = None  # why the visit cannot run its slots any more
         self.broken_kind: Failure = "server"
         self.serial: int | None = None  # the last serial published (update triggers)
+        self.missing: dict[str, Missing] = {}  # secondaries this visit does not measure
         self.unswitched: dict[str, str] = {}  # case -> why switching to it failed this visit
         # Configurations (servers' settings, transport) a transfer over them proved this
         # visit, and its serial: a switch back to one needs no new proof (prove = "once").
@@ -232,7 +236,8 @@ class GroupSession:
             else:
                 if self.serial is None:
                     status(f"{plan.name}: first copies and the warm-up update")
-                    self.serial = prepare_updates(self.live)
+                    prepared = prepare_updates(self.live)
+                    self.serial, self.missing = prepared.serial, prepared.missing
                     self.proven[_configuration(plan)] = self.serial
                 elif switched and self._needs_proof(plan, switched, per_host):
                     status(f"{plan.name}: proving the switch to {plan.transport}")
@@ -250,7 +255,7 @@ class GroupSession:
                     fault_repeat(self.live, faults, ctx, repeat, self.serial, emit, extra)
                 else:
                     status(f"{plan.name}: repeat {repeat}: transfer and verification")
-                    update_repeat(self.live, ctx, repeat, self.serial, emit, extra)
+                    update_repeat(self.live, ctx, repeat, self.serial, emit, extra, self.missing)
             client_pulls(self.live, ctx, repeat, emit)
         except SwitchFailed as exc:
             self.unswitched[plan.name] = str(exc)
@@ -262,7 +267,9 @@ class GroupSession:
         except (CaseFailed, XfrTimeout) as exc:
             self.broken = str(exc)
             self.broken_kind = "server" if isinstance(exc, CaseFailed) else "timeout"
-            self._fail(ctx, repeat, self.broken, extra)
+            # Each secondary's words, in this slot's records only (sums count them once).
+            said = exc.said if isinstance(exc, NoneServed) else None
+            self._fail(ctx, repeat, self.broken, extra, said=said)
 
     def _switch(self, plan: CasePlan) -> tuple[dict[str, Switched], dict[str, dict[str, Any]]]:
         """Select `plan` on the running servers: how each secondary was switched, and what
@@ -305,7 +312,7 @@ class GroupSession:
         assert self.live is not None and self.serial is not None
         restarted = [host for host, how in switched.items() if how == "restart"]
         with self.run_ctx.spent.phase("switch"):
-            proof = prove_switch(self.live, self.serial + 1, self.serial, restarted)
+            proof = prove_switch(self.live, self.serial + 1, self.serial, restarted, self.missing)
         self.serial = proof.serial
         for host in per_host:
             per_host[host]["proof"] = proof.for_host(host)
@@ -333,10 +340,13 @@ class GroupSession:
         extra: dict[str, Any],
         kind: Failure | None = None,
         emit: Callable[[TransferRecord], None] | None = None,
+        said: dict[str, dict[str, Any]] | None = None,
     ) -> None:
+        """A failed record per secondary; `said`: per host, its server_logged."""
         zone, kind = ctx.plan.zone_spec.origin, kind or self.broken_kind
         for host in ctx.plan.secondaries:
-            record = fail_record(ctx, host.name, repeat, zone, error, kind, extra)
+            logged = (said or {}).get(host.name)
+            record = fail_record(ctx, host.name, repeat, zone, error, kind, extra, logged)
             (emit or self.run_ctx.emit)(record)
 
     # --- what the visit leaves ---------------------------------------------------------------

@@ -1,10 +1,12 @@
 """Fleets on real servers whose figures must not flatter: a site cut off by 100 % loss (the
-fleet did not converge: "2 of 3 served", no last time), and a BIND primary refusing
-transfers for want of a slot (transfers-out = 1: the refusals counted are the "quota
-reached" lines of its own log, counted here independently, repeat by repeat).
+fleet did not converge: "2 of 3 served", no last time), after its first copy or from the
+start (one host down: it is missing in its server's words, the others measured and
+counted), and a BIND primary refusing transfers for want of a slot (transfers-out = 1: the
+refusals counted are the "quota reached" lines of its own log, counted here independently,
+repeat by repeat).
 
-Both change the testbed after the first copies and the warm-up, which must reach every
-secondary (a case stops otherwise), and before the measured repeats."""
+The cut after the first copy and the refusals change the testbed after the first copies and
+the warm-up, and before the measured repeats."""
 
 from __future__ import annotations
 
@@ -33,8 +35,11 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
 ]
 
-LOST = """
-repeats = 1
+
+def near_and_far(far: str, far_link: str, repeats: int, origin: str) -> str:
+    """Two BIND secondaries at site near and one at site `far` behind `far_link`."""
+    return f"""
+repeats = {repeats}
 timeout = "20s"
 transports = ["tcp"]
 xfr = ["axfr"]
@@ -42,7 +47,7 @@ trigger = "notify"
 [zones]
 preset = "tld"
 records = 500
-origin = "lost.example."
+origin = "{origin}"
 [servers.primary]
 kind = "bind"
 [servers.secondary]
@@ -50,11 +55,14 @@ kind = "bind"
 [[secondaries]]
 name = "near"
 count = 2
-link = { delay = "2ms" }
+link = {{ delay = "2ms" }}
 [[secondaries]]
-name = "far"
-link = { delay = "20ms" }
+name = "{far}"
+link = {far_link}
 """
+
+
+LOST = near_and_far("far", '{ delay = "20ms" }', 1, "lost.example.")
 
 
 # Knot secondaries retry a refused transfer only at their SOA retry timer (300 s), past the
@@ -83,9 +91,9 @@ REFUSAL = "request denied: quota reached"
 
 
 @contextlib.contextmanager
-def warmed_up(tmp_path: Path, scenario: str) -> Iterator[tuple[GroupSession, CasePlan]]:
-    """The scenario's one case on a testbed of its own, after its first copies and warm-up
-    update; the test changes what it wants and runs the measured repeats (session.run)."""
+def visit(tmp_path: Path, scenario: str) -> Iterator[tuple[GroupSession, CasePlan]]:
+    """The scenario's one case on a testbed of its own, its primary started; the test runs
+    the slots (session.run), the first of which starts the secondaries."""
     path = tmp_path / "scenario.toml"
     path.write_text(scenario)
     loaded = spec.load(path)
@@ -95,8 +103,19 @@ def warmed_up(tmp_path: Path, scenario: str) -> Iterator[tuple[GroupSession, Cas
         run = RunContext(store.run_id, store.append, {plan.name: binaries}, NETNS)
         with GroupSession(GroupPlan((plan,)), store.folder / "cases" / "000", run) as session:
             assert session.live is not None and session.bed is not None
-            session.serial = prepare_updates(session.live)
             yield session, plan
+
+
+@contextlib.contextmanager
+def warmed_up(tmp_path: Path, scenario: str) -> Iterator[tuple[GroupSession, CasePlan]]:
+    """visit(), after its first copies and warm-up update, which reached every secondary;
+    the test changes what it wants and runs the measured repeats (session.run)."""
+    with visit(tmp_path, scenario) as (session, plan):
+        assert session.live is not None
+        prepared = prepare_updates(session.live)
+        assert prepared.missing == {}
+        session.serial = prepared.serial
+        yield session, plan
 
 
 def results(tmp_path: Path) -> tuple[list[TransferRecord], dict]:
@@ -136,6 +155,66 @@ def test_a_site_behind_total_loss_leaves_the_fleet_2_of_3_served(tmp_path: Path)
     assert repeat["first_s"] == pytest.approx(served[0], abs=1e-5)
     assert repeat["p50_s"] == pytest.approx(served[1], abs=1e-5)  # rank 2 of 3
     assert case["median_last_s"] is None and case["converged"] == "0 of 1 repeats converged"
+
+
+# One host down from the start: its site behind 100 % loss both ways.
+GONE = near_and_far("gone", '{ delay = "20ms", loss = "100%" }', 2, "dead.test.")
+
+
+def test_a_site_unreachable_from_the_start_leaves_the_fleet_2_of_3_served(
+    tmp_path: Path,
+) -> None:
+    """One host down from the start (issue 28): the first copies wait for it until their
+    deadline (120 s + the timeout), then the near secondaries are measured and counted in
+    every repeat, and the gone one is missing in its own server's words."""
+    with visit(tmp_path, GONE) as (session, plan):
+        for repeat in (1, 2):
+            session.run(0, repeat, repeat, 0)
+        assert session.live is not None and session.broken is None
+        gone = session.live.secondaries["gone"]
+        log = gone.server.log_path.read_text().splitlines()
+        primary = session.live.primary.host.address if session.live.primary else None
+    records, case = results(tmp_path)
+    near = sorted(h.name for h in plan.secondaries if h.site == "near")
+    assert sorted((r.repeat, r.host, r.counts) for r in records) == sorted(
+        (repeat, host, host != "gone") for repeat in (1, 2) for host in [*near, "gone"]
+    )
+    # The near secondaries' copies were verified against the primary's, record by record.
+    for record in records:
+        if record.host != "gone":
+            assert record.ok and record.verified and record.duration_s is not None
+            assert record.extra["zone_records"] == record.records
+    # BIND's own first failure line since its start: its SOA queries to the primary that
+    # never answered ran out of retries (its first failure, 30 s after its start).
+    failing = [line for line in log if f"primary {primary}#53 exceeded" in line]
+    assert failing, log
+    for record in records:
+        if record.host == "gone":
+            assert record.failure == "timeout" and not record.verified
+            assert record.error == (
+                "missing: never got its first copy: timeout after 140 s: the gone never "
+                "served dead.test. serial 1"
+            )
+            words = record.extra["missing"]["secondary_failures"]
+            assert words["first_failure_line"] == failing[0]
+            assert words["timed_out"] >= len(failing)
+    repeats = case["repeats"]
+    assert [r["repeat"] for r in repeats] == [1, 2]
+    for repeat in repeats:
+        assert repeat["served_of"] == "2 of 3 served" and not repeat["converged"]
+        # The fleet did not converge: no last or p95 time; the 2nd of 3 did serve.
+        assert repeat["last_s"] is None and repeat["p95_s"] is None
+        assert repeat["p50_s"] == max(repeat["times"].values())
+        assert sorted(repeat["times"]) == near
+        (missing,) = repeat["missing"]
+        assert (missing["host"], missing["site"]) == ("gone", "gone")
+        assert missing["server_said"] == failing[0]
+    assert case["converged"] == "0 of 2 repeats converged" and case["median_last_s"] is None
+    # The near site is measured; the gone site's row says it served nothing.
+    sites = {s["site"]: s for s in case["sites"]}
+    assert (sites["near"]["ok"], sites["near"]["transfers"]) == (4, 4)
+    assert sites["near"]["median_s"] is not None
+    assert (sites["gone"]["ok"], sites["gone"]["median_s"]) == (0, None)
 
 
 def stamp(line: str) -> float:

@@ -164,19 +164,6 @@ def test_a_small_memory_change_is_within_the_threshold(tmp_path: Path) -> None:
     assert memory.verdict == NO_CHANGE and memory.within
 
 
-def test_a_time_wait_only_regression_exits_1(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    a = make_run(tmp_path, "a")
-    b = make_run(tmp_path, "b", resources=changed("primary", tw=60))
-    result = load_and_compare(a, b)
-    tw = figures(result)[f"{CASE}: TIME_WAIT peak, primary"]
-    assert tw.verdict == REGRESSION and tw.a.median_s == 20.5 and tw.b.median_s == 60.5
-    assert [c.label for c in result.regressions] == [tw.label]
-    status, out = run_cli(capsys, a, b)
-    assert status == 1 and "TIME_WAIT peak, primary" in out and "regression" in out
-
-
 def test_a_new_failure_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One of six transfers failed in B, none in A: no test can call 1 of 6 significant,
     but a case that failed in B and not in A is a regression."""

@@ -4,12 +4,17 @@ the last site, the primary's refusals, per-site rows and the primary's cost."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.measure.measured import FIRST_COPY
 from harness.results.fleet import fleet_repeats, fleet_summary, primary_costs, site_rows
 from harness.results.model import TransferRecord
+from harness.servers import count_failures
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "failures"
 
 
 def record(host: str, site: str, repeat: int, duration: float | None, **kw: Any) -> TransferRecord:
@@ -107,6 +112,39 @@ def test_the_origin_is_the_first_notify_to_any_secondary_even_one_never_served()
     (repeat,) = fleet_repeats(records)
     assert repeat.times == pytest.approx({"a": 0.70})  # 0.30 + 0.5 - 0.10
     assert repeat.first_s == pytest.approx(0.70)
+
+
+def test_a_host_down_from_the_start_is_missing_in_its_words_since_its_start() -> None:
+    """The gone secondaries of tests/fixtures/failures/fleet-gone.toml (issue 28), their logs
+    as captured: BIND's first failure line since its start, and NSD's silence said as such
+    (it logs no timed-out transfer), not an empty "its log"."""
+    since = 1795856733.241141  # their start (README.md of the captures)
+    records = [record("near", "near", 1, 0.02, phases={"notify_sent": 0.003})]
+    for kind in ("bind", "nsd"):
+        log = (CAPTURES / f"{kind}-fleet-gone.log").read_text()
+        gone = record(f"gone{kind}", f"gone{kind}", 1, None, phases={"notify_sent": 0.5})
+        gone.error = "missing: never got its first copy: timeout after 160 s: ..."
+        words = count_failures(kind, log, since).to_json()
+        gone.extra["missing"] = {"why": FIRST_COPY, "since": since, "secondary_failures": words}
+        # Nothing in the repeat itself: what it said came before it.
+        quiet = count_failures(kind, log, since + 170).to_json()
+        gone.server_logged = {"secondary_failures": quiet}
+        records.append(gone)
+    (repeat,) = fleet_repeats(records)
+    assert repeat.served_of == "1 of 3 served" and not repeat.converged
+    bind, nsd = repeat.missing
+    first = next(line for line in log_lines("bind") if "retry limit for primary" in line)
+    assert bind["server_said"] == first and bind["server_silent"] is None
+    assert nsd["server_said"] is None
+    assert nsd["server_silent"] == (
+        "no failure line since its start (nsd does not log: timed out, retry)"
+    )
+    assert repeat.why_missing()[1].endswith("; its log: " + nsd["server_silent"])
+    assert repeat.why_missing()[0].endswith(f"; its log: {first!r}")
+
+
+def log_lines(kind: str) -> list[str]:
+    return (CAPTURES / f"{kind}-fleet-gone.log").read_text().splitlines()
 
 
 def test_p95_of_a_large_fleet_is_a_time_when_95_percent_served() -> None:

@@ -33,6 +33,11 @@ STARTED = {
     "bind-lossy.log": 1795430672.1210685,
     "knot-lossy.log": 1795430706.7948196,
     "pdns-refused.log": 1795625354.536,
+    # fleet-gone.toml: the three gone secondaries were started together (the records'
+    # extra.missing.since).
+    "bind-fleet-gone.log": 1795856733.241141,
+    "knot-fleet-gone.log": 1795856733.241141,
+    "nsd-fleet-gone.log": 1795856733.241141,
 }
 
 
@@ -75,10 +80,14 @@ EXPECTED = {
     # ICMP host unreachable: the SOA queries time out (20), the TCP connects are told "host
     # unreachable" (3, + status and completion), then 14 skipped (4 + 10 of both forms).
     "bind-host-unreachable.log": (0, 0, 20, 17, None, 0, 43),
+    # A fleet's host behind 100 % loss both ways from its start (issue 28), 160 s: twice its
+    # SOA queries out of retries, then a connect timed out (+ status and empty completion).
+    "bind-fleet-gone.log": (0, 0, 4, 0, None, 0, 8),
     # Knot: the address line, "not usable", "next retry at", "zone event failed".
     "knot-address-not-available.log": (5, 0, 0, None, 5, 0, 20),
     "knot-refused.log": (0, 7, 0, None, 7, 0, 28),
     "knot-timed-out.log": (0, 0, 5, None, 5, 0, 20),
+    "knot-fleet-gone.log": (0, 0, 5, None, 5, 0, 20),
     "knot-lossy.log": (0, 0, 1, None, 1, 0, 4),
     # A reset (a fault): "fallback to AXFR (connection reset)", tried again at once.
     "knot-reset.log": (0, 1, 0, None, 0, 0, 1),
@@ -111,6 +120,8 @@ EXPECTED = {
     "nsd-reset-idle.log": (0, 0, None, 0, None, 1, 2),
     # 200 s with the primary unreachable, and NSD 4.6.1 logged no failure at all.
     "nsd-timed-out.log": (0, 0, None, 0, None, 0, 0),
+    # The same 160 s as bind-fleet-gone.log: NSD logged nothing but its start and stop.
+    "nsd-fleet-gone.log": (0, 0, None, 0, None, 0, 0),
     # PowerDNS: "unable to xfr zone" per transfer; one "had N timeouts" line per round of SOA
     # checks counts N (one query per zone), "Unable to retrieve SOA" lines follow it. It
     # logs no retry.
@@ -194,6 +205,10 @@ def test_each_form_on_its_captured_line(name: str, form: str, category: str) -> 
         ("bind-lossy.log", UTC, datetime(2026, 11, 23, 10, 45, 3, 274000, UTC), "retry limit"),
         # Knot writes whole seconds with the offset: the zone passed in does not matter.
         ("knot-lossy.log", IST, datetime(2026, 11, 23, 10, 45, 13, 0, UTC), "timeout"),
+        # A fleet's host unreachable from its start: the words its record's server_said
+        # holds (BIND 30 s after its start, Knot's first refresh 5 s after).
+        ("bind-fleet-gone.log", UTC, datetime(2026, 11, 28, 9, 6, 3, 351000, UTC), "retry limit"),
+        ("knot-fleet-gone.log", UTC, datetime(2026, 11, 28, 9, 5, 38, 0, UTC), "timeout"),
         # PowerDNS writes local time, whole seconds, and no year (read near the start).
         ("pdns-refused.log", IST, datetime(2026, 11, 25, 22, 19, 18, 0, IST), "10 timeouts"),
     ],
@@ -273,7 +288,7 @@ def test_lines_of_an_earlier_run_in_the_same_file_are_left_out() -> None:
 
 # Captures in which no transfer got through: 100 % loss, every one aborted, or BIND holding
 # the primary as unreachable (cached) for 10 minutes, past the fault and the capture's end.
-NONE_SERVED = {name for name in EXPECTED if name.endswith("-timed-out.log")} | {
+NONE_SERVED = {name for name in EXPECTED if name.endswith(("-timed-out.log", "-gone.log"))} | {
     "bind-aborted-eof.log",
     "bind-unreachable-cached.log",
     "bind-host-unreachable.log",
