@@ -323,7 +323,12 @@ class LiveCase:
                 continue
 
     def wait_served(
-        self, hosts: list[str], zone: str, serial: int, deadline: float
+        self,
+        hosts: list[str],
+        zone: str,
+        serial: int,
+        deadline: float,
+        straggle: float | None = None,
     ) -> dict[str, float]:
         targets = {
             name: (self.secondaries[name].host.address, self.secondaries[name].host.netns)
@@ -336,6 +341,7 @@ class LiveCase:
             deadline=deadline,
             interval=poll_interval(len(hosts)),
             between=self._alive,
+            straggle=straggle,
         )
         self.poll_gaps = seen.max_gap_s
         self.unserved = seen.unserved

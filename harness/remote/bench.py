@@ -329,9 +329,15 @@ class RemoteCase(Observing, ColdStarting):
         return {name: self.to_bench(on, at) for name, at in seen["served"].items()}
 
     def wait_served(
-        self, hosts: list[str], zone: str, serial: int, deadline: float
+        self,
+        hosts: list[str],
+        zone: str,
+        serial: int,
+        deadline: float,
+        straggle: float | None = None,
     ) -> dict[str, float]:
-        """Each secondary polls itself on its own host, all at once."""
+        """Each secondary polls itself on its own host, all at once (each to the deadline:
+        `straggle` does not shorten an agent's wait)."""
         self.unserved = {}
 
         def one(name: str) -> dict[str, float]:

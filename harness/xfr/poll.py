@@ -172,6 +172,7 @@ def wait_for_serials(
     interval: float = 0.005,
     between: Callable[[], None] | None = None,
     between_every: float = 1.0,
+    straggle: float | None = None,
 ) -> SerialsSeen:
     """Poll every target (name -> (address, netns)) every `interval` until each answers a
     serial >= `serial` (RFC 1982) or `deadline` (monotonic) passes: one UDP socket per
@@ -180,7 +181,8 @@ def wait_for_serials(
     that the last one answered without the serial starts the served time's error bar. A
     truncated answer is asked again over TCP on another thread. Targets that did not serve
     by the deadline are missing from `served`. `between` runs about every `between_every`
-    seconds (the caller checks that the servers are alive; it may raise)."""
+    seconds (the caller checks that the servers are alive; it may raise). `straggle`: once
+    one target served, the others get this long more at most (the deadline comes sooner)."""
     if not 0 < interval <= MAX_INTERVAL:
         raise ValueError(f"interval must be in (0, {MAX_INTERVAL}] s, got {interval}")
     socks: dict[int, tuple[str, socket.socket]] = {}
@@ -210,6 +212,8 @@ def wait_for_serials(
         next_send = next_check = time.monotonic()
         while len(served) < len(targets):
             now = time.monotonic()
+            if straggle is not None and served:
+                deadline = min(deadline, min(served.values()) + straggle)
             if now >= deadline:
                 break
             if between is not None and now >= next_check:

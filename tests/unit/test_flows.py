@@ -90,9 +90,18 @@ class FakeBench:
         self.calls.append(("stop",))
 
     def wait_served(
-        self, hosts: list[str], zone: str, serial: int, deadline: float
+        self,
+        hosts: list[str],
+        zone: str,
+        serial: int,
+        deadline: float,
+        straggle: float | None = None,
     ) -> dict[str, float]:
         self.calls.append(("wait", serial))
+        if straggle is not None:  # the others get `straggle` more after the first served
+            afters = [self.serve_after[h] for h in hosts if self.serve_after.get(h) is not None]
+            if afters:
+                deadline = min(deadline, self._trigger_at + min(afters) + straggle)
         got = {}
         for host in hosts:
             after = self.serve_after.get(host)
@@ -280,7 +289,9 @@ def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     bench = FakeBench(plan, serve_after={"site-0": 1.0, "site-1": 1.0})
     hosts_seen: list[str] = []
 
-    def late(hosts: list[str], zone: str, serial: int, deadline: float) -> dict[str, float]:
+    def late(
+        hosts: list[str], zone: str, serial: int, deadline: float, straggle: float | None = None
+    ) -> dict[str, float]:
         bench.now += 1.0
         hosts_seen.append(",".join(hosts))
         if serial == 13:  # the second repeat: site-1 never serves it
@@ -310,8 +321,10 @@ def test_a_secondary_that_never_serves_keeps_its_notify_and_the_servers_words(
     bench = FakeBench(plan, notify_after={"site-0": 0.3, "site-1": 0.1})
     wait = bench.wait_served
 
-    def site_1_lost(hosts: list[str], zone: str, serial: int, deadline: float) -> dict:
-        got = wait(hosts, zone, serial, deadline)
+    def site_1_lost(
+        hosts: list[str], zone: str, serial: int, deadline: float, straggle: float | None = None
+    ) -> dict:
+        got = wait(hosts, zone, serial, deadline, straggle)
         return {h: at for h, at in got.items() if serial != 12 or h != "site-1"}
 
     bench.wait_served = site_1_lost  # type: ignore[method-assign]

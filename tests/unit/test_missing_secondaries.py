@@ -47,10 +47,15 @@ class Bench(FakeBench):
         super().start_secondaries()
 
     def wait_served(
-        self, hosts: list[str], zone: str, serial: int, deadline: float
+        self,
+        hosts: list[str],
+        zone: str,
+        serial: int,
+        deadline: float,
+        straggle: float | None = None,
     ) -> dict[str, float]:
         self.waited.append((serial, list(hosts)))
-        return super().wait_served(hosts, zone, serial, deadline)
+        return super().wait_served(hosts, zone, serial, deadline, straggle)
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
         self.read_from.append((host, since))
@@ -93,8 +98,8 @@ def test_a_secondary_without_its_first_copy_is_missing_and_the_others_are_counte
     for record in gone:
         assert record.failure == "timeout" and record.duration_s is None and not record.verified
         assert record.error == (
-            "missing: never got its first copy: timeout after 150 s: the site-2 never served "
-            "example. serial 10"
+            "missing: never got its first copy: timeout 30 s after another secondary's copy: "
+            "the site-2 never served example. serial 10"
         )
         # Its words since its start, and (as every record) the repeat's own counts.
         said = record.extra["missing"]
@@ -135,8 +140,10 @@ def test_a_secondary_that_misses_the_warm_up_is_missing_too(tmp_path: Path) -> N
     bench = Bench(plan, {"site-1": GONE_SAID})
     wait = bench.wait_served
 
-    def site_1_lost_after_its_copy(hosts: list[str], zone: str, serial: int, deadline: float):
-        got = wait(hosts, zone, serial, deadline)
+    def site_1_lost_after_its_copy(
+        hosts: list[str], zone: str, serial: int, deadline: float, straggle: float | None = None
+    ) -> dict[str, float]:
+        got = wait(hosts, zone, serial, deadline, straggle)
         return {h: at for h, at in got.items() if serial == 10 or h != "site-1"}
 
     bench.wait_served = site_1_lost_after_its_copy  # type: ignore[method-assign]

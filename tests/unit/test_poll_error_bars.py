@@ -116,3 +116,24 @@ def test_a_fleet_poll_stops_asking_a_secondary_once_it_served() -> None:
     assert set(seen.served) == {"quick", "slow"}
     assert seen.served["quick"] < seen.served["slow"]
     assert len(quick.log[zone]) <= 2 and len(slow.log[zone]) > 40
+
+
+def test_a_straggler_gets_straggle_more_once_another_served() -> None:
+    # The first copies of a fleet: one secondary serves at once, another never does (a host
+    # down from the start). With straggle, the wait ends that long after the first served,
+    # not at the deadline (issue 28: a dead host held a fleet's first copies for 140 s).
+    zone = "fleet.example."
+    quick = Responder({zone: 5}, drop_first=False)
+    never = Responder(
+        {zone: 4}, drop_first=False, address="127.0.0.2", port=quick.port
+    )  # fmt: skip
+    with quick, never:
+        since = time.monotonic()
+        targets = {"quick": ("127.0.0.1", None), "never": ("127.0.0.2", None)}
+        seen = wait_for_serials(
+            targets, zone, 5, port=quick.port, deadline=since + 10, straggle=0.3
+        )
+        ended = time.monotonic()
+    assert set(seen.served) == {"quick"}
+    assert ended - seen.served["quick"] == pytest.approx(0.3, abs=0.1)
+    assert ended - since < 2
