@@ -166,8 +166,8 @@ kind = "knot"
 def test_the_first_repeat_waits_its_settle_after_the_warm_up(tmp_path: Path) -> None:
     # PowerDNS drops a `pdns_control retrieve` that arrives while the zone's last transfer
     # is still finishing (after it serves the new serial): the first repeat, triggered at
-    # once after the warm-up was served, then never came. The settle counts from every
-    # transfer's end, the warm-up's too.
+    # once after the warm-up was served, then never came. Its dialect's pacing (a second
+    # after it served) holds the settle, which counts from every transfer's end.
     path = tmp_path / "s.toml"
     path.write_text(
         'repeats = 1\ntimeout = "30s"\ntrigger = "retransfer"\nsettle = "1s"\n'

@@ -147,7 +147,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
             )
             end = time.time()
             meta, records = read_run(run_dir)
-            assert all(r.counts for r in records), [r.error for r in records]
+            # A stream's serials before its last are served but unchecked, never failed.
+            assert all(r.counts or r.unchecked for r in records), [r.error for r in records]
             out[name] = ScrapedRun(prom, run_dir, meta, records, start, end)
         assert len(out["single"].records) == REPEATS
         assert len(out["fleet"].records) == REPEATS * 3

@@ -17,6 +17,7 @@ from harness.measure.wall import WallClock
 from harness.servers.base import ServerSetup
 from harness.servers.bind import Bind, rate_tick
 from harness.servers.nsd import Nsd
+from harness.servers.pdns import Pdns
 
 
 def test_a_quiet_testbed_is_settled_after_one_cpu_window() -> None:
@@ -154,6 +155,9 @@ def test_each_dialect_declares_its_pacing() -> None:
     assert Nsd(_setup("secondary"), Path("x")).pacing()[0].seconds == 1.0
     assert Nsd(_setup("secondary", **{"xfrd-reload-timeout": -1}), Path("x")).pacing() == ()
     assert Nsd(_setup("primary"), Path("x")).pacing() == ()
+    assert [(p.after, p.seconds) for p in Pdns(_setup("secondary"), Path("x")).pacing()] == [
+        (("served",), 1.0)
+    ]
 
 
 def test_wait_time_moves_to_its_cause() -> None:
