@@ -264,7 +264,9 @@ def stream_records(
                     "served": duration,
                 },
                 server_logged=logged,
-                extra=extra | {"stream": base_extra, "zone_records": copy_records},
+                extra=extra
+                | {"stream": base_extra, "zone_records": copy_records}
+                | (checks[host].facts() if serial == last and host in checks else {}),
                 duration_error_s=max(0.0, first.at - low),
             )
             out.append(transfer_record(ctx, host=host, repeat=repeat, zone=zone,

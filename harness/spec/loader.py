@@ -289,6 +289,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "settle": 1.0,
     "cold_start_poll": DEFAULT_COLD_START_POLL,
     "stream": None,
+    "verify": None,
 }
 
 
