@@ -132,7 +132,7 @@ def check_on_disk(
             lines = scratch / f"{zone}lines"
             write_lines(copy.path, lines, zone)
         return _check(lines, zone, reference, serial, list(changed), seed, ask, pause)
-    except (OSError, CopyError, UserInputError) as exc:
+    except (OSError, CopyError, UserInputError, SampleError) as exc:
         text = f"could not read the copy on disk {copy.path}: {exc}"
         return Verification(False, text, None, by=DISK)
     finally:
@@ -164,39 +164,41 @@ def _check(
             records,
             by=DISK,
         )
+    sample = draw(lines, zone, changed, seed)
+    problem, why = _look(sample, ask, serial)
+    reread = None
+    if why is not None:  # an older serial, or no answer: the server was between versions
+        pause(REREAD_AFTER_S)
+        reread = problem
+        problem, why = _look(sample, ask, serial)
+    found = None if why == "unasked" else records  # None: the harness could not ask
+    return Verification(problem is None, problem, found, reread, by=DISK, sample=len(sample.names))
+
+
+def _look(
+    sample: Sample, ask: Callable[[list[Key]], dict[Key, Any]], serial: int
+) -> tuple[str | None, str | None]:
+    """(what the server serves otherwise than the file holds, or None; why to look again:
+    "older", it served an older serial, "unasked", it could not be asked; else None)."""
     try:
-        sample = draw(lines, zone, changed, seed)
-        problem, older = _served(sample, ask(sample.keys), serial)
-        reread = None
-        if older:  # an older serial: the server was between versions; once more
-            pause(REREAD_AFTER_S)
-            reread = problem
-            problem, _ = _served(sample, ask(sample.keys), serial)
+        answers = ask(sample.keys)
     except SampleError as exc:
-        text = f"could not check what the secondary serves: {exc}"
-        return Verification(False, text, None, by=DISK)
-    return Verification(
-        problem is None, problem, records, reread, by=DISK, sample=len(sample.names)
-    )
-
-
-def _served(sample: Sample, answers: dict[Key, Any], serial: int) -> tuple[str | None, bool]:
-    """(what the server serves otherwise than the file holds, or None; whether it served
-    an older serial)."""
+        return f"could not check what the secondary serves: {exc}", "unasked"
     soa = answers.get((sample.names[0], dns.rdatatype.SOA))
     served_serial = next(iter(soa[1])).serial if soa else None
     if served_serial != serial:
         older = served_serial is not None and serial_lt(served_serial, serial)
-        return f"the secondary serves serial {served_serial}, its copy on disk {serial}", older
+        text = f"the secondary serves serial {served_serial}, its copy on disk {serial}"
+        return text, "older" if older else None
     wrong = differences(sample, answers)
     if not wrong:
-        return None, False
+        return None, None
     more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
     text = (
         f"served otherwise than its copy on disk at {len(wrong)} of {len(sample.keys)} "
         "sampled names and types: " + "; ".join(wrong[:3]) + more
     )
-    return text, False
+    return text, None
 
 
 def disk_verification(
