@@ -490,7 +490,7 @@ def _record(
             "primary": logged.primary,
             "secondary_failures": logged.failures,
         },
-        extra={"link_counters": counters, "fault": fault} | facts | extra,
+        extra={"link_counters": counters, "fault": fault} | check.facts() | facts | extra,
         duration_error_s=round(served_error(done, bench.last_unserved(host), t0), 6)
         if done >= t0
         else 0.0,

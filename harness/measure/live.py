@@ -24,6 +24,7 @@ from harness.measure.cold_start import (
     read_cold_start_log,
 )
 from harness.measure.copies import read_back
+from harness.measure.disk_copy import from_disk
 from harness.measure.logged import transfer_logged
 from harness.measure.primary_ixfr import provides_ixfr
 from harness.measure.processes import RunningServer
@@ -493,11 +494,16 @@ class LiveCase:
         return self.references[zone]
 
     def verify(self, host: str, zone: str, serial: int) -> Verification:
-        """The secondary's copy holds exactly the primary's records (RRSUM), at `serial`;
-        read again once when the first read met it between versions (measure/copies.py)."""
-        netns, timeout = self.secondaries[host].host.netns, self.plan.timeout
+        """The secondary's copy holds exactly the primary's records (RRSUM), at `serial`:
+        its server's file and what it serves at a sample of names (measure/disk_copy.py),
+        or read back (verify = "served"; once more when the first read met the server
+        between versions: measure/copies.py)."""
+        running, timeout = self.secondaries[host], self.plan.timeout
+        if self.plan.verify != "served" and (copy := running.server.disk_copy(zone)):
+            change, ref = self.change if zone == self.first_zone else None, self._reference(zone)
+            return from_disk(running, copy, zone, serial, ref, change, self.plan, self.spent)
         return read_back(
-            lambda: verify_copy("127.0.0.1", zone, netns=netns, timeout=timeout),
+            lambda: verify_copy("127.0.0.1", zone, netns=running.host.netns, timeout=timeout),
             self._reference(zone),
             serial,
             time.sleep,

@@ -89,11 +89,24 @@ class Verification:
     # it was read twice): the part of the verification that is a transfer out of the
     # secondary, not the harness's digest.
     read_s: float | None = None
+    # How: "served", the copy read back by AXFR; "disk+sample", the server's own file
+    # summed and what it serves checked at `sample` names (measure/disk_copy.py), after
+    # `flush_s` seconds of the server writing that file.
+    by: str = "served"
+    sample: int | None = None
+    flush_s: float | None = None
 
     @property
     def failure(self) -> Failure:
         """A copy the harness could not read is its own failure, not the transfer's."""
         return "harness" if self.records is None else "verification"
+
+    def facts(self) -> dict[str, Any]:
+        """How the copy was verified, for the record's extra."""
+        facts: dict[str, Any] = {"verified_by": self.by}
+        if self.sample is not None:
+            facts["verify_sample"] = self.sample
+        return facts
 
 
 @dataclass(frozen=True)
@@ -402,6 +415,7 @@ def update_repeat(
             "verify_s": verify.seconds,
             "check_primary_s": checked.seconds,
             **({"verify_read_s": check.read_s} if check.read_s is not None else {}),
+            **({"flush_s": check.flush_s} if check.flush_s is not None else {}),
             "observe_s": watch.seconds + watched.seconds + observe.seconds + observe_logs.seconds,
         }
         size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
@@ -429,6 +443,7 @@ def update_repeat(
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
                 **({"verify_reread": check.reread} if check.reread else {}),
+                **check.facts(),
                 **evidence.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},
                 **({"settle": settled} if settled is not None else {}),

@@ -302,7 +302,8 @@ def stream_records(
                     "served": duration,
                 },
                 server_logged=logged,
-                extra=record_extra,
+                extra=record_extra
+                | (checks[host].facts() if serial == last and host in checks else {}),
                 duration_error_s=max(0.0, first.at - low),
             )
             out.append(transfer_record(ctx, host=host, repeat=repeat, zone=zone,

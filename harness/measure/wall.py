@@ -15,13 +15,16 @@ BIND at its default 20 a second lets one through per 0.5 s tick), a limiter the 
 reconfiguration of a server set going ("switch", the harness's), and the rest ("settle").
 
 Whatever no phase covers (starting up, resolving binaries, writing results) is the
-harness's too: ``WallSplit.unaccounted_s``. The split goes into run.json (``wall``) and the
+harness's too: ``WallSplit.unaccounted_s``. A phase inside another (a secondary's flush
+inside the verification that asked for it) counts for itself only: the outer phase's time
+is what is left of it. The split goes into run.json (``wall``) and the
 run's summary; each repeat's record carries its own (``extra.wall``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,7 +44,10 @@ PHASES: dict[str, str] = {
     "transfer": SERVERS,  # trigger to the last secondary serving the serial
     "cold_start": SERVERS,  # secondaries started from nothing until every zone is served
     "client_pull": SERVERS,  # a client's timed pull from the primary
-    "verify": HARNESS,  # reading each copy back and checking its records
+    "verify": HARNESS,  # reading each copy back (or its file) and checking its records
+    # A secondary writing its copy to disk when asked (rndc sync, knotc zone-flush, ...), and
+    # the harness waiting for that file: the server's own work after the transfer.
+    "flush": SERVERS,
     "observe": HARNESS,  # server logs, socket and link counters after a transfer
     "switch": HARNESS,  # reconfiguring secondaries between interleaved cases of a group
     "settle": SETTLE,  # quiet before a repeat
@@ -52,10 +58,12 @@ PHASES: dict[str, str] = {
 
 @dataclass
 class Span:
-    """One timed phase; ``seconds`` is set when it ends."""
+    """One timed phase; ``seconds`` is set when it ends: its own, without the phases timed
+    inside it (``inner``)."""
 
     name: str
     seconds: float = 0.0
+    inner: float = 0.0
 
 
 @dataclass
@@ -67,17 +75,24 @@ class WallClock:
 
     def __post_init__(self) -> None:
         self.started = self.clock()
+        self._open: dict[int, list[Span]] = {}  # per thread: the phases entered, innermost last
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[Span]:
         if name not in PHASES:
             raise ValueError(f"unknown wall-time phase {name!r}")
         span = Span(name)  # the phase's own seconds, for the record of a repeat
+        stack = self._open.setdefault(threading.get_ident(), [])
+        stack.append(span)
         start = self.clock()
         try:
             yield span
         finally:
-            span.seconds = self.clock() - start
+            elapsed = self.clock() - start
+            stack.pop()
+            if stack:
+                stack[-1].inner += elapsed
+            span.seconds = max(0.0, elapsed - span.inner)
             self.seconds[name] = self.seconds.get(name, 0.0) + span.seconds
 
     def add(self, name: str, seconds: float) -> None:

@@ -64,6 +64,9 @@ class CasePlan:
     cold_start_poll: int | str = DEFAULT_COLD_START_POLL
     fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
     stream: StreamPlan | None = None  # trigger "stream": its schedule and target
+    # How copies are verified: "disk" or "served"; None: disk where the secondary's dialect
+    # keeps a copy on disk, served otherwise (measure/disk_copy.py)
+    verify: str | None = None
 
     @property
     def name(self) -> str:
@@ -192,6 +195,7 @@ def plan_case(case: Case) -> CasePlan:
         cold_start_poll=scenario.cold_start_poll,
         fault=case.fault,
         stream=stream,
+        verify=scenario.verify,
     )
 
 

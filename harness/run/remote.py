@@ -74,6 +74,13 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "set cold_start_poll to a rate (queries per second), or run the scenario on "
                 "the netns backend",
             )
+        if scenario.verify == "disk":
+            refuse(
+                "verify",
+                "copies on inventory hosts are read back by AXFR on their host: the harness "
+                "does not read the servers' own files there",
+                'set verify = "served" or remove the key, or run the scenario on the netns backend',
+            )
         if scenario.faults:
             refuse(
                 "faults",

@@ -33,6 +33,7 @@ from harness.servers.refusals import RefusalWording
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles, write_private
 from harness.xfr.update import send_update, serial_update
+from harness.xfr.zone_copy import DiskCopy
 from harness.zonegen.cache import link_or_copy
 from harness.zonegen.digest import read_diff
 from harness.zonegen.model import ChangeSet
@@ -342,6 +343,9 @@ class Server(ABC):
     # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
     # none at the harness's log level.
     fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
+    # Whether, as a secondary, it keeps its copies where the harness can read them
+    # (disk_copy): a scenario's `verify = "disk"` needs it.
+    keeps_disk_copy: ClassVar[bool] = False
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -393,8 +397,7 @@ class Server(ABC):
         checks what it serves. The default: the new zone file, then the server's reload."""
         if version.change is None or version.change.zone_path is None:
             raise ValueError(f"{self.kind} publishes whole zone files: a whole zone is needed")
-        entry = next(z for z in self.setup.zones if z.origin == zone_name(version.zone))
-        link_or_copy(version.change.zone_path, entry.file)
+        link_or_copy(version.change.zone_path, self.zone_file(version.zone))
         reach.run_tool(self.reload_argv(version.zone))
         return "reload"
 
@@ -521,6 +524,15 @@ class Server(ABC):
         """Its rate limiters a trigger must find idle, as configured now (none by default:
         a server that acts on every NOTIFY and transfer at once)."""
         return ()
+
+    def disk_copy(self, zone: str) -> DiskCopy | None:
+        """As a secondary: its copy of `zone` as a file and how to make it current; None
+        when it keeps none the harness can read (`keeps_disk_copy` False)."""
+        return None
+
+    def zone_file(self, zone: str) -> Path:
+        """Where the setup keeps `zone`: the file a primary serves, a secondary's copy."""
+        return next(z.file for z in self.setup.zones if z.origin == zone_name(zone))
 
     # Faults (harness/measure/faults.py): a dialect that cannot do these returns None, and
     # the record says "not supported by <kind>" where the server's words would be.

@@ -15,6 +15,13 @@ TCP connect (or a REFUSED query and a NOTAUTH transfer). A primary that failed t
 twice is held as unreachable for 10 minutes: every transfer due then is skipped, "... is
 unreachable (cached)", one `unreachable` line each. 9.18 logs its retries only at debug level,
 so its `retry` count is None, "not logged": 0 would say nothing was retried.
+
+A secondary's copy on disk (disk_copy): its zone file, written `masterfile-style full` (one
+record per line, absolute names: what the zone-file sum reads). BIND writes it at once after
+each AXFR (zone.c zone_needdump(zone, 0)) and keeps an IXFR's changes in the journal until
+its dump timer; `rndc sync` dumps them now (dns_zone_flush) and returns before the file is
+written. Either dump goes to a temporary file renamed over the zone file, so the file holds
+one whole version: the harness waits until its SOA carries the serial.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from harness.servers.base import (
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.servers.refusals import RefusalWording
+from harness.xfr.zone_copy import DiskCopy
 
 _IN = re.compile(
     r"^(?P<at>\S+) xfer-in: \w+: transfer of '(?P<zone>[^/]+)/IN' from (?P<peer>\S+): "
@@ -231,6 +239,7 @@ class Bind(PublishesByUpdate):
     footprint = Footprint(base_mib=32, record_bytes=500, zone_bytes=14_000)
     packages = ("bind9", "bind9-utils", "bind9-dnsutils")
     services = ("named", "bind9")
+    keeps_disk_copy = True
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -342,6 +351,9 @@ class Bind(PublishesByUpdate):
 
     def zone_status_argv(self, zone: str) -> list[str] | None:
         return self.control("zonestatus", zone)
+
+    def disk_copy(self, zone: str) -> DiskCopy | None:
+        return DiskCopy(self.zone_file(zone), "lines", tuple(self.control("sync", zone)))
 
     def notify_argv(self, zone: str) -> list[str] | None:
         return self.control("notify", zone)

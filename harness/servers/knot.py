@@ -25,6 +25,10 @@ only, or the secondary gone) leaves just "AXFR, outgoing, remote A@port, started
 with no "finished" (24 started, 1 finished with six secondaries behind 2 Mbit/s). Its only
 line about such clients is the idle sweep, "notice: TCP, terminated inactive client, address
 A@port". That is what a refusal count of None, "not logged", means for a Knot primary.
+
+A secondary's copy on disk (disk_copy): its zone file, which zonefile-sync -1 keeps from being
+written on a timer; `knotc -b -f zone-flush` writes it now and returns once it is written.
+Knot writes one record per line with absolute names and without the class.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from harness.servers.base import (
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording
+from harness.xfr.zone_copy import DiskCopy
 
 # The remote as Knot 3.2 writes it ("remote 198.18.255.1@53, ") and 3.4 ("remote
 # 198.19.31.2@53 TCP, ": the protocol after the address); the peer is the address alone.
@@ -184,6 +189,7 @@ class Knot(PublishesByUpdate):
     footprint = Footprint(base_mib=20, record_bytes=350, zone_bytes=1_500)
     packages = ("knot", "knot-dnsutils")
     services = ("knot",)
+    keeps_disk_copy = True
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -284,6 +290,12 @@ class Knot(PublishesByUpdate):
 
     def zone_status_argv(self, zone: str) -> list[str] | None:
         return self.control("zone-status", zone)
+
+    def disk_copy(self, zone: str) -> DiskCopy | None:
+        # -b: back once the file is written; -f: past zonefile-sync -1. No control timeout
+        # (-t), as -b allows: a large zone takes longer than knotc's 30 s to write.
+        argv = (self._tool("knotc"), "-c", str(self.config), "-b", "-f", "zone-flush", zone)
+        return DiskCopy(self.zone_file(zone), "lines", argv, waits=True)
 
     def notify_argv(self, zone: str) -> list[str] | None:
         return self.control("zone-notify", zone)

@@ -24,6 +24,12 @@ the harness does not set, would close them, silently too). A secondary that gave
 queued shows later only as "error: failed writing to tcp: Broken pipe" (verbosity 2 and up),
 naming neither the client nor the zone. That is what a refusal count of None, "not logged",
 means for an NSD primary.
+
+A secondary's copy on disk (disk_copy): its zone file, written only when asked
+(zonefiles-write 0). `nsd-control write` queues the write for the next reload, which it
+starts, and returns; the reload process writes the zone, if it changed, to "<file>~" and
+renames it over the file (namedb.c). NSD writes an RFC 1035 master file ($ORIGIN, owners
+left out, the SOA in parentheses): the harness rewrites it one record per line to sum it.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from harness.servers.base import (
     zone_name,
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.xfr.zone_copy import DiskCopy
 
 _COMMIT = re.compile(
     r"^\[(?P<at>[^\]]+)\] nsd\[\d+\]: \w+: xfrd: zone (?P<zone>\S+) committed \"received update "
@@ -157,6 +164,7 @@ class Nsd(Server):
     footprint = Footprint(base_mib=20, record_bytes=420, zone_bytes=1_500)
     packages = ("nsd",)
     services = ("nsd",)
+    keeps_disk_copy = True
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -247,6 +255,9 @@ class Nsd(Server):
 
     def zone_status_argv(self, zone: str) -> list[str] | None:
         return self.control("zonestatus", zone)
+
+    def disk_copy(self, zone: str) -> DiskCopy | None:
+        return DiskCopy(self.zone_file(zone), "master", tuple(self.control("write", zone)))
 
     def notify_argv(self, zone: str) -> list[str] | None:
         return self.control("notify", zone)

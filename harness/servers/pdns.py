@@ -33,6 +33,11 @@ Facts that shape transfers:
   refresh command: a NOTIFY from 127.0.0.1, a trusted-notification-proxy, starts an SOA
   check (pdns_notify).
 
+A secondary's copy on disk (disk_copy): the zone's rows in pdns.sqlite3, which it serves
+from (no cache) and which an incoming transfer replaces in one transaction. `pdnsutil
+list-zone` prints them from the database ($ORIGIN ., one record a line, sorted by name); the
+harness keeps that output as the copy's file.
+
 Log (stderr with disable-syslog, kept as stderr.log): loglevel 5 has every transfer and
 failure line; stamps are "Nov 25 16:09:02", local time, whole seconds and no year. Nothing
 logs a transfer's bytes, records, messages or duration; the commit line of an incoming
@@ -77,6 +82,7 @@ from harness.servers.base import (
 )
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.xfr.secrets import write_private
+from harness.xfr.zone_copy import DiskCopy
 
 SCHEMA = TEMPLATES / "pdns" / "schema.sqlite3.sql"  # the 4.7.3 package's gsqlite3 schema
 DATABASE = "pdns.sqlite3"
@@ -283,6 +289,7 @@ class Pdns(PublishesByUpdate):
     footprint = Footprint(base_mib=62, record_bytes=230, zone_bytes=3_000)
     packages = ("pdns-server", "pdns-backend-sqlite3", "pdns-tools", "sqlite3")
     services = ("pdns",)
+    keeps_disk_copy = True
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -408,6 +415,12 @@ class Pdns(PublishesByUpdate):
             entry.origin,
             str(entry.file),
         ]
+
+    def disk_copy(self, zone: str) -> DiskCopy | None:
+        origin = zone_name(zone)
+        argv = (self._tool("pdnsutil"), f"--config-dir={self.setup.workdir}", "list-zone", origin)
+        path = self.setup.workdir / "disk-copy" / f"{origin}zone"
+        return DiskCopy(path, "master", argv, waits=True, prints=True)
 
     def reconfig_argv(self) -> list[str]:
         # What a case switches (TSIG, IXFR, NOTIFY) is in rows render() replaced, read at

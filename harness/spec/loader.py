@@ -291,6 +291,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "prove": "once",
     "cold_start_poll": DEFAULT_COLD_START_POLL,
     "stream": None,
+    "verify": None,
 }
 
 

@@ -19,6 +19,7 @@ from pydantic import (
 
 from harness.core.stats import check_auto_repeats
 from harness.core.terms import Transport, Trigger, XfrKind
+from harness.servers import DIALECTS
 from harness.spec.faults import FaultSpec, check_faults
 from harness.spec.fields import Duration, Percent, Strict
 from harness.spec.fleet import MAX_SECONDARIES, SiteSpec, fill_site_defaults
@@ -168,6 +169,11 @@ class Scenario(Strict):
     faults: list[FaultSpec] = Field(default_factory=list)
     # A change stream (trigger = "stream"): its schedule, its changes, its target.
     stream: StreamSpec | None = None
+    # How each copy is verified: "disk", the secondary's own file of it summed and what it
+    # serves checked at a sample of names; "served", the copy read back by AXFR. Absent:
+    # disk where the secondary's server keeps such a file (every dialect does), served in a
+    # cold start and on inventory hosts (measure/disk_copy.py).
+    verify: Literal["disk", "served"] | None = None
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
     _fill_sites = model_validator(mode="before")(fill_site_defaults)
@@ -266,6 +272,27 @@ class Scenario(Strict):
                 'set xfr = ["axfr"]'
             )
         return self
+
+    @field_validator("verify")
+    @classmethod
+    def _disk_copies(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value != "disk":
+            return value
+        if info.data.get("trigger") == "cold-start":
+            raise ValueError(
+                '"disk" does not apply to a cold start: its many zones are read back over a '
+                'few connections; set verify = "served" or remove the key'
+            )
+        sites = info.data.get("secondaries") or []
+        servers = info.data.get("servers")
+        kinds = [site.kind for site in sites] or ([servers.secondary.kind] if servers else [])
+        for kind in kinds:
+            if not DIALECTS[kind].keeps_disk_copy:
+                raise ValueError(
+                    f'"disk": {kind} keeps no copy of a zone the harness can read; set '
+                    'verify = "served" or remove the key (each copy is then read back)'
+                )
+        return value
 
     @model_validator(mode="after")
     def _stream_table(self) -> Scenario:

@@ -1,7 +1,8 @@
 """RRSUM of zone-file lines (see ``harness.xfr.rrsum`` for what the sum is): ``LineSummer``
 reads lines of the form ``owner ttl class type rdata`` as zonegen, kdig and
-``dnssec-signzone -O full`` write them; ``soa_bump`` and ``apply_diff_lines`` update a
-zone's sum arithmetically after a serial bump or an IXFR change set. Pure, no I/O.
+``dnssec-signzone -O full`` write them (or ``owner ttl type rdata``, as Knot does);
+``soa_bump`` and ``apply_diff_lines`` update a zone's sum arithmetically after a serial bump
+or an IXFR change set. Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from harness.xfr.rrsum import (
 _TXT = 16
 _TXT_STRINGS = re.compile(rb'\s*"([^"\\]*)"')  # quoted, no escapes (else dnspython)
 _CLASSES = {b"IN": 1, b"CH": 3, b"HS": 4, b"in": 1}
+_CLASS_WORDS = frozenset({b"IN", b"CH", b"CHAOS", b"HS", b"HESIOD", b"NONE", b"ANY"})
 _RDATA_CACHE_MAX = 1 << 17  # entries; rdata repeats a lot (NS providers, DS of a template)
 
 
@@ -40,6 +42,12 @@ class _Head:
 
 class LineError(ValueError):
     """A zone-file line the line parser cannot read; the text says what."""
+
+
+def _is_class(word: bytes) -> bool:
+    """Whether a line's third field names a class (no type is spelled like one)."""
+    upper = word.upper()
+    return upper in _CLASS_WORDS or upper.startswith(b"CLASS")
 
 
 def _origin_free(rdtype: int, text: bytes) -> bool:
@@ -77,7 +85,8 @@ class LineCaches:
 class LineSummer:
     """Sums zone-file lines of the form ``owner ttl class type rdata`` (whitespace between;
     comment and blank lines skipped), as zonegen, kdig and ``dnssec-signzone -O full``
-    write them. Names without a final dot are relative to the origin, ``@`` is the origin.
+    write them, or ``owner ttl type rdata`` in class IN, as Knot does. Names without a
+    final dot are relative to the origin, ``@`` is the origin.
 
     A, AAAA, NS, CNAME, PTR, DS and MX are converted here (and their rdata cached, since it
     repeats); every other type, and any rdata the fast converters refuse, goes through
@@ -115,6 +124,10 @@ class LineSummer:
         owner_wire = self._owner_wire
         for line in lines:
             fields = line.rstrip().split(None, 4)
+            if len(fields) >= 4 and fields[2] not in _CLASSES and not _is_class(fields[2]):
+                # `owner ttl type rdata`: the zone's class (IN), as Knot writes zone files.
+                fields = line.rstrip().split(None, 3)
+                fields.insert(2, b"IN")
             if len(fields) < 5:
                 if not fields or fields[0].startswith(b";"):
                     continue

@@ -316,16 +316,25 @@ impl LineSummer {
         hasher: &mut Hasher,
     ) -> bool {
         let f = fields(line);
-        if f.len() < 5 {
-            return f.is_empty() || f[0].starts_with(b";");
-        }
-        let (owner, ttl, class, rtype, text) = (f[0], f[1], f[2], f[3], f[4]);
-        if owner.starts_with(b";") {
+        if f.is_empty() || f[0].starts_with(b";") {
             return true;
         }
-        if owner.starts_with(b"$") {
+        if f.len() < 4 || f[0].starts_with(b"$") {
             return false;
         }
+        // `owner ttl class type rdata`, or `owner ttl type rdata` in the zone's class (IN),
+        // as Knot writes its zone files: no type is spelled like a class.
+        let (owner, ttl, rclass, rtype, text) = match class_of(f[2]) {
+            Some(rclass) if f.len() == 5 => (f[0], f[1], rclass, f[3], f[4]),
+            Some(_) => return false,
+            None => {
+                let g = fields_n(line, 3);
+                if g.len() != 4 {
+                    return false;
+                }
+                (g[0], g[1], 1, g[2], g[3])
+            }
+        };
         if owner != owner_text.as_slice() {
             let mut wire = Vec::with_capacity(64);
             if self.name_into(owner, &mut wire).is_none() {
@@ -337,12 +346,6 @@ impl LineSummer {
         }
         let Some(ttl) = digits(ttl).filter(|&v| v < 1 << 32) else {
             return false;
-        };
-        let rclass: u16 = match class {
-            b"IN" | b"in" => 1,
-            b"CH" => 3,
-            b"HS" => 4,
-            _ => return false,
         };
         let Some(rtype) = rtype_of(rtype) else {
             return false;
@@ -366,6 +369,17 @@ impl LineSummer {
             cache.insert(text.to_vec(), value);
         }
         true
+    }
+}
+
+/// The class a line's third field names; None for anything else (a type, when the line
+/// leaves the class out; or a class spelled otherwise, which the Python summer reads).
+fn class_of(text: &[u8]) -> Option<u16> {
+    match text {
+        b"IN" | b"in" => Some(1),
+        b"CH" => Some(3),
+        b"HS" => Some(4),
+        _ => None,
     }
 }
 
@@ -449,6 +463,18 @@ mod tests {
         assert_eq!(a.sum, b.sum);
         assert_eq!(a.sum.records, 1);
         assert_ne!(a.sum, one("www 300 IN A 192.0.2.1"));
+    }
+
+    #[test]
+    fn a_line_without_its_class_is_in_the_zones_class() {
+        let origin = b"\x07example\x00";
+        let with = sum_text(b"www 300 IN A 192.0.2.1\nwww 300 IN TXT \"a b\"\n", origin, b"example.");
+        let without = sum_text(b"www\t300\tA\t192.0.2.1\nwww 300 TXT \"a b\"\n", origin, b"example.");
+        assert!(without.deferred.is_empty(), "{:?}", without.deferred);
+        assert_eq!(with.sum, without.sum);
+        // Neither a class nor a type this summer knows: left to the Python summer.
+        let other = sum_text(b"www 300 CLASS1 A 192.0.2.1\nwww 300 RRSIG A 8 1\n", origin, b"example.");
+        assert_eq!(other.deferred.len(), 2);
     }
 
     #[test]

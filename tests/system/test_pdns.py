@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec, zonegen
-from harness.measure.live import LiveCase
+from harness import spec
 from harness.measure.processes import CONTROL_DIR
-from harness.plan.case import plan_case
 from harness.results.folder import read_run
-from harness.run.runner import NETNS, resolve_binaries, run_scenario
-from harness.testbed import Testbed
+from harness.run.runner import run_scenario
+from tests.system.live_cases import first_copies
 
 pytestmark = [
     pytest.mark.root,
@@ -168,24 +166,12 @@ def test_the_first_repeat_waits_its_settle_after_the_warm_up(tmp_path: Path) -> 
     # is still finishing (after it serves the new serial): the first repeat, triggered at
     # once after the warm-up was served, then never came. Its dialect's pacing (a second
     # after it served) holds the settle, which counts from every transfer's end.
-    path = tmp_path / "s.toml"
-    path.write_text(
+    scenario = (
         'repeats = 1\ntimeout = "30s"\ntrigger = "retransfer"\nsettle = "1s"\n'
         '[zones]\npreset = "tld"\nrecords = 300\norigin = "settle.example."\n'
         '[servers.secondary]\nkind = "pdns"\n'
     )
-    loaded = spec.load(path)
-    plan = plan_case(loaded.cases[0])
-    binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
-    zones = zonegen.generate(plan.zone_spec)
-    with (
-        Testbed.of(plan.endpoints(), tmp_path / "tb") as testbed,
-        LiveCase(plan, tmp_path / "case", testbed, binaries, zones, None, None) as live,
-    ):
-        live.start_primary()
-        live.prepare_secondaries()
-        live.start_secondaries()
-        assert live.wait_served(["secondary"], live.first_zone, live.base_serial, live.clock() + 60)
+    with first_copies(tmp_path, scenario) as live:
         began = live.clock()
         live.between_repeats()
-        assert live.clock() - began >= 0.9 * plan.settle
+        assert live.clock() - began >= 0.9 * live.plan.settle

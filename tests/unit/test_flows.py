@@ -54,6 +54,8 @@ class FakeBench:
         self.zone_times = script.get("zone_times", {})
         self.verify_s = script.get("verify_s", 0.0)  # what reading a copy back takes
         self.read_s = script.get("read_s")  # of which the secondary sending it (None: unknown)
+        # Verified from the secondary's file instead: its flush takes this long (None: read back)
+        self.flush_s = script.get("flush_s")
         # Seconds before a host served (or a zone was served) that the last SOA query it
         # answered without the serial went out; missing: it answered none so.
         self.unserved_before = script.get("unserved_before", {})
@@ -163,9 +165,12 @@ class FakeBench:
     def verify(self, host: str, zone: str, serial: int) -> Verification:
         self.now += self.verify_s
         ok = self.verified.get(host, True)
-        return Verification(
-            ok, None if ok else "digest differs: primary 1234…", 42, read_s=self.read_s
-        )
+        problem = None if ok else "digest differs: primary 1234…"
+        if self.flush_s is None:
+            return Verification(ok, problem, 42, read_s=self.read_s)
+        with self.spent.phase("flush"):  # as disk_copy.from_disk times the server's part
+            self.now += self.flush_s
+        return Verification(ok, problem, 42, by="disk+sample", sample=32, flush_s=self.flush_s)
 
     def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
         return {zone: self.verify(host, zone, serial) for zone in zones}
@@ -511,6 +516,21 @@ def test_each_repeat_says_how_long_the_secondary_took_to_send_its_copy_back(
 ) -> None:
     records = _run(FakeBench(_plan(tmp_path, "repeats = 2\n"), verify_s=0.7, read_s=0.6))
     assert [r.extra["wall"]["verify_read_s"] for r in records] == [0.6, 0.6]
+
+
+def test_each_record_says_how_its_copy_was_verified_and_the_flush_is_the_servers(
+    tmp_path: Path,
+) -> None:
+    read = _run(FakeBench(_plan(tmp_path, "repeats = 1\n"), verify_s=0.7))
+    assert read[0].extra["verified_by"] == "served" and "verify_sample" not in read[0].extra
+    bench = FakeBench(_plan(tmp_path, "repeats = 2\n"), verify_s=0.3, flush_s=2.0)
+    records = _run(bench)
+    for record in records:
+        assert (record.extra["verified_by"], record.extra["verify_sample"]) == ("disk+sample", 32)
+        wall = record.extra["wall"]
+        assert (wall["verify_s"], wall["flush_s"]) == (pytest.approx(0.3), pytest.approx(2.0))
+    split = bench.spent.split()
+    assert split.phases["flush"] == pytest.approx(4.0) and split.harness_s == pytest.approx(0.6)
 
 
 def test_sizes_no_log_says_stay_unknown() -> None:

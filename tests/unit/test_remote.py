@@ -136,6 +136,8 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
         ('[[faults]]\nkind = "primary-restart"\n', "faults"),
+        # The copies are read back on their hosts; their files stay there (remote/agent.py).
+        ('verify = "disk"\n', "verify"),
     ],
 )
 def test_what_the_inventory_backend_does_not_do_is_refused(

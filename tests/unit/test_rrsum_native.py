@@ -176,7 +176,8 @@ def flip_case(rng: random.Random, text: str) -> str:
 
 def zone_lines(records: list[Record], seed: int) -> bytes:
     """The records as zone-file lines in many spellings: relative or absolute names, mixed
-    case, '@', tabs, trailing comments, lower-case class and type, CRLF ends."""
+    case, '@', tabs, trailing comments, lower-case class and type, no class (Knot's zone
+    files), CRLF ends."""
     rng = random.Random(seed)
     lines = ["; generated", ""]
     for name, ttl, rd in records:
@@ -186,11 +187,11 @@ def zone_lines(records: list[Record], seed: int) -> bytes:
         rdata = rd.to_text(origin=ORIGIN if rng.random() < 0.4 else None, relativize=True)
         if rd.rdtype in (dns.rdatatype.NS, dns.rdatatype.CNAME, dns.rdatatype.MX):
             rdata = flip_case(rng, rdata)
-        rclass = rng.choice(["IN", "IN", "in"])
+        rclass = rng.choice(["IN", "IN", "in", ""])
         rtype = dns.rdatatype.to_text(rd.rdtype)
         rtype = rtype.lower() if rng.random() < 0.05 else rtype
         sep = rng.choice([" ", "\t", "  "])
-        line = sep.join([owner, str(ttl), rclass, rtype, rdata])
+        line = sep.join(f for f in (owner, str(ttl), rclass, rtype, rdata) if f)
         if rng.random() < 0.05:
             line += " ; a comment"
         lines.append(line + ("\r" if rng.random() < 0.05 else ""))

@@ -120,6 +120,13 @@ BAD_SCENARIOS = {
         "always a full transfer",
     ),
     "unknown client pull": ('client_pulls=["curl"]', "client_pulls[0]", "'own' or 'kdig'"),
+    "unknown verification": ('verify="both"', "verify", "'disk' or 'served'"),
+    "disk verification of a cold start": (
+        'trigger="cold-start"\nverify="disk"',
+        "verify",
+        "does not apply to a cold start: its many zones are read back over a few connections; "
+        'set verify = "served" or remove the key',
+    ),
     "zero timeout": ("timeout=0", "timeout", "more than 0"),
     "unknown trigger": ('trigger="carrier-pigeon"', "trigger", "'cold-start'"),
     "stream without its table": ('trigger="stream"', "(top level)", "needs a [stream] table"),
@@ -402,3 +409,26 @@ def test_a_stream_plans_its_schedule_and_changes(tmp_path: Path) -> None:
     offsets = plan.stream.offsets(plan.name, 1)
     assert offsets == [5.0 * k for k in range(60)]  # due strictly before the 5 minutes end
     assert plan.transfers() == 3 * 60  # repeats x secondaries x serials
+
+
+def test_disk_verification_of_a_server_without_a_disk_copy_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every dialect keeps one today; a server that keeps none is refused, not read back
+    behind the scenario's back."""
+    from harness.servers import DIALECTS
+
+    monkeypatch.setattr(DIALECTS["nsd"], "keeps_disk_copy", False)
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'verify = "disk"\n[[secondaries]]\nname = "a"\nkind = "knot"\n'
+        '[[secondaries]]\nname = "b"\nkind = "nsd"\n'
+    )
+    with pytest.raises(ScenarioError) as caught:
+        spec.load(path)
+    assert f"{path}: verify: " in str(caught.value)
+    assert 'nsd keeps no copy of a zone the harness can read; set verify = "served"' in str(
+        caught.value
+    )
+    path.write_text('[[secondaries]]\nname = "a"\nkind = "nsd"\n')
+    assert spec.load(path).scenario.verify is None  # absent: decided per secondary, at run time

@@ -33,3 +33,17 @@ def test_phases_add_up_and_unknown_names_are_refused() -> None:
         clock.phase("transfers"),
     ):
         pass
+
+
+def test_a_phase_inside_another_counts_for_itself_only() -> None:
+    now = [0.0]
+    clock = WallClock(clock=lambda: now[0])
+    with clock.phase("verify") as verify:
+        now[0] += 1.0
+        with clock.phase("flush") as flush:
+            now[0] += 4.0
+        now[0] += 2.0
+    assert (verify.seconds, flush.seconds) == (3.0, 4.0)
+    assert clock.seconds == {"verify": 3.0, "flush": 4.0}
+    split = clock.split()
+    assert (split.servers_s, split.harness_s) == (4.0, 3.0)
