@@ -87,9 +87,8 @@ def _print_cases(loaded: object, console: Console, alpha: float) -> None:
 
 
 def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
-    """When the scenario's repeats can never give p < alpha: then neither compare nor the
-    report's transport table can call any difference significant."""
-    from harness.compare.case import MIN_N
+    """When the scenario's repeats can never give p < alpha: then the report's transport
+    table (a rank test) can call no difference significant."""
     from harness.core.stats import min_two_sided_p, repeats_for_alpha
 
     repeats = scenario.repeats  # type: ignore[attr-defined]
@@ -104,9 +103,9 @@ def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
     floor = min_two_sided_p(least, least)
     return (
         f"{least} repeats per case can never give p < {alpha:g}: the smallest two-sided "
-        f"Mann-Whitney p for {least} against {least} transfers is {floor:.3g}, so neither "
-        f"compare nor the report's transport table can call a difference significant; set "
-        f"repeats = {max(MIN_N, needed)} (at least {needed})"
+        f"Mann-Whitney p for {least} against {least} transfers is {floor:.3g}, so the "
+        f"report's transport table cannot call a difference significant; set "
+        f"repeats = {max(5, needed)} (at least {needed})"
     )
 
 

@@ -211,18 +211,14 @@ def yuen_factor(n: int, trim: float = TRIM) -> float:
     return h * (h - 1) / (n - 1) if h >= 2 and n > 1 else 0.0
 
 
-def scaled(
-    se: float, df: float, n_now: float, n_new: int, trim: float = TRIM
-) -> tuple[float, float]:
+def scaled(se: float, df: float, n_now: float, n_new: int) -> tuple[float, float]:
     """The standard error and degrees of freedom the same spread would give at `n_new`
-    values a side instead of `n_now` (the average of the two sides), from Yuen's factor."""
-    now = yuen_factor(max(2, round(n_now)), trim)
-    new = yuen_factor(n_new, trim)
-    if not now or not new:
+    values a side instead of `n_now` (the average of the two sides): the standard error of
+    a trimmed mean falls as 1 / sqrt(n), its degrees of freedom grow as n - 1. (Yuen's
+    own factor is not monotonic in n: 8 values trim one a side, 10 trim two.)"""
+    if n_now < 2 or n_new < 2:
         return math.inf, 1.0
-    h_now = n_now - 2 * math.floor(trim * n_now)
-    h_new = n_new - 2 * math.floor(trim * n_new)
-    return se * math.sqrt(now / new), max(1.0, df * (h_new - 1) / max(1.0, h_now - 1))
+    return se * math.sqrt(n_now / n_new), max(1.0, df * (n_new - 1) / (n_now - 1))
 
 
 MAX_REPEATS = 1000  # beyond, "needs n >= 1000+": the spread, not n, is the problem
