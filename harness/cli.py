@@ -84,6 +84,11 @@ def _print_cases(loaded: object, console: Console, alpha: float) -> None:
     warning = repeats_warning(scenario, alpha)
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    lines, short = _compare_plan(scenario, alpha, len(loaded.cases))
+    if short:  # a run meant for `compare` needs more; the demo, say, does not
+        lines.append('at these repeats compare would likely say "cannot tell" (exit 4)')
+    for line in lines:
+        console.print(escape(line), soft_wrap=True)
 
 
 def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
@@ -107,6 +112,21 @@ def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
         f"report's transport table cannot call a difference significant; set "
         f"repeats = {max(5, needed)} (at least {needed})"
     )
+
+
+def _compare_plan(scenario: Scenario, alpha: float, cases: int = 0) -> tuple[list[str], bool]:
+    """compare's power at the scenario's repeats over its `cases` (by default one per
+    transport and kind)."""
+    from harness.compare.planning import plan_lines
+
+    repeats = scenario.repeats  # type: ignore[attr-defined]
+    least = (
+        (scenario.repeats_auto.min if scenario.repeats_auto else 5)  # type: ignore[attr-defined]
+        if repeats == "auto"
+        else repeats
+    )
+    cases = cases or len(scenario.transports) * len(scenario.xfr)  # type: ignore[attr-defined]
+    return plan_lines(int(least), cases, alpha=alpha)
 
 
 def _check_run_options(args: argparse.Namespace) -> None:
