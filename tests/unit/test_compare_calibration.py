@@ -100,3 +100,20 @@ def test_fewer_repeats_cannot_tell_rather_than_pass(n: int) -> None:
     print(f"\nA/A, {n} against {n}: exit 0 / 1 / 4 = {counts[0]} / {counts[1]} / {counts[4]}")
     assert counts[EXIT_REGRESSION] / DRAWS <= ALPHA
     assert counts[EXIT_CANNOT_TELL] / DRAWS >= 0.5
+
+
+def test_three_repeats_against_a_copy_with_doubled_secondary_cpu_is_a_regression() -> None:
+    """Issue 28's try: a 3-repeat run of quick.toml against a copy whose secondary CPU
+    counters were doubled exited 0 (no rank test can go under p = 0.1 at 3 against 3)."""
+    a: dict[Key, Values] = {}
+    b: dict[Key, Values] = {}
+    for case, figures in load().items():
+        for figure, values in figures.items():
+            key = (case, SERVER_TO_SERVER, None, figure)
+            first = values[:3]
+            doubled = [2 * v for v in first] if figure == f"{CPU}, secondary" else first
+            a[key], b[key] = Values(first, 3, {"": first}), Values(doubled, 3, {"": doubled})
+    judged = gate_values(a, b)
+    assert judged.exit_status() == EXIT_REGRESSION
+    overall = next(c for c in judged.cases if c.overall and c.figure == f"{CPU}, secondary")
+    assert overall.regression and overall.change is not None and overall.change > 0.9
