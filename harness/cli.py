@@ -84,12 +84,16 @@ def _print_cases(loaded: object, console: Console, alpha: float) -> None:
     warning = repeats_warning(scenario, alpha)
     if warning:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    lines, short = _compare_plan(scenario, alpha, len(loaded.cases))
+    if short:  # a run meant for `compare` needs more; the demo, say, does not
+        lines.append('at these repeats compare would likely say "cannot tell" (exit 4)')
+    for line in lines:
+        console.print(escape(line), soft_wrap=True)
 
 
 def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
-    """When the scenario's repeats can never give p < alpha: then neither compare nor the
-    report's transport table can call any difference significant."""
-    from harness.compare.case import MIN_N
+    """When the scenario's repeats can never give p < alpha: then the report's transport
+    table (a rank test) can call no difference significant."""
     from harness.core.stats import min_two_sided_p, repeats_for_alpha
 
     repeats = scenario.repeats  # type: ignore[attr-defined]
@@ -104,10 +108,25 @@ def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
     floor = min_two_sided_p(least, least)
     return (
         f"{least} repeats per case can never give p < {alpha:g}: the smallest two-sided "
-        f"Mann-Whitney p for {least} against {least} transfers is {floor:.3g}, so neither "
-        f"compare nor the report's transport table can call a difference significant; set "
-        f"repeats = {max(MIN_N, needed)} (at least {needed})"
+        f"Mann-Whitney p for {least} against {least} transfers is {floor:.3g}, so the "
+        f"report's transport table cannot call a difference significant; set "
+        f"repeats = {max(5, needed)} (at least {needed})"
     )
+
+
+def _compare_plan(scenario: Scenario, alpha: float, cases: int = 0) -> tuple[list[str], bool]:
+    """compare's power at the scenario's repeats over its `cases` (by default one per
+    transport and kind)."""
+    from harness.compare.planning import plan_lines
+
+    repeats = scenario.repeats  # type: ignore[attr-defined]
+    least = (
+        (scenario.repeats_auto.min if scenario.repeats_auto else 5)  # type: ignore[attr-defined]
+        if repeats == "auto"
+        else repeats
+    )
+    cases = cases or len(scenario.transports) * len(scenario.xfr)  # type: ignore[attr-defined]
+    return plan_lines(int(least), cases, alpha=alpha)
 
 
 def _check_run_options(args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ assumes nothing about their distribution unless its docstring says so.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -243,34 +244,56 @@ class Trend:
     relative_slope: float
 
 
+@functools.lru_cache(maxsize=64)
+def _inversions(n: int) -> tuple[int, ...]:
+    """How many permutations of n values have k inversions, for each k (Mahonian numbers):
+    the null distribution of Mann-Kendall's S = n (n - 1) / 2 - 2 k without ties."""
+    counts = [1]
+    for size in range(2, n + 1):
+        grown = [0] * (len(counts) + size - 1)
+        for k, count in enumerate(counts):
+            for extra in range(size):
+                grown[k + extra] += count
+        counts = grown
+    return tuple(counts)
+
+
+def _exact_trend_p(n: int, s: int) -> float:
+    """Two-sided exact p of Mann-Kendall's S without ties, as scipy's kendalltau(method=
+    "exact") computes it: twice the tail of the smaller of concordant and discordant pairs."""
+    pairs = n * (n - 1) // 2
+    smaller = (pairs - abs(s)) // 2
+    counts = _inversions(n)
+    return min(1.0, 2 * sum(counts[: smaller + 1]) / math.factorial(n))
+
+
 def mann_kendall(values: Sequence[float]) -> Trend | None:
     """The Mann-Kendall trend test and Sen's slope of `values` (in measurement order);
     None under MIN_TREND_VALUES values."""
-    from scipy.stats import kendalltau, norm, theilslopes
-
     values = [float(v) for v in values]  # plain floats: numpy booleans do not subtract
     n = len(values)
     if n < MIN_TREND_VALUES:
         return None
     s = 0
+    slopes = []
     for i in range(n - 1):
         for j in range(i + 1, n):
             s += (values[j] > values[i]) - (values[j] < values[i])
+            slopes.append((values[j] - values[i]) / (j - i))
     ties = [values.count(v) for v in set(values)]
     variance = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties)) / 18
     method: Literal["exact", "normal"]
     if max(ties) == 1 and n <= EXACT_MAX_N:
-        # Kendall's tau between the repeat number and the value is Mann-Kendall's statistic;
-        # scipy has its exact null distribution.
-        p = float(kendalltau(range(n), values, method="exact").pvalue)
+        # Kendall's exact null distribution of S: the permutations of n by their inversions.
+        p = _exact_trend_p(n, s)
         method = "exact"
     elif variance > 0:
         z = (abs(s) - 1) / math.sqrt(variance) if s else 0.0
-        p = float(min(1.0, 2 * norm.sf(z)))
+        p = min(1.0, math.erfc(z / math.sqrt(2)))  # 2 * the normal's upper tail at z
         method = "normal"
     else:  # every value equal: no trend at all
         p, method = 1.0, "normal"
-    slope = float(theilslopes(values).slope)
+    slope = statistics.median(slopes)  # Sen's slope (scipy.stats.theilslopes's)
     median = statistics.median(values)
     return Trend(
         n=n,

@@ -1,5 +1,6 @@
-"""`xfrbench compare` on change-stream runs: each site's per-serial load time and the
-share of serials within the SLA, from runs the stream flow wrote on its fake fleet."""
+"""`xfrbench compare` on change-stream runs: each site's load time and the share of serials
+over the SLA, one value per repeat (a repeat's serials share its primary, its links and its
+moment: no independent samples), from runs the stream flow wrote on its fake fleet."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.compare.gate import load_and_compare
+from harness.compare.gate import CANNOT_TELL, NO_CHANGE, REGRESSION, load_and_compare
 from harness.compare.text import print_comparison
 from harness.measure.records import RecordContext
 from harness.measure.stream import stream_repeat
@@ -16,14 +17,21 @@ from harness.results import RunStore, TransferRecord
 from tests.unit.test_report import RUN_META
 from tests.unit.test_stream_flow import FakeStreamBench, _plan
 
+JITTER = (1.0, 1.03, 0.98, 1.01, 0.99, 1.02)  # one factor per repeat: repeats differ a little
 
-def stream_run(root: Path, name: str, far_s: float) -> Path:
+
+def stream_run(root: Path, name: str, far_s: float, repeats: int = 6) -> Path:
     plan = _plan(
         root, ["near-1", "near-2", "far-1"], 'interval = "200ms"\nupdates = 20\nsla = "300ms"'
     )
-    bench = FakeStreamBench(plan, transfer_s={"near-1": 0.05, "near-2": 0.08, "far-1": far_s})
     records: list[TransferRecord] = []
-    stream_repeat(bench, RecordContext(name, plan), 1, 11, records.append, {})
+    first = 11
+    for repeat in range(1, repeats + 1):
+        factor = JITTER[(repeat - 1) % len(JITTER)]
+        times = {"near-1": 0.05 * factor, "near-2": 0.08 * factor, "far-1": far_s * factor}
+        bench = FakeStreamBench(plan, transfer_s=times)
+        first = stream_repeat(bench, RecordContext(name, plan), repeat, first, records.append,
+                              {}) + 1  # fmt: skip
     with RunStore.create(root / "results", name, None, dict(RUN_META)) as store:
         for record in records:
             store.append(record)
@@ -40,26 +48,39 @@ def test_a_slower_far_site_is_a_regression_of_its_load_time_and_the_sla(tmp_path
         f"{case}: stream load time, fleet",
         f"{case} @ far: stream load time",
         f"{case} @ near: stream load time",
+        f"{case}: stream serials over the SLA",
+        "all cases: stream load time",  # the sites' at once
     }
     far = loads[f"{case} @ far: stream load time"]
-    assert far.a.n == far.b.n == 20 and far.verdict == "regression" and far.change > 3
+    assert (far.a.n, far.b.n) == (6, 6)  # one value per repeat, never per serial
+    assert far.verdict == REGRESSION and far.change is not None and far.change > 3
     near = loads[f"{case} @ near: stream load time"]
-    assert near.verdict != "regression"
-    (sla,) = result.stream_sla
-    assert (sla.met_a, sla.serials_a, sla.met_b, sla.serials_b) == (20, 20, 0, 20)
-    assert sla.regression and sla.p_value is not None and sla.p_value < 0.001
+    assert near.verdict == NO_CHANGE
+    sla = loads[f"{case}: stream serials over the SLA"]
+    assert sla.a.level == 0.0 and sla.b.level == 1.0  # every serial of B over 300 ms
+    assert sla.verdict == REGRESSION and sla.required
+    fleet = loads[f"{case}: stream load time, fleet"]
+    assert fleet.required and fleet.regression
     assert result.exit_status == 1
-    assert sla.label in result.to_json()["regressions"]
     out = io.StringIO()
     print_comparison(result, Console(file=out, width=200))
     printed = out.getvalue()
-    assert "serials within the SLA (0.3 s): 20 of 20 (100.0%) in A, 0 of 20 (0.0%) in B" in printed
-    assert "-100.0 points" in printed and "regression" in printed
+    assert "stream serials over the SLA" in printed and "+100.0 points" in printed
+    assert "one value per repeat: the median of its serials' load times" in printed
+
+
+def test_one_repeat_of_twenty_serials_cannot_tell(tmp_path: Path) -> None:
+    """Twenty serials of one repeat, pooled, made p tiny; they are one sample of the
+    stream, and one value a run cannot tell anything."""
+    a = stream_run(tmp_path, "a", far_s=0.1, repeats=1)
+    b = stream_run(tmp_path, "b", far_s=0.5, repeats=1)
+    result = load_and_compare(a, b)
+    far = next(c for c in result.cases if c.label.endswith("@ far: stream load time"))
+    assert (far.a.n, far.b.n) == (1, 1) and far.verdict == CANNOT_TELL
+    assert result.exit_status == 4
 
 
 def test_a_stream_run_against_itself_changes_nothing(tmp_path: Path) -> None:
     a = stream_run(tmp_path, "a", far_s=0.5)
     result = load_and_compare(a, a)
     assert result.identical and result.exit_status == 0
-    (sla,) = result.stream_sla
-    assert sla.change == 0 and sla.verdict == "no change"

@@ -94,3 +94,17 @@ def test_a_bind_cold_start_is_paced_by_serial_query_rate() -> None:
             case.secondaries[0].server.options
         ):
             assert repeat_seconds(case) >= zones / COLD_ZONES_PER_S["bind"]
+
+
+def test_the_dry_run_says_what_compare_can_detect_and_the_repeats_it_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From the spread of a reference run: at quick.toml's 5 repeats the CPU over all 16
+    cases is out of reach of a 10 % threshold; at 10, what the README recommends, it is
+    not."""
+    out = " ".join(dry_run(capsys, str(SCENARIOS / "quick.toml")).split())
+    assert "compare's power at 5 repeats (spreads of a reference run, quick20-a" in out
+    assert "CPU per transfer 10% over all cases needs repeats >= 6" in out
+    assert 'at these repeats compare would likely say "cannot tell" (exit 4)' in out
+    out = " ".join(dry_run(capsys, quick_with(tmp_path, 10)).split())
+    assert "compare's power at 10 repeats" in out and "cannot tell" not in out
