@@ -4,7 +4,8 @@ and measure/cold_start_flow.py, each repeat followed by its client pulls."""
 from __future__ import annotations
 
 from harness.measure.cold_start_flow import cold_start_repeat
-from harness.measure.protocol import Bench, Emit, client_pulls, prepare_updates, update_repeat
+from harness.measure.first_copies import prepare_updates
+from harness.measure.protocol import Bench, Emit, client_pulls, update_repeat
 from harness.measure.records import RecordContext
 
 

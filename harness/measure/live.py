@@ -8,7 +8,6 @@ what is measured: that is protocol.py.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import time
 from pathlib import Path
@@ -65,11 +64,6 @@ from harness.zonegen.model import ChangeSet
 Switched = Literal["reconfig", "restart"]  # how a running secondary was switched
 POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every duration
 FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
-
-
-def _switch_fields(setup: srv.ServerSetup) -> tuple[object, ...]:
-    """What a switch between cases of a group may change in a server's setup."""
-    return (setup.tsig, setup.tls, setup.ixfr, setup.provide_ixfr, setup.options)
 
 
 def poll_interval(secondaries: int) -> float:
@@ -190,13 +184,7 @@ class LiveCase:
                     moves[running.name] = (running, how)
         reconfig = [r for r, how in moves.values() if how == "reconfig"]
         self.moments |= {(r.name, "reconfig"): self.clock() for r in reconfig}
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(reconfig))) as pool:
-            runs = [
-                pool.submit(r.host.run_tool, r.server.reconfig_argv(), timeout=case.timeout)
-                for r in reconfig
-            ]
-            for done in runs:
-                done.result()
+        srv.reconfigure_all(reconfig, case.timeout)
         for running, how in moves.values():
             if how == "restart":
                 srv.restart(self.testbed, running)
@@ -216,7 +204,7 @@ class LiveCase:
             running.server = srv.make(running.plan, binary, setup)
             running.server.render()
             return "restart" if running.proc is not None else None
-        if _switch_fields(setup) == _switch_fields(old):
+        if srv.switch_fields(setup) == srv.switch_fields(old):
             return None
         running.server.setup = setup
         running.server.render()

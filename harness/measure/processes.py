@@ -6,6 +6,7 @@ cgroup of its own, with its stdout and stderr kept in its working folder.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -150,6 +151,21 @@ def restart(testbed: Testbed, running: RunningServer) -> None:
     for name in type(server).restart_forgets:
         (server.setup.workdir / name).unlink(missing_ok=True)
     spawn(testbed, running, render=False)
+
+
+def switch_fields(setup: ServerSetup) -> tuple[object, ...]:
+    """What a switch between the cases of a group may change in a server's setup."""
+    return (setup.tsig, setup.tls, setup.ixfr, setup.provide_ixfr, setup.options)
+
+
+def reconfigure_all(servers: list[RunningServer], timeout: float) -> None:
+    """Each server's own reconfiguration (rendered already), all at once: a control
+    command is a process each, and a switch often reconfigures a primary and secondaries."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
+        runs = [pool.submit(r.host.run_tool, r.server.reconfig_argv(), timeout=timeout)
+                for r in servers]  # fmt: skip
+        for done in runs:
+            done.result()
 
 
 def stop(testbed: Testbed, running: RunningServer, *, signalled: bool = False) -> None:

@@ -38,13 +38,8 @@ from harness.link.bounds import with_advertised_window
 from harness.measure.evidence import evidence_of
 from harness.measure.logged import ColdStartLog, Logged
 from harness.measure.measured import (
-    FIRST_COPY,
-    WARMUP,
     Missing,
-    NoneServed,
-    Prepared,
     measured,
-    missing_error,
 )
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
 from harness.measure.wall import WallClock
@@ -237,72 +232,8 @@ def secondary_names(plan: CasePlan) -> list[str]:
     return [host.name for host in plan.secondaries]
 
 
-def _timeout_text(timeout: float, host: str, zone: str, serial: int) -> str:
+def timeout_text(timeout: float, host: str, zone: str, serial: int) -> str:
     return f"timeout after {timeout:g} s: the {host} never served {zone} serial {serial}"
-
-
-def prepare_updates(bench: Bench) -> Prepared:
-    """Start the secondaries, wait up to the deadline for every first copy and, with a
-    fixed settle (`settle_fixed`), run one unrecorded warm-up update; returns the serial
-    the primary serves (the warm-up's, or the first copies'; the next repeat publishes +1)
-    and the secondaries left out of the measured set, missing their first copy or the
-    warm-up (measure/measured.py). NoneServed when no secondary served."""
-    plan = bench.plan
-    zone, hosts = bench.first_zone, secondary_names(plan)
-    limit = START_TIMEOUT + plan.timeout
-    with bench.spent.phase("first_copies"):
-        bench.prepare_secondaries()
-        since = bench.wall()  # their words are read from their start
-        bench.start_secondaries()
-        # Once one secondary served its copy, the servers are up and the zone travels: a
-        # secondary still without it one transfer timeout later is missing, not awaited for
-        # the whole start allowance (a host down from the start cost a fleet 140 s).
-        first = bench.wait_served(
-            hosts, zone, bench.base_serial, bench.clock() + limit, straggle=plan.timeout
-        )
-    missing = _left_out(
-        bench, hosts, first, (FIRST_COPY, limit, bench.base_serial), since, plan.timeout
-    )
-    if not plan.settle_fixed:
-        # Settled by evidence, the first repeat waits out what the first copies left (the
-        # limiters they set going, the copy's dump): no warm-up is needed (measured: the
-        # first slot of each visit within 0.98-1.06 of its case's median, run nowarm1).
-        return Prepared(bench.base_serial, missing)
-    warmup = bench.base_serial + 1
-    with bench.spent.phase("warmup"):
-        _, served = unrecorded_update(bench, warmup, "the warm-up serial", measured(hosts, missing))
-    waited = (WARMUP, plan.timeout, warmup)
-    missing |= _left_out(bench, measured(hosts, missing), served, waited, since)
-    return Prepared(warmup, missing)
-
-
-def _left_out(
-    bench: Bench,
-    hosts: list[str],
-    served: dict[str, float],
-    waited: tuple[str, float, int],
-    since: float,
-    straggle: float | None = None,
-) -> dict[str, Missing]:
-    """The `hosts` that did not serve what was `waited` for (why, how long, the serial),
-    missing from now on; NoneServed, in each one's words since `since`, when none did.
-    `straggle`: the others were waited for this long after the first one served."""
-    why, timeout, serial = waited
-    zone = bench.first_zone
-    gone = [host for host in hosts if host not in served]
-    if gone and len(gone) == len(hosts):
-        said = {host: _logged_json(bench.logged(host, zone, serial, since)) for host in gone}
-        raise NoneServed(_timeout_text(timeout, ", ".join(gone), zone, serial), said)
-    out = {}
-    for host in gone:
-        text = _timeout_text(timeout, host, zone, serial)
-        if straggle is not None:
-            text = (
-                f"timeout {straggle:g} s after another secondary's copy: the {host} never "
-                f"served {zone} serial {serial}"
-            )
-        out[host] = Missing(why, missing_error(why, text), since)
-    return out
 
 
 def unrecorded_update(
@@ -386,7 +317,7 @@ def update_repeat(
             continue
         if host not in done or host not in t0:
             text = (
-                _timeout_text(plan.timeout, host, zone, serial)
+                timeout_text(plan.timeout, host, zone, serial)
                 if host in t0
                 else _no_notify_text(plan.timeout, host, serial)
             )
@@ -394,7 +325,7 @@ def update_repeat(
             # any secondary) and what the servers logged: why it is missing, in their words.
             with spent.phase("observe"):
                 logged = bench.logged(host, zone, serial, started_at)
-            seen = {"phases": phases[host], "server_logged": _logged_json(logged)}
+            seen = {"phases": phases[host], "server_logged": logged_json(logged)}
             emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, **seen))
             continue
         duration = done[host] - t0[host]
@@ -445,7 +376,7 @@ def update_repeat(
             bytes=size,
             messages=messages,
             phases=phases[host] | seen | {"served": duration},
-            server_logged=_logged_json(logged),
+            server_logged=logged_json(logged),
             extra={
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
@@ -497,7 +428,7 @@ def _notified(bench: Bench, triggered: _Triggered, serial: int) -> _Triggered:
     return _Triggered(t0, phases, triggered.method, triggered.issued)
 
 
-def _logged_json(logged: Logged) -> dict[str, Any]:
+def logged_json(logged: Logged) -> dict[str, Any]:
     return {
         "secondary": logged.secondary,
         "primary": logged.primary,
@@ -549,7 +480,7 @@ def _missing_record(
     with bench.spent.phase("observe"):
         logged = bench.logged(host, zone, serial, started_at)
         since_start = bench.logged(host, zone, serial, gone.since).failures
-    seen = {"phases": phases, "server_logged": _logged_json(logged)}
+    seen = {"phases": phases, "server_logged": logged_json(logged)}
     extra = extra | {"missing": gone.to_json(since_start)}
     return _failed(ctx, host, repeat, zone, serial, gone.error, started_at, extra, **seen)
 

@@ -26,17 +26,13 @@ from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.cold_start_flow import cold_start_repeat
 from harness.measure.faults import fault_repeat
+from harness.measure.first_copies import prepare_updates
 from harness.measure.live import LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
 from harness.measure.live_stream import LiveStreamCase
 from harness.measure.measured import Missing, NoneServed
 from harness.measure.processes import CONTROL_DIR, CaseFailed
-from harness.measure.protocol import (
-    PublishFailed,
-    client_pulls,
-    prepare_updates,
-    update_repeat,
-)
+from harness.measure.protocol import PublishFailed, client_pulls, update_repeat
 from harness.measure.records import RecordContext, failure, transfer_record
 from harness.measure.stream import stream_repeat
 from harness.measure.switch_proof import prove_switch

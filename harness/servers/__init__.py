@@ -14,14 +14,13 @@ from typing import Literal
 
 from harness.core.terms import ServerKind
 from harness.servers.base import (
-    Capabilities,
     LoggedTransfer,
     Server,
     ServerSetup,
-    Support,
     ZoneEntry,
 )
 from harness.servers.bind import Bind
+from harness.servers.capabilities import Capabilities, Support
 from harness.servers.failures import FailureCategory, FailureCounts
 from harness.servers.failures import classify as _classify
 from harness.servers.failures import count_failures as _count_failures

@@ -19,7 +19,7 @@ from typing import Any
 from harness.core.errors import EnvironmentProblem, ScenarioError
 from harness.core.terms import ServerKind
 from harness.servers import server_class
-from harness.servers.base import Capabilities
+from harness.servers.capabilities import Capabilities
 
 
 @dataclass(frozen=True)

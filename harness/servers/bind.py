@@ -33,16 +33,14 @@ from typing import ClassVar
 
 from harness.servers.base import (
     EVERY_SWITCH,
-    Capabilities,
     FallbackWording,
-    Footprint,
     LoggedTransfer,
     Pacing,
     PublishesByUpdate,
-    Support,
     parse_semver,
     zone_name,
 )
+from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.servers.refusals import RefusalWording
 from harness.xfr.zone_copy import DiskCopy

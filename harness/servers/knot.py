@@ -41,15 +41,13 @@ from typing import ClassVar
 
 from harness.servers.base import (
     TCP_TSIG_SWITCHES,
-    Capabilities,
     FallbackWording,
-    Footprint,
     LoggedTransfer,
     PublishesByUpdate,
-    Support,
     parse_semver,
     zone_name,
 )
+from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording
 from harness.xfr.zone_copy import DiskCopy
 

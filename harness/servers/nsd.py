@@ -41,16 +41,14 @@ from typing import ClassVar
 
 from harness.servers.base import (
     EVERY_SWITCH,
-    Capabilities,
-    Footprint,
     LoggedTransfer,
     Pacing,
     Server,
     ServerSetup,
-    Support,
     parse_semver,
     zone_name,
 )
+from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.xfr.zone_copy import DiskCopy
 

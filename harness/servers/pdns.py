@@ -71,15 +71,13 @@ from typing import ClassVar
 
 from harness.servers.base import (
     TEMPLATES,
-    Capabilities,
-    Footprint,
     LoggedTransfer,
     Pacing,
     PublishesByUpdate,
     ServerSetup,
-    Support,
     zone_name,
 )
+from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.xfr.secrets import write_private
 from harness.xfr.zone_copy import DiskCopy

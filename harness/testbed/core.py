@@ -525,15 +525,13 @@ class Testbed:
         host at once: a flush is a process each, milliseconds that add up per repeat)."""
         hosts = (self.primary, *self.secondaries)
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(hosts), 16)) as pool:
-            for _ in pool.map(lambda h: h.run(["ip", "tcp_metrics", "flush"], check=False), hosts):
-                pass
+            list(pool.map(lambda h: h.run(["ip", "tcp_metrics", "flush"], check=False), hosts))
 
     def link_counters(self) -> dict[str, Any]:
         return self.emulation.counters() if self.emulation is not None else {}
 
     def link_queued(self) -> tuple[int, float] | None:
-        """Packets the link emulator holds now and when that was read (unix time); None
-        where nothing tells (Emulation.queued)."""
+        """Packets the link emulator holds, read when (unix time); Emulation.queued."""
         return self.emulation.queued() if self.emulation is not None else None
 
     def link_control(self) -> linkem.LinkemControl | None:

@@ -272,12 +272,12 @@ def _messages(
             pos = 0
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise _Failed(_timeout_text(time.monotonic() - t0, where, state))
+            raise _Failed(timeout_text(time.monotonic() - t0, where, state))
         sock.settimeout(remaining)
         try:
             got = sock.recv_into(view[have:])
         except TimeoutError:
-            raise _Failed(_timeout_text(time.monotonic() - t0, where, state)) from None
+            raise _Failed(timeout_text(time.monotonic() - t0, where, state)) from None
         if got == 0:
             raise _Failed(
                 f"{where} closed the connection after {state.messages} messages, "
@@ -288,7 +288,7 @@ def _messages(
         have += got
 
 
-def _timeout_text(elapsed: float, where: str, state: Any) -> str:
+def timeout_text(elapsed: float, where: str, state: Any) -> str:
     what = "the first message" if state.messages == 0 else f"message {state.messages + 1}"
     return f"timeout after {elapsed:.1f} s waiting for {what} from {where}"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness import spec
-from harness.measure import flows, protocol
+from harness.measure import first_copies, flows, protocol
 from harness.measure.cold_start import logged_sum
 from harness.measure.protocol import (
     ColdStartLog,
@@ -269,7 +269,9 @@ def test_notify_measures_from_each_notify_after_an_unrecorded_warm_up(tmp_path: 
 
 
 def test_retransfer_measures_from_the_control_command(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 1\ntrigger = "retransfer"\nxfr = ["ixfr"]\n')
+    plan = _plan(
+        tmp_path, 'settle_fixed = true\nrepeats = 1\ntrigger = "retransfer"\nxfr = ["ixfr"]\n'
+    )
     bench = FakeBench(plan, serve_after={"secondary": 0.8})
     (record,) = _run(bench)
     controls = [c for c in bench.calls if c[0] == "control"]
@@ -381,7 +383,7 @@ def test_the_warm_up_is_held_to_the_primary_too(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "settle_fixed = true\nrepeats = 1\n")
     bench = FakeBench(plan, primary_wrong={11: "the primary serves serial 10, not 11"})
     with pytest.raises(protocol.PublishFailed, match="warm-up serial 11") as raised:
-        protocol.prepare_updates(bench)
+        first_copies.prepare_updates(bench)
     assert not raised.value.recorded
 
 

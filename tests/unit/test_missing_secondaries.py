@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.measure import flows, protocol
+from harness.measure import first_copies, flows, protocol
 from harness.measure.logged import Logged
 from harness.measure.measured import FIRST_COPY, WARMUP, Missing, NoneServed
 from harness.measure.records import RecordContext
@@ -168,7 +168,7 @@ def test_when_no_secondary_got_its_first_copy_the_visit_fails_in_every_ones_word
     said = {f"site-{i}": f"{GONE_SAID} ({i})" for i in range(3)}
     bench = Bench(plan, said, serve_after={})
     with pytest.raises(NoneServed) as raised:
-        protocol.prepare_updates(bench)
+        first_copies.prepare_updates(bench)
     assert str(raised.value) == (
         "timeout after 150 s: the site-0, site-1, site-2 never served example. serial 10"
     )

@@ -10,8 +10,8 @@ from harness import spec
 from harness.measure.primary_ixfr import provides_ixfr
 from harness.plan.case import CasePlan, plan_case, support_problem
 from harness.servers import Nsd
-from harness.servers.base import Capabilities
 from harness.servers.binaries import ServerBinary
+from harness.servers.capabilities import Capabilities
 
 VERSIONS = {"bind": "9.18.28", "knot": "3.2.6", "nsd": "4.6.1", "pdns": "4.7.3"}
 
