@@ -117,7 +117,7 @@ def repeats_warning(scenario: Scenario, alpha: float) -> str | None:
 def _compare_plan(scenario: Scenario, alpha: float, cases: int = 0) -> tuple[list[str], bool]:
     """compare's power at the scenario's repeats over its `cases` (by default one per
     transport and kind)."""
-    from harness.compare.planning import plan_lines
+    from harness.results.planning import plan_lines
 
     repeats = scenario.repeats  # type: ignore[attr-defined]
     least = (

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.fmt import short_labels
-from harness.core.terms import ROLES
+from harness.core.terms import ROLES, SERVER_TO_SERVER
 from harness.link.describe import describe_direction, describe_link
 from harness.report.case_rows import CaseRow, case_rows
 from harness.report.faultview import FaultData, fault_data
@@ -39,7 +39,8 @@ from harness.results.failures import FailureSummary, reason_text, summarize_fail
 from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import FAILURE_WORDS
-from harness.results.resources import summarize_resources
+from harness.results.planning import run_plan_lines
+from harness.results.resources import per_transfer, summarize_resources
 from harness.results.summary import (
     case_label,
 )
@@ -122,6 +123,9 @@ class ReportData:
     case_spans: list[tuple[str, float, float]]  # (case, first, last sample) of each stay
     samples_note: str | None  # why there is no time series
     warnings: list[str] = field(default_factory=list)
+    # What `compare` could detect with this run's spread, and the repeats it would need
+    # (results/planning.py): said under the transport table.
+    compare_plan: list[str] = field(default_factory=list)
     # The first screen: transport_costs.py, phases.py, link_checks.py, throughput_bound.py
     transports: list[TransportGroup] = field(default_factory=list)
     phases: list[CasePhases] = field(default_factory=list)
@@ -380,6 +384,12 @@ def build_report_data(folder: RunFolder) -> ReportData:
             samples_note = f"{SAMPLES} has no server sample with a TIME_WAIT count"
     metas = {meta.case: meta for meta in case_files}
     failures = summarize_failures(records)
+    cpu = {
+        f"{case} {role}": figures["cpu_s"]
+        for case, roles in per_transfer(samples or [], records).items()
+        for role, figures in roles.items()
+    }
+    durations = {row.case: row.durations_s for row in rows if row.method == SERVER_TO_SERVER}
     phases = case_phases(records)
     return ReportData(
         run=run,
@@ -391,6 +401,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         case_spans=spans,
         samples_note=samples_note,
         warnings=warnings,
+        compare_plan=run_plan_lines(durations, cpu),
         transports=transport_costs(records),
         phases=phases,
         links=link_checks(records, metas),

@@ -95,7 +95,7 @@ def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> 
                 cells[0] += " [yellow]drift[/]" if tcp.drift else ""
             table.add_row(escape(keys[group.key]), *cells)
         print_table(console, table)
-        for note in transport_notes(data.transports):
+        for note in [*transport_notes(data.transports), *data.compare_plan]:
             console.print(escape(note), soft_wrap=True)
     else:
         console.print(
