@@ -1,11 +1,12 @@
-"""A visit's start: the secondaries' first copies and, with a fixed settle, the warm-up
-update, and which secondaries the visit then measures (measure/measured.py).
+"""A visit's start: the secondaries' first copies and one unrecorded warm-up update, and
+which secondaries the visit then measures (measure/measured.py).
 
-Settled by evidence (measure/settle.py), the first repeat waits out what the first copies
-left behind (the limiters they set going, the copy's dump); with a fixed settle (the
-protocol before), one unrecorded warm-up update precedes the measured repeats instead:
-right after its first transfer a BIND secondary answers the next NOTIFY about 0.45 s late.
-Pure against protocol.Bench.
+The warm-up absorbs what a first update and a first transfer after the first copies cost
+once: the settle by evidence (measure/settle.py) waits out the limiters and the dump the
+first copies left, but nothing before the trigger shows that a primary's first update is
+slow. Measured without the warm-up on the 14 M-record tld (run tld-20261128T101750): the
+first update took 19.2 s against 0.03 s for the next, and the first transfer 46.6 s
+against 25-29 s; on quick.toml's small zones no repeat moved. Pure against protocol.Bench.
 """
 
 from __future__ import annotations
@@ -30,11 +31,10 @@ from harness.measure.protocol import (
 
 
 def prepare_updates(bench: Bench) -> Prepared:
-    """Start the secondaries, wait up to the deadline for every first copy and, with a
-    fixed settle (`settle_fixed`), run one unrecorded warm-up update; returns the serial
-    the primary serves (the warm-up's, or the first copies'; the next repeat publishes +1)
-    and the secondaries left out of the measured set, missing their first copy or the
-    warm-up (measure/measured.py). NoneServed when no secondary served."""
+    """Start the secondaries, wait up to the deadline for every first copy, and run one
+    unrecorded warm-up update; returns the serial the warm-up published (the next repeat
+    publishes +1) and the secondaries left out of the measured set, missing their first
+    copy or the warm-up (measure/measured.py). NoneServed when no secondary served."""
     plan = bench.plan
     zone, hosts = bench.first_zone, secondary_names(plan)
     limit = START_TIMEOUT + plan.timeout
@@ -51,11 +51,6 @@ def prepare_updates(bench: Bench) -> Prepared:
     missing = _left_out(
         bench, hosts, first, (FIRST_COPY, limit, bench.base_serial), since, plan.timeout
     )
-    if not plan.settle_fixed:
-        # Settled by evidence, the first repeat waits out what the first copies left (the
-        # limiters they set going, the copy's dump): no warm-up is needed (measured: the
-        # first slot of each visit within 0.98-1.06 of its case's median, run nowarm1).
-        return Prepared(bench.base_serial, missing)
     warmup = bench.base_serial + 1
     with bench.spent.phase("warmup"):
         _, served = unrecorded_update(bench, warmup, "the warm-up serial", measured(hosts, missing))

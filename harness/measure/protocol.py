@@ -20,11 +20,9 @@ secondary answered without the new serial (or from the trigger, if none came aft
 the first answer with it (xfr/served_times.py served_error); a cold start's is that of its
 last zone, its extra["served_error_s"] the median and largest over all zones.
 
-Right after its first transfer a secondary answers the next NOTIFY late (BIND: ~0.45 s here:
-its serial-query-rate limiter's tick), which would make repeat 1 an outlier of start-up
-rather than of transfer. Settled by evidence (measure/settle.py), the first repeat waits
-that out; with a fixed settle (`settle_fixed`, the protocol before), one unrecorded warm-up
-update precedes the measured repeats instead.
+One unrecorded warm-up update precedes the measured repeats (measure/first_copies.py): a
+first update and the first transfer after the first copies cost the servers once what no
+later one does, which would make repeat 1 an outlier of start-up rather than of transfer.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def _run(bench: FakeBench) -> list[TransferRecord]:
 
 
 def test_notify_measures_from_each_notify_after_an_unrecorded_warm_up(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 2\ntrigger = "notify"\n')
+    plan = _plan(tmp_path, 'repeats = 2\ntrigger = "notify"\n')
     bench = FakeBench(plan)
     records = _run(bench)
     publishes = [c[1] for c in bench.calls if c[0] == "publish"]
@@ -269,9 +269,7 @@ def test_notify_measures_from_each_notify_after_an_unrecorded_warm_up(tmp_path: 
 
 
 def test_retransfer_measures_from_the_control_command(tmp_path: Path) -> None:
-    plan = _plan(
-        tmp_path, 'settle_fixed = true\nrepeats = 1\ntrigger = "retransfer"\nxfr = ["ixfr"]\n'
-    )
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "retransfer"\nxfr = ["ixfr"]\n')
     bench = FakeBench(plan, serve_after={"secondary": 0.8})
     (record,) = _run(bench)
     controls = [c for c in bench.calls if c[0] == "control"]
@@ -283,7 +281,7 @@ def test_retransfer_measures_from_the_control_command(tmp_path: Path) -> None:
 
 
 def test_axfr_retransfer_forces_a_full_transfer(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 1\ntrigger = "retransfer"\n')
+    plan = _plan(tmp_path, 'repeats = 1\ntrigger = "retransfer"\n')
     bench = FakeBench(plan)
     _run(bench)
     assert [c[2] for c in bench.calls if c[0] == "control"] == ["refresh", "retransfer"]
@@ -292,7 +290,7 @@ def test_axfr_retransfer_forces_a_full_transfer(tmp_path: Path) -> None:
 def test_a_secondary_that_never_serves_is_a_failed_record_with_the_reason(
     tmp_path: Path,
 ) -> None:
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 2\ntimeout = "30s"\n', secondaries=2)
+    plan = _plan(tmp_path, 'repeats = 2\ntimeout = "30s"\n', secondaries=2)
     bench = FakeBench(plan, serve_after={"site-0": 1.0, "site-1": 1.0})
     hosts_seen: list[str] = []
 
@@ -324,7 +322,7 @@ def test_a_secondary_that_never_serves_keeps_its_notify_and_the_servers_words(
 ) -> None:
     """A fleet's origin is the first NOTIFY to any secondary, the missing ones' included,
     and who is missing is said in the servers' own words: the failed record keeps both."""
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 1\ntimeout = "20s"\n', secondaries=2)
+    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "20s"\n', secondaries=2)
     bench = FakeBench(plan, notify_after={"site-0": 0.3, "site-1": 0.1})
     wait = bench.wait_served
 
@@ -344,7 +342,7 @@ def test_a_secondary_that_never_serves_keeps_its_notify_and_the_servers_words(
 def test_a_publication_that_times_out_is_a_publish_error_that_ends_the_case(
     tmp_path: Path,
 ) -> None:
-    plan = _plan(tmp_path, "settle_fixed = true\nrepeats = 3\n", secondaries=3)
+    plan = _plan(tmp_path, "repeats = 3\n", secondaries=3)
     bench = FakeBench(
         plan, publish_fails={13}, notify_after={f"site-{i}": 0.3 for i in range(3)},
         serve_after={f"site-{i}": 1.0 + i for i in range(3)},
@@ -366,7 +364,7 @@ def test_a_primary_that_serves_another_version_is_a_publish_error_not_a_copy_fai
 ) -> None:
     """The demo's tiny zone: the primary kept the NS the update deleted. Its secondaries'
     exact copies must not be blamed: every record of the repeat is a publish error."""
-    plan = _plan(tmp_path, "settle_fixed = true\nrepeats = 2\n", secondaries=2)
+    plan = _plan(tmp_path, "repeats = 2\n", secondaries=2)
     wrong = "the primary's own copy: RRSUM differs: expected 2 records, the copy has 3"
     bench = FakeBench(plan, primary_wrong={12: wrong})
     records: list[TransferRecord] = []
@@ -380,7 +378,7 @@ def test_a_primary_that_serves_another_version_is_a_publish_error_not_a_copy_fai
 
 
 def test_the_warm_up_is_held_to_the_primary_too(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, "settle_fixed = true\nrepeats = 1\n")
+    plan = _plan(tmp_path, "repeats = 1\n")
     bench = FakeBench(plan, primary_wrong={11: "the primary serves serial 10, not 11"})
     with pytest.raises(protocol.PublishFailed, match="warm-up serial 11") as raised:
         first_copies.prepare_updates(bench)
@@ -400,7 +398,7 @@ def test_secondaries_are_polled_before_the_notifies_are_read(tmp_path: Path) -> 
 
 
 def test_a_missing_notify_is_a_failure_not_a_guess(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 1\ntimeout = "30s"\n')
+    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "30s"\n')
     (record,) = _run(FakeBench(plan, notify_after={"secondary": None}))
     assert not record.ok and record.duration_s is None
     assert record.error == (
@@ -492,7 +490,7 @@ def test_records_name_their_secondary_only_in_a_fleet(tmp_path: Path) -> None:
 
 
 def test_each_repeat_says_where_its_wall_time_went(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, 'settle_fixed = true\nrepeats = 2\ntrigger = "notify"\n', secondaries=2)
+    plan = _plan(tmp_path, 'repeats = 2\ntrigger = "notify"\n', secondaries=2)
     bench = FakeBench(plan, verify_s=0.7)
     records = _run(bench)
     wall = records[0].extra["wall"]
@@ -542,28 +540,3 @@ def test_sizes_no_log_says_stay_unknown() -> None:
     assert logged_sum([None, None]) is None
     assert logged_sum([4000, None]) is None  # never a sum of some
     assert logged_sum([]) is None
-
-
-def test_settled_by_evidence_the_first_repeat_follows_the_first_copies(tmp_path: Path) -> None:
-    # No warm-up: the settle waits out what the first copies left (their limiters' ticks),
-    # so the first measured repeat publishes the serial after the zone's own.
-    plan = _plan(tmp_path, 'repeats = 2\ntrigger = "notify"\n')
-    assert not plan.settle_fixed
-    bench = FakeBench(plan)
-    records = _run(bench)
-    publishes = [c[1] for c in bench.calls if c[0] == "publish"]
-    assert publishes == [11, 12]
-    assert [r.serial for r in records] == [11, 12] and all(r.counts for r in records)
-    assert "warmup" not in bench.spent.seconds
-
-
-def test_without_a_warm_up_a_secondary_missing_its_first_copy_is_still_missing(
-    tmp_path: Path,
-) -> None:
-    plan = _plan(tmp_path, 'repeats = 1\ntimeout = "30s"\n', secondaries=2)
-    bench = FakeBench(plan)
-    bench.serve_after["site-1"] = None
-    records = _run(bench)
-    by_host = {r.host: r for r in records}
-    assert by_host["site-0"].counts
-    assert (by_host["site-1"].error or "").startswith("missing: never got its first copy")

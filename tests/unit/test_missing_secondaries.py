@@ -67,8 +67,7 @@ class Bench(FakeBench):
 
 
 def fleet(tmp_path: Path, text: str = 'repeats = 2\ntimeout = "30s"\n') -> CasePlan:
-    """Three secondaries; a fixed settle, so that a warm-up follows the first copies."""
-    return _plan(tmp_path, "settle_fixed = true\n" + text, secondaries=3)
+    return _plan(tmp_path, "" + text, secondaries=3)
 
 
 def run(bench: FakeBench) -> list[TransferRecord]:

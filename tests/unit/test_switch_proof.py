@@ -113,9 +113,7 @@ class FakeLive(FakeBench):
 
 def _visit(tmp_path: Path, how: Switched, stuck_on: str | None) -> list[TransferRecord]:
     path = tmp_path / "s.toml"
-    path.write_text(
-        'repeats = 2\ntransports = ["tcp", "xot"]\norder = "interleaved"\nsettle_fixed = true\n'
-    )
+    path.write_text('repeats = 2\ntransports = ["tcp", "xot"]\norder = "interleaved"\n')
     group = GroupPlan(tuple(plan_case(case) for case in spec.load(path).cases))
     records: list[TransferRecord] = []
     run = RunContext("run-1", records.append, {group.first.name: {}}, backend=None)  # type: ignore[arg-type]
@@ -167,7 +165,7 @@ def test_select_failing_outright_is_a_switch_failure(tmp_path: Path) -> None:
             return {}
 
     path = tmp_path / "s.toml"
-    path.write_text('repeats = 1\ntransports = ["tcp", "xot"]\nsettle_fixed = true\n')
+    path.write_text('repeats = 1\ntransports = ["tcp", "xot"]\n')
     group = GroupPlan(tuple(plan_case(case) for case in spec.load(path).cases))
     records: list[TransferRecord] = []
     run: Any = RunContext("run-1", records.append, {group.first.name: {}}, backend=None)  # type: ignore[arg-type]
