@@ -220,7 +220,8 @@ class LiveCase:
     def start_primary(self) -> None:
         name = self.plan.primary.name
         workdir = self.case_dir / name
-        self.primary = self._server(name, srv.primary_zones(self.generated.files, workdir), workdir)
+        zones = srv.primary_zones(self.generated.files, workdir, self.binaries.get(name))
+        self.primary = self._server(name, zones, workdir)
         peers = [self.testbed.hosts[h.name].address for h in self.plan.secondaries]
         self.wire = WireWatch(self.primary.host.netns, peers).__enter__()
         srv.spawn(self.testbed, self.primary)

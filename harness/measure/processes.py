@@ -24,7 +24,7 @@ from harness.observe.procfs import ProcessGone, descendants, netns_inode, parse_
 from harness.observe.sampler import Target
 from harness.observe.tcp_states import PortRange
 from harness.plan.case import HostPlan
-from harness.servers import Server, ServerSetup, ZoneEntry, make_server
+from harness.servers import Server, ServerSetup, ZoneEntry, make_server, server_class
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Host, Testbed
 from harness.xfr import TsigKey
@@ -97,15 +97,23 @@ def server_setup(
     )
 
 
-def primary_zones(files: list[Any], workdir: Path) -> list[ZoneEntry]:
-    """The primary serves its own copy of each generated file (linked, never edited)."""
+def primary_zones(
+    files: list[Any], workdir: Path, binary: ServerBinary | None = None
+) -> list[ZoneEntry]:
+    """The primary serves its own copy of each generated file (linked, never edited), in
+    the format its dialect loads fastest (Server.primary_file: BIND's raw for a large zone)
+    when its binary runs on this host."""
     zone_dir = workdir / "zones"
     zone_dir.mkdir(parents=True, exist_ok=True)
     entries = []
     for zone in files:
+        source = ZoneEntry(zone.origin, zone.path)
+        if binary is not None and binary.image is None:
+            dialect = server_class(binary.kind)
+            source = dialect.primary_file(zone.path, zone.origin, binary.path, binary.version)
         target = zone_dir / f"{zone.origin}zone"
-        link_or_copy(zone.path, target)
-        entries.append(ZoneEntry(zone.origin, target))
+        link_or_copy(source.file, target)
+        entries.append(ZoneEntry(zone.origin, target, source.format))
     return entries
 
 

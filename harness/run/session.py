@@ -42,6 +42,7 @@ from harness.plan.case import CasePlan, GroupPlan
 from harness.results.meta import CaseMeta, ServerInfo
 from harness.results.model import FORMAT_VERSION, Failure, TransferRecord
 from harness.results.store import write_json_atomic
+from harness.servers import server_class
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrTimeout
@@ -125,6 +126,13 @@ class GroupSession:
                 # The reference sum is the harness's work (cached beside the file): here,
                 # not inside the first publish, which the wall split gives the servers.
                 zone_file_sum(zones.files[0].path, zones.files[0].origin)
+            primary = self.binaries.get(group.first.primary.name)
+            if primary is not None and primary.image is None and run.remote is None:
+                # A dialect serving large zones from a format of its own (BIND's raw)
+                # converts them here, once, cached: the harness's work, not the load's.
+                dialect = server_class(primary.kind)
+                for file in zones.files:
+                    dialect.primary_file(file.path, file.origin, primary.path, primary.version)
         self.dir.mkdir(parents=True, exist_ok=True)
         algorithm = group.tsig_algorithm
         return zones, new_tsig(algorithm=algorithm) if algorithm else None

@@ -46,6 +46,7 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
 class ZoneEntry:
     origin: str
     file: Path  # primary: the file it serves; secondary: where it keeps its copy
+    format: str = "text"  # a primary's file: "text", or its dialect's own (BIND's "raw")
 
 
 @dataclass
@@ -328,6 +329,14 @@ class Server(ABC):
         return before.ixfr == after.ixfr or cls.reconfig_switches_xfr
 
     @classmethod
+    def primary_file(cls, source: Path, origin: str, binary: Path, version: str) -> ZoneEntry:
+        """The file a primary of this kind serves a generated zone from: the text file
+        itself, unless the dialect loads a format of its own much faster (then converted
+        once, cached beside the source under its version). `binary`: the server's, on
+        this host (its tools sit beside it)."""
+        return ZoneEntry(origin, source)
+
+    @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:
         """Whether this server, as a primary, takes a new version as a whole zone file (so
         the harness writes one even when only the serial changes). `ixfr`: change sets,
@@ -510,6 +519,14 @@ class PublishesByUpdate(Server):
     reading the whole file again costs seconds to minutes. The harness sets such a primary
     up with the per-run update key (`ServerSetup.update_key`); its dialect renders that key
     as the only one allowed to update."""
+
+    @classmethod
+    def primary_file(cls, source: Path, origin: str, binary: Path, version: str) -> ZoneEntry:
+        """The file a primary of this kind serves a generated zone from: the text file
+        itself, unless the dialect loads a format of its own much faster (then converted
+        once, cached beside the source under its version). `binary`: the server's, on
+        this host (its tools sit beside it)."""
+        return ZoneEntry(origin, source)
 
     @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:

@@ -26,7 +26,9 @@ one whole version: the harness waits until its SOA carries the serial.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
@@ -37,6 +39,7 @@ from harness.servers.base import (
     LoggedTransfer,
     Pacing,
     PublishesByUpdate,
+    ZoneEntry,
     parse_semver,
     zone_name,
 )
@@ -191,6 +194,16 @@ def rate_tick(rate: int) -> float:
 
 
 DEFAULT_RATE = 20  # notify-rate and serial-query-rate
+# A primary serves zone files from this size in BIND's raw format: loading 14 M records
+# takes it about 80 s from text and half that from raw (1 M: 3.15 s against 1.40 s).
+RAW_FROM_BYTES = 64 * 2**20
+
+
+def compilezone_argv(tool: str, origin: str, source: Path, target: Path) -> list[str]:
+    """named-compilezone writing `source` (text) as raw: no integrity checks (the zone is
+    generated; -i none also keeps it from looking names up, which stalled it)."""
+    return [tool, "-q", "-f", "text", "-F", "raw", "-i", "none", "-k", "ignore", "-n", "ignore",
+            "-o", str(target), origin, str(source)]  # fmt: skip
 
 
 class Bind(PublishesByUpdate):
@@ -256,6 +269,23 @@ class Bind(PublishesByUpdate):
             axfr_only_secondary=Support(True),
             withholds_ixfr_primary=Support(True),
         )
+
+    @classmethod
+    def primary_file(cls, source: Path, origin: str, binary: Path, version: str) -> ZoneEntry:
+        """A large zone in raw format (RAW_FROM_BYTES), converted once by the
+        named-compilezone beside `binary` and kept beside the source under this version
+        (raw files of other versions may differ)."""
+        if source.stat().st_size < RAW_FROM_BYTES:
+            return ZoneEntry(origin, source)
+        target = source.with_name(f"{source.name}.bind-{version}.raw")
+        if not target.exists() or target.stat().st_mtime < source.stat().st_mtime:
+            beside = binary.with_name("named-compilezone")
+            tool = str(beside) if beside.exists() else "named-compilezone"
+            partial = target.with_name(target.name + ".partial")
+            subprocess.run(compilezone_argv(tool, origin, source, partial), check=True,
+                           capture_output=True, text=True)  # fmt: skip
+            os.replace(partial, target)
+        return ZoneEntry(origin, target, "raw")
 
     @classmethod
     def parse_log(cls, text: str) -> list[LoggedTransfer]:

@@ -31,7 +31,7 @@ def primary_loading_for(
 ) -> live.LiveCase:
     """A LiveCase whose primary first serves its zone `seconds` after it starts (None:
     never), on a clock that stands at 0; the servers, the wire and the testbed are fakes."""
-    monkeypatch.setattr(live.srv, "primary_zones", lambda files, workdir: [])
+    monkeypatch.setattr(live.srv, "primary_zones", lambda files, workdir, binary: [])
     monkeypatch.setattr(live.srv, "spawn", lambda testbed, running: None)
     monkeypatch.setattr(live, "WireWatch", _NoWire)
     plan = SimpleNamespace(
