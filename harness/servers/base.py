@@ -521,14 +521,6 @@ class PublishesByUpdate(Server):
     as the only one allowed to update."""
 
     @classmethod
-    def primary_file(cls, source: Path, origin: str, binary: Path, version: str) -> ZoneEntry:
-        """The file a primary of this kind serves a generated zone from: the text file
-        itself, unless the dialect loads a format of its own much faster (then converted
-        once, cached beside the source under its version). `binary`: the server's, on
-        this host (its tools sit beside it)."""
-        return ZoneEntry(origin, source)
-
-    @classmethod
     def publishes_zone_files(cls, ixfr: bool) -> bool:
         return False
 
