@@ -17,13 +17,14 @@ APT_PACKAGES := bind9 bind9-utils bind9-dnsutils nsd knot knot-dnsutils knot-dns
 # setup installs it, is never started and is kept from starting (sshd_not_to_be_run).
 SERVICES := named bind9 knot nsd pdns prometheus docker containerd
 
-.PHONY: help setup apt-packages stop-services venv linkem demo test test-unit lint bench clean \
-	compose-images compose-stop-dockerd
+.PHONY: help setup apt-packages stop-services venv linkem demo test test-fast \
+	test-build test-images lint bench clean compose-images compose-stop-dockerd
 
 help:
 	@echo "make setup   install Debian packages, build linkem, create $(VENV)"
 	@echo "make demo    setup, then run the default scenario and print its results"
 	@echo "make test    setup, then run every test (unit, system with root/netns/servers)"
+	@echo "make test-fast  the unit tests and one system smoke test (about a minute)"
 	@echo "make bench   setup, then run the benchmarks in bench/"
 	@echo "make clean   remove what a killed run left behind, and build outputs"
 
@@ -94,9 +95,48 @@ lint: venv
 	$(VENV)/bin/ruff check harness tests bench $(BENCH_SCRIPTS)
 	$(VENV)/bin/ruff format --check harness tests bench $(BENCH_SCRIPTS)
 
-test: setup lint
-	cargo test --release --quiet --workspace
-	$(PYTHON) -m pytest tests
+# `make test`: what it installs and builds (setup, the test binaries, the compose images) and
+# lint first, timed apart; then the tests, timed: cargo's, then pytest's in two runs. The
+# first runs on PYTEST_WORKERS xdist workers, modules with a fixture of their own on one
+# worker each (`xdist_group`): three on two cores, because the system tests mostly wait on
+# servers, links and timeouts (measured here: 6.1 min of wall for 8 min of CPU at three
+# workers; 8.7 min at two, without three of the tests). The second runs the tests marked
+# `alone` one after another, with nothing beside them: they assert durations, timing
+# relations or CPU figures (tests/conftest.py).
+# Each run lists its ten slowest tests. Every step runs even when one before it failed.
+PYTEST_WORKERS ?= 3
+PYTEST_ARGS ?=
+PYTEST := $(PYTHON) -m pytest --durations=10 $(PYTEST_ARGS)
+
+test:
+	@dockerd_before=$$(docker info >/dev/null 2>&1 && echo yes); start=$$(date +%s); \
+	$(MAKE) --no-print-directory setup lint test-build test-images || exit $$?; \
+	echo "== setup and lint took $$(( $$(date +%s) - start )) s"; \
+	start=$$(date +%s); status=0; \
+	echo "== tests: cargo test, pytest on $(PYTEST_WORKERS) workers, then the alone tests"; \
+	cargo test --release --quiet --workspace || status=1; \
+	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" tests || status=1; \
+	$(PYTEST) -m alone --continue-on-collection-errors tests || status=1; \
+	echo "== tests took $$(( $$(date +%s) - start )) s (setup apart)"; \
+	if [ -z "$$dockerd_before" ]; then $(PYTHON) -m harness.compose.images --stop-dockerd; fi; \
+	exit $$status
+
+# cargo's test binaries: a build, so setup's (the tests' own run is then a fraction of a second).
+test-build: setup
+	cargo test --release --quiet --workspace --no-run
+
+# The images tests/compose runs (built once, cached by tag): trixie's servers and router, and
+# BIND 9.18 and 9.20 on bookworm for the upgrade gate (tests/compose/test_upgrade.py).
+test-images: setup
+	$(PYTHON) -m harness.compose.images --servers trixie --link-suite trixie
+	$(PYTHON) -m harness.compose.images --servers bookworm,bookworm-backports --link-suite bookworm
+
+# The unit tests and one tiny bind->bind transfer through run_scenario, on two workers (the
+# unit tests keep a core busy each: a third would gain nothing).
+test-fast: venv
+	@start=$$(date +%s); \
+	$(PYTEST) -n 2 tests/unit tests/system/test_smoke.py; status=$$?; \
+	echo "== test-fast took $$(( $$(date +%s) - start )) s"; exit $$status
 
 # Each benchmark prints its figures and records them in bench/README-*.md.
 bench: setup

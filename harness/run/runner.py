@@ -241,7 +241,9 @@ def run_cases(
     groups = group_cases(plans, _variants(run))
     scenario = loaded.scenario
     sizes = [len(group.cases) for group in groups]
-    keys = [[case.switch_key for case in group.cases] for group in groups]
+    # The case's name last: an A/A run's two variants have the same settings (one label
+    # each), and clustered_pass needs every case's key distinct.
+    keys = [[(*case.switch_key, case.name) for case in group.cases] for group in groups]
     slots: Iterable[Slot]
     if scenario.auto is None:
         slots = fixed_slots(

@@ -14,7 +14,13 @@ from harness.compose.backend import Backend
 from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
-pytestmark = [pytest.mark.root, pytest.mark.compose, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.compose,
+    pytest.mark.slow,
+    # One dockerd and one session of images (conftest.py): the compose tests on one worker.
+    pytest.mark.xdist_group("compose"),
+]
 
 SCENARIO = """
 repeats = 2

@@ -26,7 +26,13 @@ from harness.testbed import DEFAULT_BLOCK
 from harness.testbed import registry as reg
 from harness.testbed import topology as planning
 
-pytestmark = [pytest.mark.root, pytest.mark.compose, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.compose,
+    pytest.mark.slow,
+    # One dockerd and one session of images (conftest.py): the compose tests on one worker.
+    pytest.mark.xdist_group("compose"),
+]
 
 
 def _spec(

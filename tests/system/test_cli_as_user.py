@@ -14,6 +14,8 @@ from tests.system.normal_user import REPO, as_user, ensure_user
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch user"),
+    # The test user is created on first use (useradd): its tests on one worker.
+    pytest.mark.xdist_group("normal-user"),
 ]
 
 QUICK = REPO / "scenarios" / "quick.toml"

@@ -1,18 +1,22 @@
 """The upgrade gate on real servers: one interleaved A/B run of BIND with its default
 transfer-format (many-answers) against `transfer-format one-answer` on the primary (one
 record per message: a real configuration regression, the primary and the secondary work
-through 10,000 messages instead of a few dozen), and an A/A run of the same servers under
+through 50,000 messages instead of 135), and an A/A run of the same servers under
 two labels. `compare RUN --axis servers.primary.options` must call the first a regression
 of the durations and of the CPU, and the second no regression at the stated power (exit 0).
 
-Four transports of one 10k-record AXFR, 20 repeats a side: every figure over all four
-cases must be decidable, and four cases are not quick.toml's sixteen (the README's 10
-repeats are for those). Measured here (2-core VM shared with other work): at 10 repeats
-the A/A run's CPU over the four cases resolved 10.5 %, short of the 10 % threshold (exit 4,
-"needs n >= 12"); at 16, 9.3 % and 9.4 % (exit 0, +3.0 % and +2.6 %; durations +1.1 %, MDE
-2.8 %), too close to the threshold for a test that must not flake. One-answer at 16
-repeats: durations +45.9 %, primary CPU +554 %, secondary CPU +206 % over the four cases
-(exit 1)."""
+One case (TCP, one 50k-record AXFR), so every figure of it is required and must be
+decidable on its own (no overall over cases to lean on). Four transports of a 10k-record
+zone at 20 repeats a side took 8.5 min; one case is what the gate's point needs, and a
+larger zone makes CPU per transfer steadier against what else the machine does. Measured
+here (2-core VM shared with other work), the A/A at 20 repeats a side: at 10k records,
+25 s, exit 0 twice (MDE duration 3.3-3.9 %, CPU 5.8-6.0 %), then exit 4 beside other
+work (the secondary's CPU spread 9 % and drifted: MDE 15.6 %); at 50k records, 25 s,
+exit 0, spreads 1 %, MDE duration 2.9 % (threshold 5 %), CPU 5.5 %, memory 4.9-6.2 %
+(threshold 10 %). The one-answer run is found without power: at 8 repeats (14 s)
+durations +103 % (p = 5e-11), primary CPU +405 %, secondary CPU +178 % (exit 1).
+
+It runs alone (tests/conftest.py): CPU per transfer is what a busy neighbour disturbs."""
 
 from __future__ import annotations
 
@@ -31,21 +35,22 @@ pytestmark = [
     pytest.mark.netns,
     pytest.mark.servers,
     pytest.mark.slow,
+    pytest.mark.alone,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
 ]
 
 AXIS = "servers.primary.options"
 SCENARIO = """\
 description = "A/B: BIND's transfer-format, default against {b}, on the primary"
-repeats = 20
+repeats = {repeats}
 timeout = "60s"
-transports = ["tcp", "tcp-tsig", "xot", "xot-tsig"]
+transports = ["tcp"]
 xfr = ["axfr"]
 trigger = "notify"
 
 [zones]
 preset = "tld"
-records = 10000
+records = 50000
 origin = "ab.example."
 seed = 1
 
@@ -65,11 +70,13 @@ ONE_ANSWER = '{ label = "one-answer", transfer-format = "one-answer" }'
 SAME = '{ label = "same" }'  # the default again, under another name: an A/A run
 
 
-def compare(tmp_path: Path, name: str, side_b: str, capsys: pytest.CaptureFixture[str]):
+def compare(
+    tmp_path: Path, name: str, side_b: str, repeats: int, capsys: pytest.CaptureFixture[str]
+):
     path = tmp_path / f"{name}.toml"
-    path.write_text(SCENARIO.format(b=name, side_b=side_b))
+    path.write_text(SCENARIO.format(b=name, side_b=side_b, repeats=repeats))
     loaded = spec.load(path)
-    assert len(loaded.cases) == 8
+    assert len(loaded.cases) == 2
     run = run_scenario(loaded, results_root=tmp_path, run_id=name)
     capsys.readouterr()
     status = main(["compare", str(run), "--axis", AXIS])
@@ -83,16 +90,17 @@ def compare(tmp_path: Path, name: str, side_b: str, capsys: pytest.CaptureFixtur
 def test_one_answer_is_a_regression_of_duration_and_cpu(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, data = compare(tmp_path, "one-answer", ONE_ANSWER, capsys)
+    status, data = compare(tmp_path, "one-answer", ONE_ANSWER, 8, capsys)
     assert status == 1
-    overall = {c["figure"]: c for c in data["cases"] if c["overall"]}
-    assert overall["duration"]["verdict"] == "regression"
-    assert overall["CPU per transfer, primary"]["verdict"] == "regression"
+    # One case: its own comparisons are the required ones (there is no overall).
+    required = {c["figure"]: c for c in data["cases"] if c["required"]}
+    assert required["duration"]["verdict"] == "regression"
+    assert required["CPU per transfer, primary"]["verdict"] == "regression"
     assert data["axis"] == f"{AXIS}: default -> one-answer"
 
 
 def test_the_same_servers_on_both_sides_are_no_regression(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, data = compare(tmp_path, "same", SAME, capsys)
+    status, data = compare(tmp_path, "same", SAME, 20, capsys)
     assert status == 0, data["cannot_tell"] + data["regressions"]

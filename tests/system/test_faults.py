@@ -164,6 +164,8 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+# Alone (tests/conftest.py): the fault begins and ends on time, to 0.2-0.3 s.
+@pytest.mark.alone
 def test_link_down_drops_everything_and_each_secondary_heals_or_is_stuck(tmp_path: Path) -> None:
     done = run(tmp_path, 'kind = "link-down"\nat = "0.3s"\nduration = "3s"')
     downs = done.events("applied")
@@ -248,6 +250,8 @@ def test_primary_restart_is_a_new_process_and_the_secondaries_heal(tmp_path: Pat
     assert primary_log.count("general: notice: exiting") >= 1
 
 
+# Alone (tests/conftest.py): the fault lasts its 3 s, to 0.5 s.
+@pytest.mark.alone
 def test_primary_stop_for_a_while(tmp_path: Path) -> None:
     done = run(tmp_path, 'kind = "primary-stop"\nat = "0.3s"\nduration = "3s"')
     fault = done.fault("k")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.measure.protocol import prepare_updates
+from harness.measure.first_copies import prepare_updates
 from harness.plan.case import CasePlan, GroupPlan, plan_case
 from harness.results.folder import read_run
 from harness.results.model import TransferRecord

@@ -37,6 +37,7 @@ pytestmark = [
     pytest.mark.servers,
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
+    pytest.mark.xdist_group("lab"),  # one lab (module fixture) for all its tests
 ]
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -4,6 +4,7 @@ every copy verified; IXFR from a PowerDNS primary recorded as unsupported with t
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -33,8 +34,15 @@ def _run(tmp_path: Path, text: str) -> list:
     return records
 
 
-def _control_dirs() -> set[Path]:
-    return {p for p in CONTROL_DIR.glob("*") if p.is_dir()} if CONTROL_DIR.exists() else set()
+def _control_dirs_of(results: Path) -> tuple[set[str], list[Path]]:
+    """The run's testbeds, and the control directories named after them that are left (a
+    test beside this one may have servers of its own running meanwhile)."""
+    ids = {
+        json.loads(path.read_text())["testbed"]["testbed_id"]
+        for path in results.glob("*/cases/**/case.json")
+    }
+    dirs = [p for p in CONTROL_DIR.glob("*") if p.is_dir()] if CONTROL_DIR.exists() else []
+    return ids, [p for p in dirs if any(p.name.startswith(f"{i}-") for i in ids)]
 
 
 def _verified(records: list) -> None:
@@ -44,7 +52,6 @@ def _verified(records: list) -> None:
 
 
 def test_pdns_both_roles_notify_axfr_ixfr_tcp_and_tsig(tmp_path: Path) -> None:
-    before = _control_dirs()
     records = _run(
         tmp_path,
         """
@@ -91,7 +98,8 @@ servers = [
         assert "PowerDNS Authoritative 4.7" in record.error
         assert "answers one with the whole zone" in record.error
     # Each PowerDNS server's socket directory went with it.
-    assert _control_dirs() <= before
+    testbeds, left = _control_dirs_of(tmp_path / "results")
+    assert testbeds and left == []
 
 
 def test_pdns_secondary_retrieve_is_axfr_and_notify_proxy_refresh_is_ixfr(

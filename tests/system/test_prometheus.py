@@ -35,6 +35,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
     pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs Debian's prometheus"),
+    pytest.mark.xdist_group("prometheus"),  # its runs and their Prometheus, once (module fixtures)
 ]
 
 ROOT = Path(__file__).resolve().parents[2]

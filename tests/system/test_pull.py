@@ -30,7 +30,10 @@ from harness.xfr.pull import pull, pull_verified_copy, xot_context
 from harness.xfr.secrets import new_tls
 from harness.xfr.soa_query import query_soa_serial
 
-pytestmark = [pytest.mark.root]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.xdist_group("pull"),  # one named for its tests (module fixture)
+]
 
 ZONE = "example."
 SERIAL = 2024010101

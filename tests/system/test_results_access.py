@@ -22,6 +22,8 @@ from tests.system.normal_user import REPO, as_user, ensure_user
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own files and switch user"),
+    # The test user is created on first use (useradd): its tests on one worker.
+    pytest.mark.xdist_group("normal-user"),
 ]
 
 RUN = REPO / "tests" / "fixtures" / "runs" / "20250101T000000Z-abc123"

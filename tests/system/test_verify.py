@@ -29,7 +29,11 @@ from harness.xfr.verify import check_copy, verify_copy
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import ZoneSpec, change_set, generate
 
-pytestmark = [pytest.mark.root, pytest.mark.servers]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.servers,
+    pytest.mark.xdist_group("verify"),  # its zones generated once (module fixture)
+]
 
 ADDRESS = "127.0.0.1"
 ORIGIN = "tld."

@@ -30,7 +30,11 @@ from harness.xfr.verify import check_copy, verify_copy
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import ZoneFile, ZoneSpec, change_set, generate
 
-pytestmark = [pytest.mark.root, pytest.mark.servers]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.servers,
+    pytest.mark.xdist_group("verify-servers"),  # its zones generated once (module fixture)
+]
 
 ADDRESS = "127.0.0.1"
 # Over INLINE_BYTES on the wire (what the runner reads with workers or inline), and signed:

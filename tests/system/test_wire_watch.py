@@ -84,6 +84,8 @@ def test_notify_soa_query_and_connect_are_seen_bulk_data_is_not(tmp_path: Path) 
     assert packets < 20, packets
 
 
+# Alone (tests/conftest.py): a packet's date within 50 ms of its sending.
+@pytest.mark.alone
 def test_a_packet_is_dated_when_the_kernel_took_it_not_when_it_was_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

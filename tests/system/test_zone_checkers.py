@@ -10,7 +10,10 @@ import pytest
 
 from harness.zonegen import ZoneSpec, change_set, generate
 
-pytestmark = pytest.mark.servers
+pytestmark = [
+    pytest.mark.servers,
+    pytest.mark.xdist_group("zone-checkers"),  # its zones generated once (module fixture)
+]
 
 CHECKERS = {
     # -k/-n/-m/-M/-S/-r fail: every name and integrity warning is an error (stricter than
