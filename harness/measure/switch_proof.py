@@ -54,11 +54,15 @@ def prove_switch(
     serving: int,
     restarted: list[str],
     missing: Mapping[str, Missing] | None = None,
+    switched_at: float | None = None,
 ) -> SwitchProof:
     """Publish `serial` (the primary serves `serving` now) and wait for every measured
     secondary of the selected case (all but `missing`); each must have taken it over the
-    case's transport. `restarted`: secondaries started again by the switch, first given the
-    time a start takes to serve `serving` (so that the NOTIFY of `serial` finds them up)."""
+    case's transport. `restarted`: secondaries started again by the switch (at
+    `switched_at`, the bench's clock), first given the time a start takes to serve
+    `serving` (so that the NOTIFY of `serial` finds them up); a restarted secondary's
+    connections count from its start: NSD, finding its copy on disk, checks the SOA at
+    start over a connection it keeps, and takes `serial` on it."""
     plan = bench.plan
     missing = missing or {}
     zone = bench.first_zone
@@ -82,7 +86,10 @@ def prove_switch(
             problems.setdefault(host, f"it did not serve serial {serial} within {plan.timeout:g} s")
             continue
         logged = bench.logged(host, zone, serial, since)
-        ports = bench.connect_ports(host, published.issued)  # to now: see update_repeat
+        opened = published.issued
+        if host in restarted and switched_at is not None:
+            opened = min(opened, switched_at)
+        ports = bench.connect_ports(host, opened)  # to now: see update_repeat
         seen[host] = TransportSeen.of(ports, logged.primary, logged.secondary)
         problem = seen[host].unproven(plan.transport)
         if problem is not None:

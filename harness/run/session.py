@@ -113,6 +113,7 @@ class GroupSession:
         # Configurations (servers' settings, transport) a transfer over them proved this
         # visit, and its serial: a switch back to one needs no new proof (prove = "once").
         self.proven: dict[tuple[str, str], int] = {}
+        self.switched_at: float | None = None  # when the last switch began (bench clock)
         self._stack: Any = None
 
     def _generate(self) -> tuple[GeneratedZones, TsigKey | None]:
@@ -279,6 +280,7 @@ class GroupSession:
         """Select `plan` on the running servers: how each secondary was switched, and what
         each one's records keep of it (extra.schedule)."""
         assert self.live is not None
+        self.switched_at = self.live.clock()  # a restarted server's connections count from here
         with self.run_ctx.spent.phase("switch") as switching:
             try:
                 switched = self.live.select(plan)
@@ -316,7 +318,9 @@ class GroupSession:
         assert self.live is not None and self.serial is not None
         restarted = [host for host, how in switched.items() if how == "restart"]
         with self.run_ctx.spent.phase("switch"):
-            proof = prove_switch(self.live, self.serial + 1, self.serial, restarted, self.missing)
+            proof = prove_switch(
+                self.live, self.serial + 1, self.serial, restarted, self.missing, self.switched_at
+            )
         self.serial = proof.serial
         for host in per_host:
             per_host[host]["proof"] = proof.for_host(host)
