@@ -21,8 +21,9 @@ regression, no regression at the stated power, or cannot tell.
   lone change to,
   with 80 % power; "no regression" (NO_CHANGE) needs MDE <= the threshold, else the
   comparison cannot tell, and says how many values a side would do. A B that is worse
-  (however little) while a side drifts cannot tell either: drifting values are not one
-  distribution, so the spread understates what the next run would show.
+  while a side drifts, with the change's interval reaching a regression's size (half the
+  threshold), cannot tell either: drifting values are not one distribution, so the spread
+  understates what the next run would show.
 - Which must be decidable for exit 0 (`required`): each figure's overall comparison, a
   fleet's and a stream's own figures. Per-case comparisons are judged for regressions and
   shown with their MDE; under `strict` they must be decidable too. The reference run
@@ -59,6 +60,7 @@ from harness.core.power import (
     detectable,
     holm,
     repeats_needed,
+    t_quantile,
 )
 from harness.core.terms import SERVER_TO_SERVER
 
@@ -164,7 +166,13 @@ def _judge(item: CaseComparison, rejected: bool, level: float, alpha: float) -> 
     if not item.decidable:
         item.needs_n = repeats_needed(effect.se, effect.df, _mean_n(item), level, limit)
     worse = effect.estimate > 0
-    drifting = item.a.drifting or item.b.drifting
+    # A drift can hide a regression only where the change's interval reaches one: a B
+    # worse by 0.4 % whose whole interval stays under half the threshold is no regression
+    # however its sides drift (it made an A/A run flaky: "cannot tell" 2 runs in 5).
+    reach = effect.estimate + (
+        t_quantile(1 - alpha / 2, effect.df) * effect.se if effect.se > 0 else 0.0
+    )
+    drifting = (item.a.drifting or item.b.drifting) and reach >= floor
     item.significant = rejected and abs(effect.estimate) >= floor
     if item.significant and worse:
         item.verdict = REGRESSION

@@ -427,6 +427,20 @@ def test_a_worse_drifting_case_that_is_not_significant_cannot_tell(
     assert item.verdict == IMPROVEMENT
 
 
+def test_a_drift_cannot_hide_what_the_interval_rules_out(tmp_path: Path) -> None:
+    """B climbs 8 % over its 20 repeats (a drift) but sits 0.4 % above A with an interval
+    under half the 5 % threshold: no regression could hide there, so no change (an A/A
+    system run was "cannot tell" 2 times in 5 on such a B)."""
+    steady = [1.0 + (0.005 if i % 2 else -0.005) for i in range(20)]
+    climbing = [0.964 + 0.08 * i / 19 for i in range(20)]
+    a = make_run(tmp_path, "a", {CASE: steady})
+    b = make_run(tmp_path, "b", {CASE: climbing})
+    (item,) = load_and_compare(a, b).cases
+    assert item.b.drifting and item.change is not None and 0 < item.change < 0.01
+    assert item.change_ci is not None and item.change_ci[1] < 0.025
+    assert item.verdict == NO_CHANGE, item.reasons
+
+
 def test_a_small_trend_does_not_hide_a_regression(tmp_path: Path) -> None:
     """Values that rise by 0.1 % a repeat drift, significantly, but by less than the
     threshold over the run: a 20 % slow-down is still a regression."""
