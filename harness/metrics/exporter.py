@@ -5,7 +5,9 @@ feeds it transfer records and samples from any thread.
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -24,15 +26,21 @@ if TYPE_CHECKING:
     from harness.plan.case import CasePlan
 
 
+LAST_SCRAPE_WAIT_MAX = 30.0  # seconds a closing exporter waits for its last figures' scrape
+
+
 class _StateCollector(Collector):
-    """Hands the registry a consistent snapshot of the state, taken under its lock."""
+    """Hands the registry a consistent snapshot of the state, taken under its lock, and
+    keeps when it was last collected (a scrape)."""
 
     def __init__(self, state: MetricState, lock: threading.Lock) -> None:
         self._state = state
         self._lock = lock
+        self.scraped: list[float] = []  # time.monotonic() of each collection
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
+            self.scraped = [*self.scraped[-3:], time.monotonic()]
             return list(self._state.families())
 
     def describe(self) -> Iterable[Metric]:
@@ -63,7 +71,9 @@ class Exporter:
         if not run_info:  # an agent's: the run's own exporter says which run this is
             self._state.values.pop(("xfrbench_run_info", (run_id, scenario, spec_hash)))
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_StateCollector(self._state, self._lock))
+        self._collector = _StateCollector(self._state, self._lock)
+        self.registry.register(self._collector)
+        self._changed_at = 0.0  # time.monotonic() of the last record or sample
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -82,6 +92,7 @@ class Exporter:
     def observe_transfer(self, record: TransferRecord) -> None:
         with self._lock:
             self._state.add_transfer(record)
+            self._changed_at = time.monotonic()
 
     def expect_transfers(
         self,
@@ -119,6 +130,7 @@ class Exporter:
     def observe_sample(self, sample: dict[str, Any]) -> None:
         with self._lock:
             self._state.add_sample(sample)
+            self._changed_at = time.monotonic()
 
     def exposition(self) -> bytes:
         """The Prometheus text format, as a scrape would get it."""
@@ -147,8 +159,26 @@ class Exporter:
     ) -> None:
         self.close()
 
+    def _await_last_scrape(self) -> None:
+        """A run's last figures (its final records) change just before it ends: while a
+        Prometheus scrapes this exporter, wait for one scrape after the last change, at most
+        two of its scrape intervals (LAST_SCRAPE_WAIT_MAX at most); nobody scraping, no
+        wait (metrics.om keeps every figure anyway)."""
+        with self._lock:
+            scraped, changed = list(self._collector.scraped), self._changed_at
+        if len(scraped) < 2 or scraped[-1] >= changed:
+            return
+        interval = max(b - a for a, b in itertools.pairwise(scraped))
+        deadline = time.monotonic() + min(2 * interval, LAST_SCRAPE_WAIT_MAX)
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._collector.scraped[-1] >= changed:
+                    return
+            time.sleep(0.05)
+
     def close(self) -> None:
         if self._server is not None:
+            self._await_last_scrape()
             self._server.shutdown()
             self._server.server_close()
             self._server = None

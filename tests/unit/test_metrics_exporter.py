@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -464,6 +466,38 @@ def test_own_registry_and_served_over_http_until_exit() -> None:
     assert b"xfrbench_" not in prometheus_client.generate_latest()
     with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
         probe.connect(("127.0.0.1", port))
+
+
+def test_a_run_ends_only_once_its_last_figures_were_scraped() -> None:
+    """A Prometheus scraping every 0.2 s: the run's last record, just before it ends, is in a
+    scrape before the exporter closes (a stream's final serials came last, and its dashboard
+    test sometimes found their panels empty); nobody scraping, it closes at once."""
+    scrapes: list[bytes] = []
+    stop = threading.Event()
+    with Exporter("r-last", "quick", "h", port=0) as exporter:
+        url = exporter.url
+        assert url is not None
+
+        def scrape() -> None:
+            while not stop.wait(0.2):
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as answer:
+                        scrapes.append(answer.read())
+                except OSError:  # the exporter closed
+                    return
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        scraper.start()
+        while len(scrapes) < 3:
+            time.sleep(0.05)
+        exporter.observe_transfer(record(run_id="r-last"))  # the run's last figure
+    stop.set()
+    scraper.join(timeout=5)
+    assert re.search(rb'xfrbench_transfers_total\{[^}]*result="ok"[^}]*\} 1\.0', scrapes[-1])
+    started = time.monotonic()
+    with Exporter("r-alone", "quick", "h", port=0) as exporter:
+        exporter.observe_transfer(record(run_id="r-alone"))
+    assert time.monotonic() - started < 1.5  # its HTTP server takes 0.5 s to shut down
 
 
 def test_a_busy_port_is_a_user_error() -> None:
