@@ -231,11 +231,20 @@ def repeats_needed(
     detectable effect at most `threshold` (same scale as `se`); None beyond MAX_REPEATS."""
     if se <= 0:
         return 2
-    for n in range(2, MAX_REPEATS + 1):
+
+    def enough(n: int) -> bool:
         se_n, df_n = scaled(se, df, n_now, n)
-        if math.isfinite(se_n) and detectable(se_n, df_n, level, threshold, power) <= threshold:
-            return n
-    return None
+        return math.isfinite(se_n) and detectable(se_n, df_n, level, threshold, power) <= threshold
+
+    # The detectable effect only falls as n grows (its standard error falls and its degrees
+    # of freedom grow): the fewest n that is enough, by bisection.
+    if not enough(MAX_REPEATS):
+        return None
+    low, high = 1, MAX_REPEATS  # not enough at low (n < 2), enough at high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
 
 
 # --- the family -----------------------------------------------------------------------------

@@ -105,3 +105,25 @@ def test_holm_steps_down() -> None:
     assert rejected == [True, False, False, True]
     assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([], 0.05) == ([], [])
+
+
+def test_repeats_needed_is_the_fewest_enough_as_a_linear_search_finds_it() -> None:
+    """Bisection (the detectable effect only falls with n) gives the linear search's n."""
+    import random
+
+    from harness.core import power
+
+    rng = random.Random(11)
+    for _ in range(200):
+        se, df = rng.uniform(0.001, 0.2), rng.uniform(2, 40)
+        n_now, level = rng.uniform(3, 20), rng.choice([0.05, 0.01, 0.001])
+        threshold = rng.choice([0.05, 0.1])
+        linear = next(
+            (
+                n
+                for n in range(2, power.MAX_REPEATS + 1)
+                if power.detectable(*power.scaled(se, df, n_now, n), level, threshold) <= threshold
+            ),
+            None,
+        )
+        assert power.repeats_needed(se, df, n_now, level, threshold) == linear
