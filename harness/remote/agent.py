@@ -30,6 +30,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from harness.core.stopping import stop_process
 from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
@@ -241,14 +242,7 @@ class Agent(Measures):
         if running is None:
             return None
         proc = running.proc
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                proc.wait(STOP_WAIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_process(proc, STOP_WAIT)
         if running.group is not None:
             cgroups.remove(running.group.paths)
         running.server.remove_control_socket()
