@@ -324,11 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=_cmd_doctor)
 
     from harness.commands import clean
+    from harness.commands import zones as zones_cli
     from harness.compare import cli as compare_cli
     from harness.lab import cli as lab_cli
     from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
-    from harness.zonegen import cli as zones_cli
 
     zones_cli.register(sub)
     link_cli.register(sub)

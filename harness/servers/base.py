@@ -36,7 +36,7 @@ from harness.xfr.secrets import TlsFiles, write_private
 from harness.xfr.update import send_update, serial_update
 from harness.xfr.zone_copy import DiskCopy
 from harness.zonegen.cache import link_or_copy
-from harness.zonegen.digest import read_diff
+from harness.zonegen.diff import read_diff
 from harness.zonegen.model import ChangeSet
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
