@@ -236,8 +236,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         console=console,
     )
     if args.report:
-        from harness.report.data import REPORT_HTML, load_report_data
+        from harness.report.data import load_report_data
         from harness.report.html import write_report
+        from harness.results.folder import REPORT_HTML
 
         written = write_report(load_report_data(run_dir), run_dir / REPORT_HTML)
         console.print(f"report: {written}", soft_wrap=True)

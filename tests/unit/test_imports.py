@@ -170,3 +170,45 @@ def test_packages_import_only_downwards_and_form_no_cycle() -> None:
     assert cycles(packages) == []
     assert upward(packages) == []
     assert set(packages) <= set(LAYER_OF) | {""}
+
+
+# The run folder's own files (results/folder.py names them): only results/ spells their
+# names, so a file of the run folder is opened for writing nowhere else. Server working
+# folders under cases/ (configs, logs) are their dialect's and the process runner's.
+RUN_FOLDER_FILES = {
+    "run.json",
+    "transfers.jsonl",
+    "samples.jsonl",
+    "summary.json",
+    "summary.csv",
+    "case.json",
+    "metrics.om",
+    "report.html",
+}
+
+
+def run_folder_names(path: Path) -> set[str]:
+    """The run folder's file names a module spells as string constants (docstrings and
+    f-strings' literal parts count too: a path built from a name is still that name)."""
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        for name in RUN_FOLDER_FILES
+        if node.value == name or node.value.endswith("/" + name)
+    }
+
+
+def test_the_checker_sees_a_run_folder_file_spelt_elsewhere(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Writes case.json."""\nOUT = "cases/x/case.json"\nA = "run.json"\n')
+    assert run_folder_names(module) == {"run.json", "cases/x/case.json"}
+
+
+def test_only_results_names_the_run_folder_files() -> None:
+    spelt = {
+        name: sorted(found)
+        for name, path in MODULES.items()
+        if package_of(name) != "results" and (found := run_folder_names(path))
+    }
+    assert spelt == {}
