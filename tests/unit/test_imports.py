@@ -212,3 +212,27 @@ def test_only_results_names_the_run_folder_files() -> None:
         if package_of(name) != "results" and (found := run_folder_names(path))
     }
     assert spelt == {}
+
+
+# docs/architecture.md: the runner, the flows, the plan and the report never name a server
+# kind; they ask the dialect (harness/servers/). A kind spelt as a string there is a
+# decision made outside its dialect.
+KINDS = {"bind", "knot", "nsd", "pdns"}
+KIND_BLIND = {"plan", "results", "measure", "report", "compare", "run", "metrics"}
+
+
+def test_the_plan_the_flows_and_the_report_never_name_a_server_kind() -> None:
+    named = {
+        name: sorted(found)
+        for name, path in MODULES.items()
+        if package_of(name) in KIND_BLIND
+        for found in [
+            {
+                node.value
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Constant) and node.value in KINDS
+            }
+        ]
+        if found
+    }
+    assert named == {}
