@@ -104,22 +104,24 @@ def test_harness_modules_are_imported_at_the_top_outside_the_entry_points() -> N
 
 
 # Bottom to top: a package may import the packages of lower layers, never of its own or a
-# higher one. The root package (its version) may be imported by any.
+# higher one. The root package (its version) may be imported by any. The order is a design,
+# each layer's reason beside it (docs/architecture.md says the same at more length): DNS
+# below the servers, the servers below what a user asks of them, the plan of a case below
+# the places that build it, the record below whoever makes or reads it.
 LAYERS: list[set[str]] = [
-    {"core"},  # words, units, errors, statistics, namespaces
-    {"zonegen", "xfr"},  # zone files and change sets; transfer clients, digests, secrets
-    {"servers"},  # the dialects
-    {"spec"},  # the scenario schema
-    {"link", "observe"},  # link models and emulator configs; live probes of servers
-    {"inventory"},  # Ansible inventories: real hosts, their sites, how to reach them
-    {"testbed"},  # namespaces, links, registry
-    {"compose", "plan", "lab"},  # containers as hosts; the pure case plan; sshd lab hosts
-    {"results"},  # the run folder: records, store, reader, summaries
-    {"measure", "metrics"},  # the protocol on live servers; the Prometheus view
-    {"remote"},  # real hosts: Ansible playbooks, an agent per host over ssh, their clocks
-    {"report", "compare"},  # reading finished runs
-    {"run"},  # a run end to end
-    {"commands", "linktest"},  # doctor, clean; xfrbench link test
+    {"core"},  # words every stage shares; knows no DNS, no server, no scenario
+    {"zonegen", "xfr"},  # DNS itself: zones; transfers and digests from a client's side
+    {"servers"},  # each server, in DNS terms: it serves zones, knows no scenario or host
+    {"spec"},  # what a user writes: it names servers, so it is checked against them
+    {"link", "observe"},  # the physics around a server: link models, probes of processes
+    {"plan"},  # pure: a case as what to build and run, before anything is built
+    {"testbed"},  # namespaces built from a plan's endpoints: the seam other hosts plug into
+    {"compose", "lab", "inventory"},  # the other places servers run
+    {"results"},  # the record: written and read here only; case.json comes from a plan
+    {"measure", "metrics", "report", "compare"},  # records made; records read back
+    {"remote"},  # measure's operations on real hosts, through an agent each
+    {"run"},  # a run end to end: it chooses the backend, so it sits above them all
+    {"commands", "linktest"},  # the subcommands beside run
     {"cli"},  # the entry point
     {"__main__"},  # python -m harness
 ]
