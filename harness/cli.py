@@ -236,8 +236,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         console=console,
     )
     if args.report:
-        from harness.report.data import REPORT_HTML, load_report_data
+        from harness.report.data import load_report_data
         from harness.report.html import write_report
+        from harness.results.folder import REPORT_HTML
 
         written = write_report(load_report_data(run_dir), run_dir / REPORT_HTML)
         console.print(f"report: {written}", soft_wrap=True)
@@ -324,11 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=_cmd_doctor)
 
     from harness.commands import clean
+    from harness.commands import zones as zones_cli
     from harness.compare import cli as compare_cli
     from harness.lab import cli as lab_cli
     from harness.linktest import cli as link_cli
     from harness.report import cli as report_cli
-    from harness.zonegen import cli as zones_cli
 
     zones_cli.register(sub)
     link_cli.register(sub)

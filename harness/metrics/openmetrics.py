@@ -32,12 +32,11 @@ from prometheus_client.utils import floatToGoString
 from harness.metrics.families import FAMILIES
 from harness.metrics.series import HistogramValue, MetricState, SeriesKey, Value, transfer_time
 from harness.results.access import write_text_atomic
-from harness.results.folder import SAMPLES, read_run
+from harness.results.folder import METRICS_OM, SAMPLES, read_run
 from harness.results.meta import RunMeta
 from harness.results.model import ResultFormatError, TransferRecord
 from harness.results.resources import load_samples
 
-METRICS_OM = "metrics.om"
 RUN_INFO_EVERY_MS = 60_000
 EXPECT, TRANSFER, SAMPLE = 0, 1, 2  # event kinds, in their order at one instant
 

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from harness.core.errors import EnvironmentProblem, XfrbenchError
+from harness.core.stopping import stop_process
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 START_TIMEOUT = 30.0  # seconds until /-/ready must answer
@@ -172,14 +173,8 @@ class PrometheusServer:
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        if proc is not None:
+            stop_process(proc, 15)
 
     def _api(self, path: str, params: dict[str, str] | list[tuple[str, str]]) -> Any:
         body = urllib.parse.urlencode(params).encode()

@@ -19,11 +19,11 @@ from typing import Any
 
 from harness import zonegen
 from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
+from harness.plan.endpoint import Endpoint
 from harness.plan.stream import StreamPlan
 from harness.servers.capabilities import Capabilities, Support
 from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
 from harness.spec.scenario import DEFAULT_COLD_START_POLL
-from harness.testbed.topology import Endpoint
 
 # A tiny zone has one NS to replace: 2 changes at most.
 TINY_CHANGES = 2

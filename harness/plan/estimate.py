@@ -20,6 +20,7 @@ from harness.link.bounds import mathis_bps, mss_for_mtu
 from harness.link.losscheck import expected_loss_rate
 from harness.link.path import configured_rtt, through
 from harness.plan.case import CasePlan, GroupPlan
+from harness.servers import server_class
 
 SOURCES = "bench/README-scale.md, -transfers.md, -verify.md, -fleet.md, and a quick.toml run"
 WIRE_BYTES_PER_RECORD = 29  # tld preset: 1 M records 28.9 MB on the wire (README-pull)
@@ -31,7 +32,6 @@ VISIT_S = 1.0  # testbed, servers starting and teardown of a 1+1 case (quick.tom
 PER_SECONDARY_S = 0.17  # each further secondary's namespace, link and teardown (README-fleet)
 REPEAT_OVERHEAD_S = 0.1  # publishing the serial and observing (quick.toml run)
 ROUND_TRIPS = {"tcp": 3, "tcp-tsig": 3, "xot": 5, "xot-tsig": 5}  # bench/README-phases.md
-COLD_ZONES_PER_S = {"bind": 20.0, "knot": 1750.0}  # README-transfers, README-scale
 VERIFY_S_PER_ZONE = 1e-3  # 100 k zones verified in 99 s (README-scale)
 
 
@@ -84,11 +84,8 @@ def transfer_seconds(plan: CasePlan, size: float) -> float:
 
 def _cold_start_seconds(plan: CasePlan) -> float:
     zones = plan.zone_spec.zones
-    kind = plan.secondaries[0].server.kind
-    rate = COLD_ZONES_PER_S.get(kind, COLD_ZONES_PER_S["knot"])
-    options = plan.secondaries[0].server.options
-    if kind == "bind" and isinstance(options.get("serial-query-rate"), int):
-        rate = float(options["serial-query-rate"])  # type: ignore[arg-type]
+    server = plan.secondaries[0].server
+    rate = server_class(server.kind).cold_zones_per_s(server.options)  # the dialect's pace
     return zones / rate + zones * VERIFY_S_PER_ZONE * len(plan.secondaries)
 
 

@@ -30,12 +30,14 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from harness.core.stopping import stop_process
 from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.remote.agent_measures import Measures, proc_start, real_minus_mono
 from harness.remote.pathwatch import PathWatch
+from harness.results.folder import SAMPLES
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
 from harness.servers.base import NewVersion, Reach
 from harness.xfr import TsigKey, XfrError, XfrTimeout
@@ -241,14 +243,7 @@ class Agent(Measures):
         if running is None:
             return None
         proc = running.proc
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                proc.wait(STOP_WAIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_process(proc, STOP_WAIT)
         if running.group is not None:
             cgroups.remove(running.group.paths)
         running.server.remove_control_socket()
@@ -383,7 +378,7 @@ class Agent(Measures):
         self, case: str, targets: list[dict[str, Any]], interval: float
     ) -> list[dict[str, Any]]:
         if self.sampler is None:
-            self.sampler = Sampler(self.run_dir / "samples.jsonl", interval, self._sampled)
+            self.sampler = Sampler(self.run_dir / SAMPLES, interval, self._sampled)
             self.sampler.__enter__()
         chosen, ranges = [], {}
         port_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.core.stopping import stop_process
 from harness.measure.client_pull import pull_zone
 from harness.measure.cold_start import polling_summary
 from harness.remote.pathwatch import PathWatch
@@ -130,13 +131,7 @@ class Measures:
     def op_iperf_stop(self) -> None:
         proc, self.iperf = self.iperf, None
         if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc, 5)
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "iperf3.json").unlink()
 

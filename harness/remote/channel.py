@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import EnvironmentProblem, XfrbenchError
+from harness.core.stopping import stop_process
 from harness.inventory import InventoryHost
 from harness.xfr import XfrError, XfrTimeout
 
@@ -169,11 +170,7 @@ class AgentChannel:
             with contextlib.suppress(OSError):
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+            stop_process(self.proc, 15, signalled=True)  # asked by "shutdown" and EOF
 
 
 def open_channel(host: InventoryHost, **options: Any) -> AgentChannel:

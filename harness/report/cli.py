@@ -48,9 +48,10 @@ def print_json(data: Any) -> None:
 def write_and_print(run_dir: Path, out: Path | None = None, *, as_json: bool = False) -> Path:
     """Write the run's report.html (or `out`) and print its summary and where it is, or
     the first screen's figures as JSON."""
-    from harness.report.data import REPORT_HTML, load_report_data
+    from harness.report.data import load_report_data
     from harness.report.html import write_report
     from harness.report.text import print_summary
+    from harness.results.folder import REPORT_HTML
 
     data = load_report_data(run_dir)
     written = write_report(data, out or Path(run_dir) / REPORT_HTML)

@@ -36,7 +36,13 @@ from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
-from harness.results.folder import SAMPLES, SUMMARY_JSON, TRANSFERS, RunFolder, open_run
+from harness.results.folder import (
+    SAMPLES,
+    SUMMARY_JSON,
+    TRANSFERS,
+    RunFolder,
+    open_run,
+)
 from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import FAILURE_WORDS
 from harness.results.planning import run_plan_lines
@@ -46,7 +52,6 @@ from harness.results.summary import (
 )
 from harness.xfr.rrsum_native import digest_warning
 
-REPORT_HTML = "report.html"
 SERVER_ROLES = ROLES  # the report shows the servers' roles in this order
 
 

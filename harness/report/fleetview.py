@@ -22,6 +22,7 @@ from harness.results.fleet import (
     SiteRow,
     fleet_summary,
 )
+from harness.results.folder import SUMMARY_JSON, TRANSFERS
 from harness.results.model import TransferRecord
 
 _SIZE_SEGMENT = re.compile(r"(^|\.)count=\d+$")  # a matrix axis over a site's count
@@ -169,12 +170,12 @@ def fleet_data(
     stored = summary.get("fleet") if isinstance(summary, dict) else None
     if isinstance(stored, dict) and stored and _current(stored):
         try:
-            cases, source = _cases(stored), "summary.json"
+            cases, source = _cases(stored), SUMMARY_JSON
         except (TypeError, ValueError, AttributeError):  # a damaged section: recompute
             stored = None
     if not (isinstance(stored, dict) and stored and _current(stored)):
         computed = fleet_summary(records, samples or [])
         if not computed:
             return None
-        cases, source = _cases(computed), "transfers.jsonl"
+        cases, source = _cases(computed), TRANSFERS
     return FleetData(source=source, cases=cases, growth=fleet_growth(cases))

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.results.model import TransferRecord
+from harness.servers import DIALECTS
 from harness.servers.failures import CATEGORIES, FailureCategory, FailureCounts
 
 CATEGORY_WORDS: dict[FailureCategory, str] = {
@@ -25,7 +26,6 @@ CATEGORY_WORDS: dict[FailureCategory, str] = {
     "retry": "retries",
     "other_failure": "other",
 }
-SERVER_NAMES = {"bind": "BIND", "knot": "Knot", "nsd": "NSD"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class LoggedFailures:
 
     @property
     def name(self) -> str:
-        return SERVER_NAMES.get(self.server, self.server)
+        titles: dict[str, str] = {kind: dialect.title for kind, dialect in DIALECTS.items()}
+        return titles.get(self.server, self.server)  # a kind no dialect has now: as written
 
     @property
     def found(self) -> bool:

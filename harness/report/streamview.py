@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from harness.results.folder import SUMMARY_JSON, TRANSFERS
 from harness.results.model import TransferRecord
 from harness.results.stream import (
     FLEET,
@@ -96,10 +97,10 @@ def stream_data(summary: dict[str, Any] | None, records: list[TransferRecord]) -
     stored = summary.get("stream") if isinstance(summary, dict) else None
     if isinstance(stored, dict) and stored:
         try:
-            return StreamData("summary.json", _cases(stored, chosen))
+            return StreamData(SUMMARY_JSON, _cases(stored, chosen))
         except (TypeError, ValueError, AttributeError):  # a damaged section: recompute
             pass
     computed = stream_summary(chosen)
     if not computed:
         return None
-    return StreamData("transfers.jsonl", _cases(computed, chosen))
+    return StreamData(TRANSFERS, _cases(computed, chosen))

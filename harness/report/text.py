@@ -18,6 +18,7 @@ from harness.report.text_faults import print_faults
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 from harness.results.fleet import NOT_CONVERGED, refused_text
+from harness.results.folder import TRANSFERS
 from harness.results.resources import MEMORY_NOTE, SOCKETS_NOTE
 
 CASE_COLUMNS = [
@@ -334,7 +335,7 @@ def print_failures(data: ReportData, console: Console, report: Path | None = Non
     if failures.failed:
         where = f"{report}#failures" if report else f"xfrbench report {data.run.run_dir}"
         console.print(
-            escape(f"  details: {where}; every attempt: {data.run.run_dir}/transfers.jsonl"),
+            escape(f"  details: {where}; every attempt: {data.run.run_dir}/{TRANSFERS}"),
             soft_wrap=True,
         )
 

@@ -30,6 +30,9 @@ SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"
 SAMPLES = "samples.jsonl"  # written by harness.observe.sampler while the run goes on
 CASE_JSON = "case.json"  # one per case, under cases/<visit>/ (or cases/<visit>/<case>/)
+# Views of the files above, written beside them (harness.metrics, harness.report).
+METRICS_OM = "metrics.om"
+REPORT_HTML = "report.html"
 
 
 def read_run(path: Path) -> tuple[RunMeta, list[TransferRecord]]:

@@ -10,12 +10,17 @@ nothing it does not understand. A value of the wrong type is a format error nami
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.results.model import ResultFormatError
+from harness.results.model import FORMAT_VERSION, ResultFormatError
+
+if TYPE_CHECKING:
+    from harness.plan.case import CasePlan
+    from harness.servers.binaries import ServerBinary
 
 
 class _Meta(BaseModel):
@@ -157,3 +162,33 @@ class CaseMeta(_Meta):
     def link(self) -> dict[str, Any] | None:
         link = self.scenario.get("link")
         return link if isinstance(link, dict) else None
+
+
+def case_meta(
+    plan: CasePlan,
+    *,
+    testbed: dict[str, Any],
+    bound: Mapping[str, dict[str, float]],
+    binaries: Mapping[str, ServerBinary],
+    backend: str,
+) -> CaseMeta:
+    """A case's case.json, from its plan and what its visit found: the one builder, for
+    every backend (namespaces, containers, inventory hosts). `testbed`: the hosts as
+    described where they ran; `bound`: per secondary host, its model bounds (none where
+    the path is not emulated); `binaries`: per host, its server as versioned there."""
+    first = plan.secondaries[0].name
+    return CaseMeta(
+        format_version=FORMAT_VERSION,
+        case=plan.name,
+        axes=plan.case.axes,
+        transport=plan.transport,
+        xfr=plan.xfr,
+        scenario=plan.case.scenario.model_dump(mode="json"),
+        testbed=testbed,
+        bound_bps=dict(bound.get(first, {})),
+        backend=backend,
+        primary=ServerInfo(**binaries[plan.primary.name].describe()),
+        secondary=ServerInfo(**binaries[first].describe()),
+        servers={name: ServerInfo(**b.describe()) for name, b in binaries.items()},
+        sites={h.name: h.site for h in plan.secondaries if h.site},
+    )

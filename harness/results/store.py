@@ -8,6 +8,8 @@
   transfer finishes: a Ctrl-C or a crash loses at most the line being written, and
   ``harness.results.folder`` skips such a truncated last line when it reads the folder.
 - ``summary.json`` / ``summary.csv``: written by ``finish()`` from transfers.jsonl.
+- ``cases/<visit>/case.json`` (``cases/<visit>/<case>/case.json`` when a visit runs several
+  cases): ``write_case_files``, one ``CaseMeta`` per case (``meta.case_meta`` builds it).
 
 Results files are 0644 (harness.results.access); ``finish()`` hands a ``sudo`` run's folder
 to the user who ran sudo, secrets excepted.
@@ -19,7 +21,7 @@ import datetime
 import json
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -34,6 +36,7 @@ from harness.results.access import (
 )
 from harness.results.fleet import fleet_summary
 from harness.results.folder import (
+    CASE_JSON,
     RUN_JSON,
     SAMPLES,
     SUMMARY_CSV,
@@ -41,7 +44,7 @@ from harness.results.folder import (
     TRANSFERS,
     read_run,
 )
-from harness.results.meta import RunMeta
+from harness.results.meta import CaseMeta, RunMeta
 from harness.results.model import FORMAT_VERSION, ResultFormatError, TransferRecord
 from harness.results.resources import load_samples, summarize_resources
 from harness.results.stream import stream_summary
@@ -62,6 +65,23 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` via a temp file in the same folder, fsync and rename (0644)."""
     text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
     write_text_atomic(path, text)
+
+
+def slug(name: str) -> str:
+    """A case's name as a folder name."""
+    return "".join(ch if ch.isalnum() or ch in "-_=." else "_" for ch in name)[:110]
+
+
+def write_case_files(visit_dir: Path, metas: Sequence[CaseMeta]) -> list[Path]:
+    """A case.json per case of a visit: in the visit's folder, or in a folder of its own
+    per case when the visit runs several. Returns the files written."""
+    written = []
+    for meta in metas:
+        folder = visit_dir if len(metas) == 1 else visit_dir / slug(meta.case)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(folder / CASE_JSON, meta.to_json())
+        written.append(folder / CASE_JSON)
+    return written
 
 
 def check_new_run_folder(root: Path, run_id: str | None = None, out: Path | None = None) -> Path:

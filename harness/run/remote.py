@@ -25,10 +25,10 @@ from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.bench import RemoteCase
 from harness.remote.fleet import RemoteFleet
 from harness.remote.paths import add_transfer, measure_paths
-from harness.results.meta import CaseMeta, ServerInfo
-from harness.results.model import FORMAT_VERSION, TransferRecord
-from harness.results.store import RunStore, write_json_atomic
-from harness.run.session import GroupSession, RunContext, slug
+from harness.results.meta import ServerInfo, case_meta
+from harness.results.model import TransferRecord
+from harness.results.store import RunStore, write_case_files, write_json_atomic
+from harness.run.session import GroupSession, RunContext
 from harness.servers import server_class
 from harness.servers.binaries import ServerBinary, probe_version
 from harness.spec import DEFAULT_SUITE, PER_HOST_SYSCTLS, LoadedScenario
@@ -235,28 +235,13 @@ class RemoteSession(GroupSession):
             self.fleet.fetch([f"cases/{self.dir.name}"], self.dir.parent.parent)
 
     def _write_case_files(self) -> None:
-        for plan in self.group.cases:
-            folder = self.dir if len(self.group.cases) == 1 else self.dir / slug(plan.name)
-            folder.mkdir(parents=True, exist_ok=True)
-            meta = CaseMeta(
-                format_version=FORMAT_VERSION,
-                case=plan.name,
-                axes=plan.case.axes,
-                transport=plan.transport,
-                xfr=plan.xfr,
-                scenario=plan.case.scenario.model_dump(mode="json"),
-                testbed={
-                    "topology": "inventory",
-                    **self.fleet.describe(),
-                    "hosts": self.host_settings,
-                },
-                backend="inventory",
-                primary=ServerInfo(**self.binaries[plan.primary.name].describe()),
-                secondary=ServerInfo(**self.binaries[plan.secondaries[0].name].describe()),
-                servers={n: ServerInfo(**b.describe()) for n, b in self.binaries.items()},
-                sites={h.name: h.site for h in plan.secondaries if h.site},
-            )
-            write_json_atomic(folder / "case.json", meta.to_json())
+        testbed = {"topology": "inventory", **self.fleet.describe(), "hosts": self.host_settings}
+        metas = [
+            case_meta(plan, testbed=testbed, bound=self.contexts[plan.name].bound,
+                      binaries=self.binaries, backend="inventory")
+            for plan in self.group.cases
+        ]  # fmt: skip
+        write_case_files(self.dir, metas)
 
 
 def open_fleet(

@@ -54,10 +54,10 @@ from harness.results.fleet import fleet_repeat_values
 from harness.results.meta import HostInfo, RunMeta, SamplerInfo, ServerInfo
 from harness.results.model import TransferRecord
 from harness.results.provenance import collect
-from harness.results.store import SAMPLES, RunStore
+from harness.results.store import SAMPLES, RunStore, slug
 from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.run.remote import RemoteSession, finish_fleet, open_fleet, serve_host_metrics
-from harness.run.session import Binaries, GroupSession, RunContext, fail_record, slug
+from harness.run.session import Binaries, GroupSession, RunContext, fail_record
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
 from harness.xfr.rrsum_native import digest_warning

@@ -39,9 +39,9 @@ from harness.measure.switch_proof import prove_switch
 from harness.measure.wall import WallClock
 from harness.observe.sampler import Sampler
 from harness.plan.case import CasePlan, GroupPlan
-from harness.results.meta import CaseMeta, ServerInfo
-from harness.results.model import FORMAT_VERSION, Failure, TransferRecord
-from harness.results.store import write_json_atomic
+from harness.results.meta import case_meta
+from harness.results.model import Failure, TransferRecord
+from harness.results.store import write_case_files
 from harness.servers import server_class
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
@@ -72,10 +72,6 @@ class RunContext:
 class SwitchFailed(Exception):
     """A running secondary could not be switched to the selected case: the harness's error;
     the case's remaining slots of the visit are not measured."""
-
-
-def slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_=." else "_" for ch in name)[:110]
 
 
 def fail_record(
@@ -360,39 +356,18 @@ class GroupSession:
     # --- what the visit leaves ---------------------------------------------------------------
 
     def _write_case_files(self) -> None:
-        """A case.json per case (in a folder of its own when the group has several)."""
+        """A case.json per case, while the testbed still describes itself."""
         assert self.bed is not None
-        for plan in self.group.cases:
-            folder = self.dir if len(self.group.cases) == 1 else self.dir / slug(plan.name)
-            folder.mkdir(parents=True, exist_ok=True)
-            meta = case_meta(plan, self.bed, self.contexts[plan.name],
-                             self.run_ctx.binaries[plan.name], self.run_ctx.backend)  # fmt: skip
-            write_json_atomic(folder / "case.json", meta)
+        testbed, backend = self.bed.describe(), self.run_ctx.backend.name
+        metas = [
+            case_meta(plan, testbed=testbed, bound=self.contexts[plan.name].bound,
+                      binaries=self.run_ctx.binaries[plan.name], backend=backend)
+            for plan in self.group.cases
+        ]  # fmt: skip
+        write_case_files(self.dir, metas)
 
 
 def _configuration(plan: CasePlan) -> tuple[str, str]:
     """What a switch proof proves: the servers' settings and the transport (a change of
     transfer kind alone is shown by each record's evidence of the kind)."""
     return plan.servers_key, plan.transport
-
-
-def case_meta(
-    plan: CasePlan, bed: Testbed, ctx: RecordContext, binaries: Binaries, backend: Backend
-) -> dict[str, object]:
-    first = plan.secondaries[0].name
-    meta = CaseMeta(
-        format_version=FORMAT_VERSION,
-        case=plan.name,
-        axes=plan.case.axes,
-        transport=plan.transport,
-        xfr=plan.xfr,
-        scenario=plan.case.scenario.model_dump(mode="json"),
-        testbed=bed.describe(),
-        bound_bps=ctx.bound.get(first, {}),
-        backend=backend.name,
-        primary=ServerInfo(**binaries[plan.primary.name].describe()),
-        secondary=ServerInfo(**binaries[first].describe()),
-        servers={name: ServerInfo(**b.describe()) for name, b in binaries.items()},
-        sites={h.name: h.site for h in plan.secondaries if h.site},
-    )
-    return meta.to_json()

@@ -19,7 +19,7 @@ import base64
 import re
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
@@ -36,7 +36,7 @@ from harness.xfr.secrets import TlsFiles, write_private
 from harness.xfr.update import send_update, serial_update
 from harness.xfr.zone_copy import DiskCopy
 from harness.zonegen.cache import link_or_copy
-from harness.zonegen.digest import read_diff
+from harness.zonegen.diff import read_diff
 from harness.zonegen.model import ChangeSet
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "servers"
@@ -253,6 +253,7 @@ class Server(ABC):
     what is true of the kind; an instance renders and drives one configured server."""
 
     kind: ClassVar[ServerKind]
+    title: ClassVar[str]  # its name as people write it, in reports ("BIND", "PowerDNS")
     daemon: ClassVar[str]  # the binary's name on PATH (and in /usr/sbin of the images)
     config_name: ClassVar[str]
     log_name: ClassVar[str]
@@ -472,6 +473,13 @@ class Server(ABC):
     @abstractmethod
     def refresh_argv(self, zone: str) -> list[str]:
         """Check the primary's SOA now and transfer incrementally when it changed."""
+
+    @classmethod
+    def cold_zones_per_s(cls, options: Mapping[str, object]) -> float:
+        """Zones a second it takes as a cold-starting secondary with these `options`: what
+        the plan's wall-time estimate assumes. Knot's 1750 (bench/README-scale) for a
+        dialect not measured."""
+        return 1750.0
 
     def pacing(self) -> tuple[Pacing, ...]:
         """Its rate limiters a trigger must find idle, as configured now (none by default:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
@@ -211,6 +212,7 @@ class Bind(PublishesByUpdate):
     minute at 14 M records)."""
 
     kind = "bind"
+    title = "BIND"
     daemon = "named"
     config_name = "named.conf"
     log_name = "named.log"
@@ -385,6 +387,13 @@ class Bind(PublishesByUpdate):
 
     def notify_argv(self, zone: str) -> list[str] | None:
         return self.control("notify", zone)
+
+    @classmethod
+    def cold_zones_per_s(cls, options: Mapping[str, object]) -> float:
+        """A cold start's SOA queries go through serial-query-rate (bench/README-transfers:
+        20 zones a second by default)."""
+        rate = options.get("serial-query-rate")
+        return float(rate) if isinstance(rate, int) else float(DEFAULT_RATE)
 
     def pacing(self) -> tuple[Pacing, ...]:
         """A primary's NOTIFYs go through notify-rate's limiter, a secondary's refreshes

@@ -150,6 +150,7 @@ class Knot(PublishesByUpdate):
     zone transaction (knotc zone-set / zone-unset) costs a control round trip per record."""
 
     kind = "knot"
+    title = "Knot"
     daemon = "knotd"
     config_name = "knot.conf"
     log_name = "knot.log"

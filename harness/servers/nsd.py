@@ -123,6 +123,7 @@ FAILURES = FailureWording(
 
 class Nsd(Server):
     kind = "nsd"
+    title = "NSD"
     daemon = "nsd"
     config_name = "nsd.conf"
     log_name = "nsd.log"

@@ -264,6 +264,7 @@ def write_database(db: Path, setup: ServerSetup) -> None:
 
 class Pdns(PublishesByUpdate):
     kind = "pdns"
+    title = "PowerDNS"
     daemon = "pdns_server"
     config_name = "pdns.conf"
     # disable-syslog: the log is stderr, which the runner keeps in the workdir.

@@ -27,6 +27,7 @@ from types import FrameType
 from typing import IO, Any
 
 from harness.core.errors import EnvironmentProblem, UserInputError, XfrbenchError
+from harness.core.stopping import stop_process
 from harness.link import linkem
 from harness.link.probe import probe_kernel
 from harness.observe import cgroup as cgroups
@@ -495,15 +496,7 @@ class Testbed:
     ) -> int:
         """SIGTERM (unless `signalled`: sent already), wait up to `timeout`, then SIGKILL;
         returns the exit status."""
-        if proc.poll() is None:
-            if not signalled:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc, timeout, signalled=signalled, kill_wait=10)
         entry = self._procs.pop(proc.pid, None)
         if entry is not None and self._registry is not None:
             self._registry.discard(entry[1])

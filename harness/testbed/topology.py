@@ -14,10 +14,10 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from harness.core.terms import Role
-from harness.spec import HostSpec, HostsSpec, LinkSpec
+from harness.plan.endpoint import Endpoint
+from harness.spec import HostsSpec, LinkSpec
 
 PREFIX = "xfb-"
 ROUTER = "router"
@@ -30,22 +30,6 @@ SLICE_PREFIXLEN = 24
 # gateway in each (/29).
 NETNS_SEGMENT_PREFIXLEN = 30
 COMPOSE_SEGMENT_PREFIXLEN = 29
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A host of the testbed other than the router.
-
-    `link`: the emulated path between the router and this host, in the zone's direction:
-    for a secondary, forward = primary -> it; for the primary, its access link (forward =
-    its uplink, every transfer leaves through it). `settings`: its per-host TCP sysctls.
-    """
-
-    name: str  # "primary", "secondary", or "<site>-<n>" in a fleet
-    role: Role
-    settings: HostSpec = field(default_factory=HostSpec)
-    link: LinkSpec = field(default_factory=LinkSpec)
-    site: str = ""
 
 
 def two_hosts(link: LinkSpec, hosts: HostsSpec | None = None) -> tuple[Endpoint, Endpoint]:

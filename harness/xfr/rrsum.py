@@ -34,7 +34,7 @@ How it differs from RFC 8976 ZONEMD (SIMPLE), which ``harness.xfr.digest`` compu
   out, since they cannot cover themselves).
 - It is not ZONEMD: its value cannot be put in or checked against a ZONEMD record, and a
   zone's RRSUM and its ZONEMD digest are never comparable. Use ``harness.xfr.digest`` or
-  ``harness.zonegen.zone_digest`` where ZONEMD semantics are wanted.
+  ``harness.xfr.digest.zone_digest`` where ZONEMD semantics are wanted.
 
 Incremental updates are arithmetic in the same group: after a serial bump the zone's sum is
 ``base - h(old SOA) + h(new SOA)``; after an IXFR change set (an RFC 1995 diff, both SOAs

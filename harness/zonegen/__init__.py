@@ -1,4 +1,4 @@
-"""Fast zone writers, presets, IXFR change sets and zone digests.
+"""Fast zone writers, presets and IXFR change sets (their digests: harness.xfr.digest).
 
 Presets (``ZoneSpec.preset``):
 
@@ -18,13 +18,7 @@ keyed by every field of the spec and ``GENERATOR_VERSION``; see cache.py for ato
 """
 
 from harness.zonegen.changes import change_set
-from harness.zonegen.digest import (
-    apply_diff,
-    read_diff,
-    records_digest,
-    zone_digest,
-    zone_object_digest,
-)
+from harness.zonegen.diff import apply_diff, read_diff
 from harness.zonegen.generate import generate
 from harness.zonegen.model import (
     GENERATOR_VERSION,
@@ -45,8 +39,5 @@ __all__ = [
     "change_set",
     "generate",
     "read_diff",
-    "records_digest",
     "validate",
-    "zone_digest",
-    "zone_object_digest",
 ]

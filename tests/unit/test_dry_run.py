@@ -4,13 +4,15 @@ repeats can never show a difference at the chosen alpha."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from harness import cli, spec
 from harness.plan.case import CasePlan, group_cases, plan_case
-from harness.plan.estimate import COLD_ZONES_PER_S, estimate, repeat_seconds
+from harness.plan.estimate import estimate, repeat_seconds
+from harness.servers.bind import Bind
 
 SCENARIOS = Path(__file__).parent.parent.parent / "scenarios"
 
@@ -93,7 +95,23 @@ def test_a_bind_cold_start_is_paced_by_serial_query_rate() -> None:
         if case.secondaries[0].server.kind == "bind" and "serial-query-rate" not in (
             case.secondaries[0].server.options
         ):
-            assert repeat_seconds(case) >= zones / COLD_ZONES_PER_S["bind"]
+            assert repeat_seconds(case) >= zones / 20  # BIND's default serial-query-rate
+
+
+def test_the_cold_start_pace_is_the_dialects() -> None:
+    assert Bind.cold_zones_per_s({}) == 20.0
+    assert Bind.cold_zones_per_s({"serial-query-rate": 200}) == 200.0
+    cold, _, _ = plans("many-zones.toml")
+    bind = next(case for case in cold if case.secondaries[0].server.kind == "bind")
+    faster = dataclasses.replace(
+        bind.secondaries[0],
+        server=bind.secondaries[0].server.model_copy(
+            update={"options": {"serial-query-rate": 2000}}
+        ),
+    )
+    assert repeat_seconds(dataclasses.replace(bind, hosts=(bind.primary, faster))) < repeat_seconds(
+        bind
+    )
 
 
 def test_the_dry_run_says_what_compare_can_detect_and_the_repeats_it_needs(

@@ -104,22 +104,24 @@ def test_harness_modules_are_imported_at_the_top_outside_the_entry_points() -> N
 
 
 # Bottom to top: a package may import the packages of lower layers, never of its own or a
-# higher one. The root package (its version) may be imported by any.
+# higher one. The root package (its version) may be imported by any. The order is a design,
+# each layer's reason beside it (docs/architecture.md says the same at more length): DNS
+# below the servers, the servers below what a user asks of them, the plan of a case below
+# the places that build it, the record below whoever makes or reads it.
 LAYERS: list[set[str]] = [
-    {"core"},  # words, units, errors, statistics, namespaces
-    {"zonegen", "xfr"},  # zone files and change sets; transfer clients, digests, secrets
-    {"servers"},  # the dialects
-    {"spec"},  # the scenario schema
-    {"link", "observe"},  # link models and emulator configs; live probes of servers
-    {"inventory"},  # Ansible inventories: real hosts, their sites, how to reach them
-    {"testbed"},  # namespaces, links, registry
-    {"compose", "plan", "lab"},  # containers as hosts; the pure case plan; sshd lab hosts
-    {"results"},  # the run folder: records, store, reader, summaries
-    {"measure", "metrics"},  # the protocol on live servers; the Prometheus view
-    {"remote"},  # real hosts: Ansible playbooks, an agent per host over ssh, their clocks
-    {"report", "compare"},  # reading finished runs
-    {"run"},  # a run end to end
-    {"commands", "linktest"},  # doctor, clean; xfrbench link test
+    {"core"},  # words every stage shares; knows no DNS, no server, no scenario
+    {"zonegen", "xfr"},  # DNS itself: zones; transfers and digests from a client's side
+    {"servers"},  # each server, in DNS terms: it serves zones, knows no scenario or host
+    {"spec"},  # what a user writes: it names servers, so it is checked against them
+    {"link", "observe"},  # the physics around a server: link models, probes of processes
+    {"plan"},  # pure: a case as what to build and run, before anything is built
+    {"testbed"},  # namespaces built from a plan's endpoints: the seam other hosts plug into
+    {"compose", "lab", "inventory"},  # the other places servers run
+    {"results"},  # the record: written and read here only; case.json comes from a plan
+    {"measure", "metrics", "report", "compare"},  # records made; records read back
+    {"remote"},  # measure's operations on real hosts, through an agent each
+    {"run"},  # a run end to end: it chooses the backend, so it sits above them all
+    {"commands", "linktest"},  # the subcommands beside run
     {"cli"},  # the entry point
     {"__main__"},  # python -m harness
 ]
@@ -170,3 +172,69 @@ def test_packages_import_only_downwards_and_form_no_cycle() -> None:
     assert cycles(packages) == []
     assert upward(packages) == []
     assert set(packages) <= set(LAYER_OF) | {""}
+
+
+# The run folder's own files (results/folder.py names them): only results/ spells their
+# names, so a file of the run folder is opened for writing nowhere else. Server working
+# folders under cases/ (configs, logs) are their dialect's and the process runner's.
+RUN_FOLDER_FILES = {
+    "run.json",
+    "transfers.jsonl",
+    "samples.jsonl",
+    "summary.json",
+    "summary.csv",
+    "case.json",
+    "metrics.om",
+    "report.html",
+}
+
+
+def run_folder_names(path: Path) -> set[str]:
+    """The run folder's file names a module spells as string constants (docstrings and
+    f-strings' literal parts count too: a path built from a name is still that name)."""
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        for name in RUN_FOLDER_FILES
+        if node.value == name or node.value.endswith("/" + name)
+    }
+
+
+def test_the_checker_sees_a_run_folder_file_spelt_elsewhere(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Writes case.json."""\nOUT = "cases/x/case.json"\nA = "run.json"\n')
+    assert run_folder_names(module) == {"run.json", "cases/x/case.json"}
+
+
+def test_only_results_names_the_run_folder_files() -> None:
+    spelt = {
+        name: sorted(found)
+        for name, path in MODULES.items()
+        if package_of(name) != "results" and (found := run_folder_names(path))
+    }
+    assert spelt == {}
+
+
+# docs/architecture.md: the runner, the flows, the plan and the report never name a server
+# kind; they ask the dialect (harness/servers/). A kind spelt as a string there is a
+# decision made outside its dialect.
+KINDS = {"bind", "knot", "nsd", "pdns"}
+KIND_BLIND = {"plan", "results", "measure", "report", "compare", "run", "metrics"}
+
+
+def test_the_plan_the_flows_and_the_report_never_name_a_server_kind() -> None:
+    named = {
+        name: sorted(found)
+        for name, path in MODULES.items()
+        if package_of(name) in KIND_BLIND
+        for found in [
+            {
+                node.value
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Constant) and node.value in KINDS
+            }
+        ]
+        if found
+    }
+    assert named == {}

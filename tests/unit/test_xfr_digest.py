@@ -1,4 +1,5 @@
-"""The verification digest equals dnspython's RFC 8976 digest (and zonegen's zone_digest)."""
+"""The one ZONEMD (harness.xfr.digest) equals dnspython's RFC 8976 digest, from the wire, from
+records and from a zone file."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import dns.zone
 import pytest
 
 from harness.xfr import wire as w
-from harness.xfr.digest import DigestBuilder, records_digest, zone_digest_dnspython
+from harness.xfr.digest import DigestBuilder, records_digest, zone_digest, zone_digest_dnspython
 
 TRICKY = """
 $ORIGIN example.
@@ -123,7 +124,7 @@ def test_digest_changes_with_content_and_ttl_but_not_zonemd() -> None:
     assert zone_digest_dnspython(other_zonemd) == base
 
 
-def test_equals_zonegen_zone_digest(tmp_path: Path) -> None:
+def test_the_wire_digest_equals_the_file_digest(tmp_path: Path) -> None:
     zonegen = pytest.importorskip("harness.zonegen")
     generated = zonegen.generate(
         zonegen.ZoneSpec(preset="tld", records=3000, origin="tld.", seed=1), cache_dir=tmp_path
@@ -131,4 +132,30 @@ def test_equals_zonegen_zone_digest(tmp_path: Path) -> None:
     path = generated.files[0].path
     zone = dns.zone.from_file(str(path), origin="tld.", relativize=False)
     messages = axfr_messages(zone, 500)
-    assert wire_digest(messages, "tld.") == zonegen.zone_digest(path, "tld.")
+    assert wire_digest(messages, "tld.") == zone_digest(path, "tld.")
+
+
+# RFC 8976 Appendix A.1, "Simple ZONEMD Example": the digest the RFC gives for its zone.
+RFC8976_A1 = """\
+example.      86400  IN  SOA     ns1 admin 2018031900 1800 900 604800 86400
+              86400  IN  NS      ns1
+              86400  IN  NS      ns2
+              86400  IN  ZONEMD  2018031900 1 1 (
+                                 c68090d90a7aed716bc459f9340e3d7c
+                                 1370d4d24b7e2fc3a1ddc0b9a87153b9
+                                 a9713b3c9ae5cc27777f98b8e730044c )
+ns1           3600   IN  A       203.0.113.63
+ns2           3600   IN  AAAA    2001:db8::63
+"""
+RFC8976_A1_DIGEST = (
+    "c68090d90a7aed716bc459f9340e3d7c1370d4d24b7e2fc3a1ddc0b9a87153b9"
+    "a9713b3c9ae5cc27777f98b8e730044c"
+)
+
+
+def test_the_rfc_8976_simple_example(tmp_path: Path) -> None:
+    path = tmp_path / "example.zone"
+    path.write_text(RFC8976_A1)
+    assert zone_digest(path, "example.") == RFC8976_A1_DIGEST
+    zone = dns.zone.from_text(RFC8976_A1, origin="example.", relativize=False)
+    assert wire_digest(axfr_messages(zone, 2), "example.") == RFC8976_A1_DIGEST

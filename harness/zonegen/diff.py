@@ -1,53 +1,22 @@
-"""Zone digests (RFC 8976 ZONEMD, SHA-384, SIMPLE scheme) and applying text diffs.
+"""Applying text diffs (RFC 1995-style change sets) to zones, as dnspython zones.
 
-The digest is dnspython's ``Zone.compute_digest``: SHA-384 over every RR in canonical
-(RFC 4034) order and wire form, with the apex ZONEMD RRset (and its RRSIGs) left out. Two
-copies of a zone have the same digest iff they hold the same RRsets with the same TTLs, so a
-transferred zone verifies against its source whatever the record order or text layout.
-``records_digest`` computes the same value from RRsets, e.g. the answer sections of an AXFR
-(the repeated closing SOA is absorbed: RRsets are sets). Both hold the zone in memory: fine for
-test-sized and 1 M-record zones, slow (minutes, GBs) for a 14 M-record zone.
+A zone's digest (RFC 8976 ZONEMD) is computed in one place, ``harness.xfr.digest``: compare
+a zone N + diff with the zone N+1 file through ``zone_digest_dnspython`` and ``zone_digest``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
-import dns.rrset
 import dns.zone
-from dns.zone import DigestHashAlgorithm, DigestScheme
-
-
-def _hex(zone: dns.zone.Zone) -> str:
-    return zone.compute_digest(DigestHashAlgorithm.SHA384, DigestScheme.SIMPLE).digest.hex()
 
 
 def load_zone(path: Path | str, origin: str) -> dns.zone.Zone:
     return dns.zone.from_file(str(path), origin=origin, relativize=False, check_origin=True)
-
-
-def zone_digest(path: Path, origin: str) -> str:
-    """RFC 8976 SIMPLE/SHA-384 digest of the zone file at ``path``, as lower-case hex."""
-    return _hex(load_zone(path, origin))
-
-
-def zone_object_digest(zone: dns.zone.Zone) -> str:
-    return _hex(zone)
-
-
-def records_digest(rrsets: Iterable[dns.rrset.RRset], origin: str) -> str:
-    """The digest ``zone_digest`` would give for a zone holding these RRsets."""
-    zone = dns.zone.Zone(dns.name.from_text(origin), relativize=False)
-    for rrset in rrsets:
-        node = zone.find_node(rrset.name, create=True)
-        rdataset = node.find_rdataset(rrset.rdclass, rrset.rdtype, rrset.covers, create=True)
-        rdataset.update(rrset)
-    return _hex(zone)
 
 
 def _parse_line(line: str, origin: dns.name.Name) -> tuple[dns.name.Name, int, dns.rdata.Rdata]:
@@ -85,7 +54,7 @@ def read_diff(diff_path: Path | str, origin: str) -> tuple[list, list]:
 def apply_diff(
     zone_text_or_path: str | Path | dns.zone.Zone, diff_path: Path | str, origin: str | None = None
 ) -> dns.zone.Zone:
-    """Zone N + diff = zone N+1, as a dnspython zone (compare with ``zone_object_digest``).
+    """Zone N + diff = zone N+1, as a dnspython zone (its digest: ``harness.xfr.digest``).
 
     Strict like an IXFR client: every deleted record must exist (the old SOA included, so the
     serial must match) and no added record may exist already.

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.core.errors import UserInputError
+from harness.xfr.digest import zone_digest
 from harness.zonegen.changes import change_set
-from harness.zonegen.digest import zone_digest
 from harness.zonegen.generate import generate
 from harness.zonegen.model import HOSTING_NATURAL_RECORDS, TINY_RECORDS, ZoneSpec, validate
 
