@@ -204,6 +204,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     binaries = _check_scenario_for_backend(loaded, args)
     # With --json, stdout is the JSON's: what a person reads goes to stderr.
     console = ui.console(stderr=args.json)
+    from harness.run.snippets import check_snippets
+
+    local = args.inventory is None and args.backend == "netns"
+    for warning in check_snippets(loaded, local=local):
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if args.dry_run:
         _print_cases(loaded, console, args.alpha)
         if binaries:

@@ -38,8 +38,9 @@ def register(subparsers: Any) -> None:
         "Each figure is tested with Yuen's 20 %-trimmed Welch test, one-sided (is B "
         "worse?), with Holm's correction over the call's tests, and states the smallest "
         "change it could have detected (80 % power) or how many repeats it needs. "
-        "Runs whose scenarios differ only in servers.*.suite or binary compare as they "
-        "are. " + EXIT_WORDS,
+        "Runs whose scenarios differ only in servers.*.suite, binary or config (a snippet, "
+        "by its text) "
+        "compare as they are. " + EXIT_WORDS,
     )
     compare.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run folder")
     compare.add_argument(

@@ -61,12 +61,30 @@ def run_state(meta: RunMeta) -> str | None:
     return None
 
 
-SERVER_KEYS = ("binary", "suite")  # what an upgrade changes: the server, not the experiment
+# What an upgrade changes: the server or its configuration, not the experiment.
+SERVER_KEYS = ("binary", "suite", "config")
+
+
+def _snippets_described(meta: RunMeta) -> dict[str, object]:
+    """The run's scenario as written, each configuration snippet's file named with its
+    hash (the text counts: one file edited between two runs is a change)."""
+    scenario = json.loads(json.dumps(meta.scenario))
+    for use in meta.configs or []:
+        where, _, name = use["key"].partition(".")
+        name = name.removesuffix(".config")
+        if where == "servers":
+            holders = [scenario.get("servers", {}).get(name)]
+        else:
+            holders = [s for s in scenario.get("secondaries") or [] if s.get("name") == name]
+        for holder in holders:
+            if isinstance(holder, dict) and holder.get("config") == use["path"]:
+                holder["config"] = f"{use['path']} (sha256 {use['sha256'][:12]})"
+    return scenario
 
 
 def _without_servers(scenario: dict[str, object]) -> tuple[dict[str, object], dict[str, str]]:
-    """The scenario with each server's binary and suite (and its name and description)
-    taken out, and those binaries and suites ("servers.secondary.suite" -> value)."""
+    """The scenario with each server's binary, suite and snippet (and its name and
+    description) taken out, and those ("servers.secondary.suite" -> value)."""
     rest = json.loads(json.dumps(scenario))
     for key in ("name", "description"):  # words about the experiment, not the experiment
         rest.pop(key, None)
@@ -85,13 +103,13 @@ def _without_servers(scenario: dict[str, object]) -> tuple[dict[str, object], di
 
 
 def server_changes(meta_a: RunMeta, meta_b: RunMeta) -> list[Difference] | None:
-    """When the two runs' scenarios differ only in their servers' binaries or suites (an
-    upgrade: the same experiment on another server), those differences; None when the
-    experiment itself differs."""
+    """When the two runs' scenarios differ only in their servers' binaries, suites or
+    configuration snippets (an upgrade: the same experiment on another server or
+    configuration), those differences; None when the experiment itself differs."""
     if not meta_a.scenario or not meta_b.scenario:
         return None  # a run that did not record its scenario: nothing to tell by
-    rest_a, servers_a = _without_servers(dict(meta_a.scenario))
-    rest_b, servers_b = _without_servers(dict(meta_b.scenario))
+    rest_a, servers_a = _without_servers(_snippets_described(meta_a))
+    rest_b, servers_b = _without_servers(_snippets_described(meta_b))
     if rest_a != rest_b:
         return None
     keys = sorted(set(servers_a) | set(servers_b))

@@ -213,7 +213,7 @@ class LiveCase:
         started = running.started_with or old
         dialect = type(running.server)
         if running is self.primary:
-            same_options = old.options == setup.options
+            same_options = (old.options, old.config) == (setup.options, setup.config)
             return "reconfig" if same_options or dialect.reconfig_applies_options else "restart"
         return "reconfig" if dialect.switches_by_reconfig(started, old, setup) else "restart"
 

@@ -92,6 +92,7 @@ def server_setup(
         ixfr=ixfr,
         notify=notify and host_plan.role == "primary",
         options=dict(host_plan.server.options),
+        config=host_plan.server.config.text if host_plan.server.config else "",
         update_key=update_key if host_plan.role == "primary" else None,
         control_socket=CONTROL_DIR / f"{testbed.testbed_id}-{me.netns.rsplit('-', 1)[-1]}.sock",
     )
@@ -163,7 +164,7 @@ def restart(testbed: Testbed, running: RunningServer) -> None:
 
 def switch_fields(setup: ServerSetup) -> tuple[object, ...]:
     """What a switch between the cases of a group may change in a server's setup."""
-    return (setup.tsig, setup.tls, setup.ixfr, setup.provide_ixfr, setup.options)
+    return (setup.tsig, setup.tls, setup.ixfr, setup.provide_ixfr, setup.options, setup.config)
 
 
 def reconfigure_all(servers: list[RunningServer], timeout: float) -> None:

@@ -310,11 +310,11 @@ class GroupPlan:
 
 
 # What may differ between the cases of one group, per host provider: a running server's
-# options (its reconfiguration or a restart) and, where the driver starts the binaries
-# itself, its binary (a restart). A compose image (suite) is a container of its own; an
-# inventory's hosts are deployed once per group.
-NETNS_VARIANTS = frozenset({"options", "binary"})
-COMPOSE_VARIANTS = frozenset({"options"})
+# options and configuration snippet (its reconfiguration or a restart) and, where the
+# driver starts the binaries itself, its binary (a restart). A compose image (suite) is a
+# container of its own; an inventory's hosts are deployed once per group.
+NETNS_VARIANTS = frozenset({"options", "config", "binary"})
+COMPOSE_VARIANTS = frozenset({"options", "config"})
 
 
 def _without(scenario: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:

@@ -77,6 +77,7 @@ def setup_from(data: dict[str, Any]) -> ServerSetup:
         provide_ixfr=data.get("provide_ixfr", True),
         notify=data.get("notify", True),
         options=dict(data.get("options", {})),
+        config=str(data.get("config", "")),
         update_key=update,
         control_socket=Path(data["control_socket"]) if data.get("control_socket") else None,
     )

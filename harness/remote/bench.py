@@ -155,6 +155,7 @@ class RemoteCase(Observing, ColdStarting):
             "provide_ixfr": provides_ixfr(case, self.binaries),  # a primary's (primary_ixfr.py)
             "notify": case.notify and host.role == "primary",
             "options": dict(host.server.options),
+            "config": host.server.config.text if host.server.config else "",
             "update_key": _key(self.update_key) if host.role == "primary" else None,
             "control_socket": f"{self.fleet.run_dir(name)}/ctl/{name}.sock"[:107],
         }

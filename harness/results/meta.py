@@ -118,6 +118,9 @@ class RunMeta(_Meta):
     # Where the CPU went: servers_s, driver_s (of which sampler_s), other_s (the link
     # emulator and tools) and driver_share_of_wall (harness.run.runner.cpu_split).
     cpu: dict[str, Any] | None = None
+    # The operators' configuration snippets the cases ran with: each with the scenario key
+    # that set it, the file as written, its SHA-256 and its text (harness/run/snippets.py).
+    configs: list[dict[str, str]] | None = None
 
     @property
     def state(self) -> str:

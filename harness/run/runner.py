@@ -58,6 +58,7 @@ from harness.results.store import SAMPLES, RunStore, slug
 from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.run.remote import RemoteSession, finish_fleet, open_fleet, serve_host_metrics
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record
+from harness.run.snippets import snippet_uses
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
 from harness.xfr.rrsum_native import digest_warning
@@ -108,6 +109,7 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
         link_backend=kernel.link_backend,
         host=HostInfo.model_validate(collect()),
         digest=digest_implementation(),
+        configs=[use.to_json() for use in snippet_uses(loaded)] or None,
     )
 
 

@@ -31,6 +31,7 @@ from harness.core.terms import TRANSPORTS, Role, ServerKind, Transport
 from harness.servers.capabilities import Capabilities, Footprint
 from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
+from harness.servers.snippet import Setting, refused
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles, write_private
 from harness.xfr.update import send_update, serial_update
@@ -89,6 +90,9 @@ class ServerSetup:
     # A unix socket path must fit in 108 bytes, which a run folder's path may not: the
     # runner gives a short one under /run/xfrbench.
     control_socket: Path | None = None
+    # The operator's own configuration snippet ([servers.<role>] config), verbatim; the
+    # dialect puts it at its documented place (Server.snippet_sections).
+    config: str = ""
 
     @property
     def transport(self) -> Transport:
@@ -292,6 +296,10 @@ class Server(ABC):
     # Whether, as a secondary, it keeps its copies where the harness can read them
     # (disk_copy): a scenario's `verify = "disk"` needs it.
     keeps_disk_copy: ClassVar[bool] = False
+    # Where an operator's configuration snippet goes, in words (servers/snippet.py), and the
+    # settings it may not make: name (or "section.name") -> why the harness sets it.
+    snippet_place: ClassVar[str]
+    snippet_owned: ClassVar[dict[str, str]] = {}
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -325,9 +333,33 @@ class Server(ABC):
         move = (before.transport, after.transport)
         if move[0] != move[1] and move not in cls.reconfig_switches:
             return False
-        if before.options != after.options and not cls.reconfig_applies_options:
+        settings = (before.options, before.config) != (after.options, after.config)
+        if settings and not cls.reconfig_applies_options:
             return False
         return before.ixfr == after.ixfr or cls.reconfig_switches_xfr
+
+    @classmethod
+    @abstractmethod
+    def snippet_settings(cls, text: str) -> list[Setting]:
+        """The settings a configuration snippet makes (pure; SnippetError when it cannot
+        go where this dialect puts it)."""
+
+    @classmethod
+    def check_snippet(cls, text: str) -> None:
+        """Raise SnippetError, naming the line, when the snippet sets what the harness
+        owns or cannot go where this dialect puts it."""
+        error = refused(cls.snippet_settings(text), cls.snippet_owned)
+        if error is not None:
+            raise error
+
+    @classmethod
+    def snippet_sections(cls, text: str) -> dict[str, str]:
+        """The snippet as its templates place it: section -> text (indented)."""
+        return {"": text}
+
+    def check_config_argv(self) -> list[str]:
+        """argv of the server's own configuration checker on its rendered config."""
+        raise NotImplementedError(f"{self.kind} has no configuration checker known here")
 
     @classmethod
     def primary_file(cls, source: Path, origin: str, binary: Path, version: str) -> ZoneEntry:
@@ -432,6 +464,7 @@ class Server(ABC):
             "control_secret": self.control_secret,
             "control_socket": s.socket_path,
             "update_key": s.update_key,
+            "snippet": self.snippet_sections(s.config) if s.config.strip() else {},
         }
 
     def _render(self, template: str, target: Path) -> Path:

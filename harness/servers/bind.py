@@ -47,6 +47,7 @@ from harness.servers.base import (
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.servers.refusals import RefusalWording
+from harness.servers.snippet import Setting, braced_statements, indented
 from harness.xfr.zone_copy import DiskCopy
 
 _IN = re.compile(
@@ -253,6 +254,35 @@ class Bind(PublishesByUpdate):
     packages = ("bind9", "bind9-utils", "bind9-dnsutils")
     services = ("named", "bind9")
     keeps_disk_copy = True
+    snippet_place = "inside options { }"
+    snippet_owned: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("listen-on", "listen-on-v6"), "it listens where the testbed put it"),
+        **dict.fromkeys(
+            ("directory", "pid-file", "session-keyfile", "managed-keys-directory"),
+            "its files live in the run's working folder",
+        ),
+        **dict.fromkeys(
+            (
+                "notify",
+                "notify-delay",
+                "also-notify",
+                "allow-notify",
+                "allow-transfer",
+                "allow-update",
+                "provide-ixfr",
+                "request-ixfr",
+            ),
+            "the harness triggers transfers and sets who may take them, per case",
+        ),
+        **dict.fromkeys(
+            ("zone", "key", "controls", "logging", "tls", "include", "options"),
+            "zones, keys, its control channel and the log the harness parses are the harness's",
+        ),
+        **dict.fromkeys(
+            ("recursion", "dnssec-validation", "minimal-responses"),
+            "the generated options set it already (servers/bind/named.conf.j2)",
+        ),
+    }
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -351,6 +381,17 @@ class Bind(PublishesByUpdate):
     @classmethod
     def peer_is(cls, peer: str | None, address: str) -> bool:
         return (peer or "").startswith(f"{address}#")
+
+    @classmethod
+    def snippet_settings(cls, text: str) -> list[Setting]:
+        return braced_statements(text)
+
+    @classmethod
+    def snippet_sections(cls, text: str) -> dict[str, str]:
+        return {"options": indented(text, 4)}
+
+    def check_config_argv(self) -> list[str]:
+        return [self._tool("named-checkconf"), str(self.config)]
 
     def _render_files(self) -> list[Path]:
         wd = self.setup.workdir

@@ -49,6 +49,7 @@ from harness.servers.base import (
 )
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording
+from harness.servers.snippet import Setting, indented, yaml_sections, yaml_settings
 from harness.xfr.zone_copy import DiskCopy
 
 # The remote as Knot 3.2 writes it ("remote 198.18.255.1@53, ") and 3.4 ("remote
@@ -143,6 +144,10 @@ FAILURES = FailureWording(
 )
 
 
+# Where a Knot snippet's settings go: its server section and the zones' default template.
+SNIPPET_SECTIONS = ("server", "template")
+
+
 class Knot(PublishesByUpdate):
     """A primary publishes by signed update (RFC 2136), a change set included: Knot applies
     it to the zone and its journal in milliseconds, where a new zone file is read and
@@ -189,6 +194,33 @@ class Knot(PublishesByUpdate):
     packages = ("knot", "knot-dnsutils")
     services = ("knot",)
     keeps_disk_copy = True
+    snippet_place = "into its server: section and the zones' default template:"
+    snippet_owned: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(
+            ("server.listen", "server.listen-tls", "server.cert-file", "server.key-file"),
+            "it listens where the testbed put it, with the run's TLS files",
+        ),
+        **dict.fromkeys(
+            ("server.rundir", "server.pidfile"), "its files live in the run's working folder"
+        ),
+        **dict.fromkeys(
+            (
+                "template.id",
+                "template.storage",
+                "template.file",
+                "template.acl",
+                "template.master",
+                "template.notify",
+                "template.zonefile-load",
+                "template.provide-ixfr",
+            ),
+            "zones, their files and who may transfer them are set per case by the harness",
+        ),
+        **dict.fromkeys(
+            ("template.zonefile-sync", "template.journal-content", "template.semantic-checks"),
+            "the generated template sets it already (servers/knot/knot.conf.j2)",
+        ),
+    }
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -259,6 +291,18 @@ class Knot(PublishesByUpdate):
                 )
             )
         return out
+
+    @classmethod
+    def snippet_settings(cls, text: str) -> list[Setting]:
+        return yaml_settings(text, SNIPPET_SECTIONS)
+
+    @classmethod
+    def snippet_sections(cls, text: str) -> dict[str, str]:
+        parts = yaml_sections(text, SNIPPET_SECTIONS)
+        return {name: indented(part, 4) for name, part in parts.items()}
+
+    def check_config_argv(self) -> list[str]:
+        return [self._tool("knotc"), "-c", str(self.config), "conf-check"]
 
     @classmethod
     def peer_is(cls, peer: str | None, address: str) -> bool:

@@ -50,6 +50,7 @@ from harness.servers.base import (
 )
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.snippet import Setting, clause_settings, indented
 from harness.xfr.zone_copy import DiskCopy
 
 _COMMIT = re.compile(
@@ -164,6 +165,38 @@ class Nsd(Server):
     packages = ("nsd",)
     services = ("nsd",)
     keeps_disk_copy = True
+    snippet_place = "into its server: clause"
+    snippet_owned: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(
+            (
+                "ip-address",
+                "tls-service-key",
+                "tls-service-pem",
+                "tls-port",
+                "tls-cert-bundle",
+                "do-ip6",
+            ),
+            "it listens where the testbed put it, with the run's TLS files",
+        ),
+        **dict.fromkeys(
+            (
+                "username",
+                "chroot",
+                "zonesdir",
+                "database",
+                "zonelistfile",
+                "pidfile",
+                "xfrdfile",
+                "xfrdir",
+                "logfile",
+            ),
+            "its files live in the run's working folder",
+        ),
+        **dict.fromkeys(
+            ("log-time-ascii", "verbosity", "zonefiles-write"),
+            "the harness parses its log and decides when copies are written",
+        ),
+    }
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -225,6 +258,18 @@ class Nsd(Server):
                     )
                 )
         return out
+
+    @classmethod
+    def snippet_settings(cls, text: str) -> list[Setting]:
+        return clause_settings(text, "server")
+
+    @classmethod
+    def snippet_sections(cls, text: str) -> dict[str, str]:
+        lines = [line for line in text.splitlines() if line.strip() != "server:"]
+        return {"server": indented("\n".join(line.strip() for line in lines), 4)}
+
+    def check_config_argv(self) -> list[str]:
+        return [self._tool("nsd-checkconf"), str(self.config)]
 
     @classmethod
     def peer_is(cls, peer: str | None, address: str) -> bool:

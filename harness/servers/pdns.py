@@ -79,6 +79,7 @@ from harness.servers.base import (
 )
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.snippet import Setting, assignment_settings
 from harness.xfr.secrets import write_private
 from harness.xfr.zone_copy import DiskCopy
 
@@ -289,6 +290,54 @@ class Pdns(PublishesByUpdate):
     packages = ("pdns-server", "pdns-backend-sqlite3", "pdns-tools", "sqlite3")
     services = ("pdns",)
     keeps_disk_copy = True
+    snippet_place = "among its settings (pdns.conf lines)"
+    snippet_owned: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(
+            (
+                "local-address",
+                "local-port",
+                "launch",
+                "gsqlite3-database",
+                "config-dir",
+                "socket-dir",
+                "daemon",
+                "guardian",
+            ),
+            "it runs where, and from the files, the testbed gave it",
+        ),
+        **dict.fromkeys(
+            ("disable-syslog", "log-timestamp", "loglevel"), "the harness parses its log"
+        ),
+        **dict.fromkeys(
+            (
+                "primary",
+                "secondary",
+                "master",
+                "slave",
+                "only-notify",
+                "allow-axfr-ips",
+                "allow-notify-from",
+                "trusted-notification-proxy",
+                "dnsupdate",
+                "allow-dnsupdate-from",
+            ),
+            "its role and who may transfer, notify and update are set per case by the harness",
+        ),
+        **dict.fromkeys(
+            (
+                "cache-ttl",
+                "query-cache-ttl",
+                "negquery-cache-ttl",
+                "zone-metadata-cache-ttl",
+                "security-poll-suffix",
+            ),
+            "the generated settings set it already (servers/pdns/pdns.conf.j2)",
+        ),
+        **dict.fromkeys(
+            ("xfr-cycle-interval", "xfr-max-received-mbytes"),
+            "the harness gives it a default: set it in [servers.<role>] options instead",
+        ),
+    }
 
     @classmethod
     def capabilities(cls, version: str) -> Capabilities:
@@ -344,6 +393,13 @@ class Pdns(PublishesByUpdate):
                 )
             )
         return out
+
+    @classmethod
+    def snippet_settings(cls, text: str) -> list[Setting]:
+        return assignment_settings(text)
+
+    def check_config_argv(self) -> list[str]:
+        return [str(self.binary), f"--config-dir={self.setup.workdir}", "--config=check"]
 
     @classmethod
     def peer_is(cls, peer: str | None, address: str) -> bool:

@@ -10,11 +10,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.core.terms import ServerKind
 from harness.spec.fields import Strict
-from harness.spec.hosts import DEFAULT_SUITE, HostSpec, ServerSpec, ServerSuite
+from harness.spec.hosts import (
+    DEFAULT_SUITE,
+    ConfigSnippet,
+    HostSpec,
+    ServerSpec,
+    ServerSuite,
+    read_snippet,
+)
 from harness.spec.link import LinkSpec
 
 SITE_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
@@ -28,7 +35,7 @@ class SiteSpec(Strict):
     """One site of a fleet: `count` identical secondaries behind one link of its own.
 
     Unset keys come from the scenario's defaults for every secondary: `kind`, `binary`,
-    `suite` and `options` from [servers.secondary], `link` merged over [link], `host`
+    `suite`, `options` and `config` from [servers.secondary], `link` merged over [link], `host`
     merged over [hosts.secondary].
     """
 
@@ -37,6 +44,7 @@ class SiteSpec(Strict):
     binary: Path | None = None
     suite: ServerSuite = DEFAULT_SUITE
     options: dict[str, int | str | bool] = Field(default_factory=dict)
+    config: ConfigSnippet | None = None
     count: int = Field(default=1, ge=1, le=MAX_SECONDARIES)
     link: LinkSpec = LinkSpec()
     host: HostSpec = HostSpec()
@@ -51,10 +59,24 @@ class SiteSpec(Strict):
             )
         return value
 
+    @field_validator("config", mode="before")
+    @classmethod
+    def _read_snippet(cls, value: Any, info: ValidationInfo) -> Any:
+        return read_snippet(value, info)
+
+    @model_validator(mode="after")
+    def _server_fits(self) -> SiteSpec:
+        self.server  # noqa: B018 -- its own checks (a snippet for this site's kind)
+        return self
+
     @property
     def server(self) -> ServerSpec:
         return ServerSpec(
-            kind=self.kind, binary=self.binary, suite=self.suite, options=dict(self.options)
+            kind=self.kind,
+            binary=self.binary,
+            suite=self.suite,
+            options=dict(self.options),
+            config=self.config,
         )
 
     def host_names(self) -> list[str]:
@@ -87,7 +109,7 @@ def fill_site_defaults(data: Any) -> Any:
             sites.append(site)
             continue
         filled = dict(site)
-        for key in ("kind", "binary", "suite", "options"):
+        for key in ("kind", "binary", "suite", "options", "config"):
             if key not in filled and key in server:
                 filled[key] = copy.deepcopy(server[key])
         filled.setdefault("kind", "bind")

@@ -5,13 +5,15 @@ kind, Debian release, dialect options) and its per-namespace TCP settings ([host
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.core.terms import ServerKind
 from harness.servers import DIALECTS
+from harness.servers.snippet import SnippetError
 from harness.spec.fields import Strict
 
 # The Debian release a server comes from (compose backend: the image xfrbench/server:<suite>).
@@ -38,12 +40,73 @@ PER_HOST_SYSCTLS = (
 CONGESTION_CONTROLS = ("reno", "cubic", "bbr", "htcp", "hybla", "illinois", "vegas", "westwood")
 
 
+class ConfigSnippet(Strict):
+    """An operator's configuration snippet: the file as written in the scenario (relative
+    to it), its text and the text's SHA-256 (the text counts, not the path)."""
+
+    path: str
+    text: str
+    sha256: str
+
+    @classmethod
+    def read(cls, given: str, folder: Path) -> ConfigSnippet:
+        file = Path(given) if Path(given).is_absolute() else folder / given
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = "no such file" if isinstance(exc, FileNotFoundError) else str(exc)
+            raise ValueError(
+                f"cannot read the snippet {file}: {reason}; give a file of the server's own "
+                "configuration syntax, relative to the scenario"
+            ) from None
+        return cls(path=given, text=text, sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+def read_snippet(value: Any, info: ValidationInfo) -> Any:
+    """A `config` key's file, read relative to the scenario being loaded."""
+    if not isinstance(value, str):
+        return value  # a snippet already read (a stored scenario), or not given
+    folder = (info.context or {}).get("folder")
+    if folder is None:
+        raise ValueError("a snippet file can only be read from a scenario file")
+    return ConfigSnippet.read(value, Path(folder))
+
+
 class ServerSpec(Strict):
     kind: ServerKind
     binary: Path | None = None
     # Only the compose backend can pick a release; the netns backend runs the host's servers.
     suite: ServerSuite = DEFAULT_SUITE
     options: dict[str, int | str | bool] = Field(default_factory=dict)
+    # The operator's own configuration snippet, added where the dialect puts it
+    # (Server.snippet_place); a file path in the scenario, its text once loaded.
+    config: ConfigSnippet | None = None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _read_snippet(cls, value: Any, info: ValidationInfo) -> Any:
+        return read_snippet(value, info)
+
+    @model_validator(mode="after")
+    def _snippet_fits(self) -> ServerSpec:
+        if self.config is None:
+            return self
+        dialect = DIALECTS[self.kind]
+        try:
+            dialect.check_snippet(self.config.text)
+            settings = dialect.snippet_settings(self.config.text)
+        except SnippetError as exc:
+            raise ValueError(
+                f"{self.config.path} {exc} ({self.kind} puts a snippet {dialect.snippet_place}); "
+                f"fix: {exc.fix}"
+            ) from None
+        for setting in settings:
+            if setting.name in self.options:
+                raise ValueError(
+                    f"{self.config.path} line {setting.line}: {setting.name!r} is also in "
+                    "options; fix: set it in one place"
+                )
+        return self
 
     @field_validator("options")
     @classmethod

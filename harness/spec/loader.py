@@ -158,7 +158,7 @@ def _as_written(loc: tuple[Any, ...], raw: dict[str, Any]) -> tuple[Any, ...]:
 
 def _validate(raw: dict[str, Any], path: Path, context: str = "") -> Scenario:
     try:
-        scenario = Scenario.model_validate(raw, context={"written": True})
+        scenario = Scenario.model_validate(raw, context={"written": True, "folder": path.parent})
     except ValidationError as exc:
         lines: list[str] = []
         for error in exc.errors():
