@@ -112,6 +112,7 @@ LAYERS: list[set[str]] = [
     {"spec"},  # the scenario schema
     {"link", "observe"},  # link models and emulator configs; live probes of servers
     {"inventory"},  # Ansible inventories: real hosts, their sites, how to reach them
+    {"place"},  # where a server runs: the interface the case engine asks of a host
     {"testbed"},  # namespaces, links, registry
     {"compose", "plan", "lab"},  # containers as hosts; the pure case plan; sshd lab hosts
     {"results"},  # the run folder: records, store, reader, summaries
@@ -170,3 +171,16 @@ def test_packages_import_only_downwards_and_form_no_cycle() -> None:
     assert cycles(packages) == []
     assert upward(packages) == []
     assert set(packages) <= set(LAYER_OF) | {""}
+
+
+def test_the_case_engine_reaches_hosts_only_through_the_place_interface() -> None:
+    """measure/ (LiveCase and its helpers) imports no host backend: a namespace, a
+    container or an agent's host is a `place.Place` handed to it (docs/architecture.md)."""
+    backends = {"testbed", "compose", "lab", "inventory", "remote"}
+    reaching = {
+        name: sorted(package_of(t) for t in top | lazy if package_of(t) in backends)
+        for name, path in MODULES.items()
+        if package_of(name) == "measure"
+        for top, lazy in [imports(path)]
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}
