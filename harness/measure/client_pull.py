@@ -3,46 +3,11 @@ kdig, over the selected case's transport, its digest checked against the primary
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any
-
 from harness.measure.protocol import Pulled
-from harness.xfr import PullResult, TsigKey
-from harness.xfr.kdig import kdig_pull
-from harness.xfr.pull import xot_context
+from harness.xfr import PullResult
+from harness.xfr.client import TLS_HOSTNAME, pull_zone
 from harness.xfr.rrsum import ZoneSum
-from harness.xfr.secrets import TlsFiles
-from harness.xfr.verify import check_copy, verify_copy
-
-TLS_HOSTNAME = "primary.xfrbench.test"
-
-
-def pull_zone(
-    method: str,
-    zone: str,
-    address: str,
-    netns: str | None,
-    *,
-    tls_ca: Path | None,
-    tsig: TsigKey | None,
-    timeout: float,
-) -> PullResult:
-    """Pull `zone` (AXFR) from the primary at `address` from the namespace `netns` (None:
-    this host's) with `method` ("own" or "kdig"), over XoT when `tls_ca` and with TSIG
-    when `tsig`."""
-    options: dict[str, Any] = {
-        "port": 853 if tls_ca else 53,
-        "netns": netns,
-        "tsig": tsig,
-        "tls_hostname": TLS_HOSTNAME if tls_ca else None,
-        "timeout": timeout,
-    }
-    if method == "own":
-        # Digested after the timed read (not beside it): the figure is the reader's.
-        tls = xot_context(tls_ca) if tls_ca else None
-        return verify_copy(address, zone, concurrent=False, tls=tls, **options)
-    return kdig_pull(address, zone, xfr="axfr", tls_ca=tls_ca, digest="rrsum", **options)
+from harness.xfr.verify import check_copy
 
 
 def pulled(result: PullResult, reference: ZoneSum, started_at: float) -> Pulled:
@@ -71,18 +36,4 @@ def pulled(result: PullResult, reference: ZoneSum, started_at: float) -> Pulled:
     )
 
 
-def client_pull(
-    method: str,
-    zone: str,
-    address: str,
-    netns: str | None,
-    *,
-    tls_files: TlsFiles | None,
-    tsig: TsigKey | None,
-    timeout: float,
-    reference: ZoneSum,
-) -> Pulled:
-    """pull_zone from a namespace, with the case's TLS files, as the protocol keeps it."""
-    tls_ca = tls_files.ca_cert if tls_files else None
-    result = pull_zone(method, zone, address, netns, tls_ca=tls_ca, tsig=tsig, timeout=timeout)
-    return pulled(result, reference, result.started_at or time.time())
+__all__ = ["TLS_HOSTNAME", "Pulled", "pull_zone", "pulled"]

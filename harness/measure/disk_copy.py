@@ -42,7 +42,7 @@ from harness.measure.processes import RunningServer
 from harness.measure.protocol import Verification
 from harness.measure.wall import WallClock
 from harness.plan.case import CasePlan
-from harness.xfr.name_sample import Key, Sample, SampleError, differences, draw, served
+from harness.xfr.name_sample import Key, Sample, SampleError, differences, draw
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.serial import serial_lt
 from harness.xfr.zone_copy import CopyError, DiskCopy, head_serial, write_lines
@@ -54,7 +54,7 @@ FLUSH_AGAIN_S = 2.0  # a server whose file lacks the serial by then is asked aga
 POLL_S = 0.05  # between looks at the file's head
 DISK = "disk+sample"
 
-Run = Callable[..., Any]  # the secondary host's run_tool(argv, **subprocess options)
+Run = Callable[..., Any]  # the secondary's Place.run(argv, output=...)
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,7 @@ def _flush(copy: DiskCopy, run: Run) -> None:
         return
     copy.path.parent.mkdir(parents=True, exist_ok=True)
     partial = copy.path.with_name(copy.path.name + ".partial")
-    with open(partial, "wb") as out:
-        run(list(copy.flush), stdout=out, stderr=subprocess.PIPE)
+    run(list(copy.flush), output=partial)
     os.replace(partial, copy.path)
 
 
@@ -209,14 +208,13 @@ def disk_verification(
     changed: Iterable[Key],
     *,
     run: Run,
-    address: str,
-    netns: str | None,
+    served: Callable[[list[Key]], dict[Key, Any]],
     timeout: float,
     seed: int,
     scratch: Path,
     flushing: Callable[[], AbstractContextManager[Any]],
 ) -> Verification:
-    """make_current then check_on_disk, the server asked at `address` from `netns`.
+    """make_current then check_on_disk, the server asked through `served`.
     `flushing()`: the context that times the server's part (the wall's "flush")."""
     started = time.monotonic()
     try:
@@ -233,12 +231,9 @@ def disk_verification(
         )
         return Verification(False, text, None, by=DISK, flush_s=flush_s)
 
-    def ask(keys: list[Key]) -> dict[Key, Any]:
-        return served(address, keys, netns=netns, timeout=timeout)
-
     try:
         check = check_on_disk(
-            copy, zone, reference, serial, changed, seed=seed, ask=ask, scratch=scratch
+            copy, zone, reference, serial, changed, seed=seed, ask=served, scratch=scratch
         )
     finally:
         if copy.prints:
@@ -263,16 +258,15 @@ def from_disk(
     if change is not None:
         deleted, added = read_diff(change.diff_path, zone)
         changed = {(name, int(rdata.rdtype)) for name, _, rdata in (*deleted, *added)}
-    host, timeout = running.host, plan.timeout
+    place, timeout = running.place, plan.timeout
     return disk_verification(
         copy,
         zone,
         reference,
         serial,
         changed,
-        run=lambda argv, **kw: host.run_tool(argv, timeout=timeout, **kw),
-        address="127.0.0.1",
-        netns=host.netns,
+        run=lambda argv, **kw: place.run(argv, timeout=timeout, **kw),
+        served=lambda keys: place.served_names(keys, timeout),
         timeout=timeout,
         seed=derive_seed(plan.zone_spec.seed, "verify-sample", running.name, str(serial)),
         scratch=running.server.setup.workdir / "verify",

@@ -1,9 +1,10 @@
 """The live case: the measurement protocol's operations carried out on real servers.
 
-`LiveCase` implements `protocol.Bench` over a testbed: it starts the servers of the plan
-(one dialect each), polls SOA serials in the servers' own namespaces, puts new serials on the
-primary, verifies copies, reads the servers' logs and samples them. It decides nothing about
-what is measured: that is protocol.py.
+`LiveCase` implements `protocol.Bench` over the places where the servers run (harness/
+place/: a testbed's namespaces or containers): it starts the servers of the plan (one
+dialect each), polls SOA serials next to the servers, puts new serials on the primary,
+verifies copies, reads the servers' logs and samples them, through place operations only.
+It decides nothing about what is measured: that is protocol.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 from harness import zonegen
 from harness.measure import processes as srv
-from harness.measure.client_pull import client_pull
+from harness.measure.client_pull import pulled
 from harness.measure.cold_start import (
     add_references,
     check_copies,
@@ -37,25 +38,22 @@ from harness.measure.protocol import (
     Pulled,
     Verification,
 )
-from harness.measure.quiet import testbed_looker
+from harness.measure.quiet import looker
 from harness.measure.settle import settle
 from harness.measure.wall import WallClock
 from harness.measure.watch import TransferObserver
 from harness.measure.zone_waits import wait_all_zones
 from harness.observe.sampler import Sampler
+from harness.place import Place, Places
 from harness.plan.case import CasePlan, GroupPlan
-from harness.servers.base import NewVersion, Reach
+from harness.servers.base import NewVersion
 from harness.servers.binaries import ServerBinary
-from harness.testbed import Testbed
 from harness.xfr import TsigKey, XfrError, XfrTimeout
-from harness.xfr.poll import wait_for_serial, wait_for_serials
 from harness.xfr.poll_zones import ZonesServed
-from harness.xfr.primary_check import check_primary_serves
 from harness.xfr.rrsum import ZoneSum
 from harness.xfr.rrsum_text import soa_bump
 from harness.xfr.secrets import TlsFiles, new_tsig
-from harness.xfr.update import query_soa, with_serial
-from harness.xfr.verify import verify_copy, verify_many
+from harness.xfr.update import with_serial
 from harness.xfr.wire_watch import WireWatch
 from harness.xfr.zonefile_sum import apply_diff_file, zone_file_sum
 from harness.zonegen import read_diff
@@ -72,7 +70,7 @@ def poll_interval(secondaries: int) -> float:
 
 
 class LiveCase:
-    """The servers of a group of cases on one testbed (a context manager that stops them
+    """The servers of a group of cases on their places (a context manager that stops them
     all). `plan` is the case selected now: the primary serves what any case of the group
     needs; the secondaries are configured for the selected case (select() switches them)."""
 
@@ -80,7 +78,7 @@ class LiveCase:
         self,
         plan: CasePlan | GroupPlan,
         case_dir: Path,
-        testbed: Testbed,
+        places: Places,
         binaries: dict[str, ServerBinary],
         zones: zonegen.GeneratedZones,
         tsig: TsigKey | None,
@@ -92,7 +90,7 @@ class LiveCase:
         self.group = plan if isinstance(plan, GroupPlan) else GroupPlan((plan,))
         self.plan = self.group.first
         self.case_dir = case_dir
-        self.testbed = testbed
+        self.places = places
         self.binaries = binaries  # the selected case's, per host
         # Every case's of the group: an A/B axis over builds runs one binary or the other.
         self.binaries_by_case = binaries_by_case or {}
@@ -143,9 +141,15 @@ class LiveCase:
             tsig = self.tsig if case.tsig_algorithm else None
             tls = self.tls if case.tls else None
             ixfr, tsig_only = case.ixfr, True
+        peers = (
+            [h.name for h in case.secondaries]
+            if host_plan.role == "primary"
+            else [case.primary.name]
+        )
         setup = srv.server_setup(
             host_plan,
-            self.testbed,
+            self.places,
+            peers,
             workdir,
             zones,
             tsig=tsig,
@@ -163,7 +167,7 @@ class LiveCase:
         host_plan = next(h for h in self.plan.hosts if h.name == name)
         setup = self._setup(name, zones, workdir)
         server = srv.make(host_plan, self.binaries[name], setup)
-        return RunningServer(host_plan, self.testbed.hosts[name], server)
+        return RunningServer(host_plan, self.places.place(name), server)
 
     def select(self, case: CasePlan) -> dict[str, Switched]:
         """Make `case` the selected one. Each running server whose settings differ (TLS,
@@ -187,7 +191,7 @@ class LiveCase:
         srv.reconfigure_all(reconfig, case.timeout)
         for running, how in moves.values():
             if how == "restart":
-                srv.restart(self.testbed, running)
+                srv.restart(running)
                 if running is self.primary:
                     self._wait_primary_serves(self.serving)
         self._watch()
@@ -222,9 +226,9 @@ class LiveCase:
         workdir = self.case_dir / name
         zones = srv.primary_zones(self.generated.files, workdir, self.binaries.get(name))
         self.primary = self._server(name, zones, workdir)
-        peers = [self.testbed.hosts[h.name].address for h in self.plan.secondaries]
-        self.wire = WireWatch(self.primary.host.netns, peers).__enter__()
-        srv.spawn(self.testbed, self.primary)
+        peers = [self._place(h.name).address for h in self.plan.secondaries]
+        self.wire = self.primary.place.wire(peers).__enter__()
+        srv.spawn(self.primary)
         self._watch()
         self._wait_primary_serves(self.base_serial)
 
@@ -250,19 +254,19 @@ class LiveCase:
         self.stop_secondaries()
         for host in self.plan.secondaries:
             workdir = self.case_dir / host.name
-            zones = srv.fresh_secondary_zones(self.zones, workdir)
+            zones = srv.fresh_secondary_zones(self._place(host.name), self.zones, workdir)
             running = self._server(host.name, zones, workdir)
             running.server.render()
             self.secondaries[host.name] = running
 
     def start_secondaries(self) -> None:
         for running in self.secondaries.values():
-            srv.spawn(self.testbed, running, render=False)
+            srv.spawn(running, render=False)
         self._watch()
 
     def stop_secondaries(self) -> None:
         self._watch(without_secondaries=True)
-        srv.stop_all(self.testbed, list(self.secondaries.values()))
+        srv.stop_all(list(self.secondaries.values()))
         self.secondaries.clear()
 
     def close(self) -> None:
@@ -272,7 +276,7 @@ class LiveCase:
             self.wire = None
         self._watch(without_secondaries=True, without_primary=True)
         primary = [self.primary] if self.primary is not None else []
-        srv.stop_all(self.testbed, [*self.secondaries.values(), *primary])
+        srv.stop_all([*self.secondaries.values(), *primary])
         self.secondaries.clear()
         self.primary = None
 
@@ -281,6 +285,9 @@ class LiveCase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _place(self, name: str) -> Place:
+        return self.places.place(name)
 
     def _alive(self) -> None:
         for running in (self.primary, *self.secondaries.values()):
@@ -292,25 +299,13 @@ class LiveCase:
     def _poll(
         self, running: RunningServer, zone: str, serial: int, deadline: float
     ) -> float | None:
-        """When `running` first served `serial` of `zone` (polled in its own namespace),
-        or None at the deadline. Checks every second that the servers are alive."""
-        while True:
-            self._alive()
-            remaining = deadline - self.clock()
-            if remaining <= 0:
-                return None
-            try:
-                return wait_for_serial(
-                    running.host.address,
-                    zone,
-                    serial,
-                    netns=running.host.netns,
-                    interval=POLL_INTERVAL,
-                    timeout=min(remaining, 1.0),
-                    since=self.clock(),
-                )
-            except XfrTimeout:
-                continue
+        """When `running` first served `serial` of `zone` (polled next to it), or None at
+        the deadline. Checks every second that the servers are alive."""
+        seen = self.places.wait_serials(
+            [running.place], zone, serial, deadline=deadline, interval=POLL_INTERVAL,
+            between=self._alive,
+        )  # fmt: skip
+        return seen.served.get(running.place.name)
 
     def wait_served(
         self,
@@ -320,12 +315,8 @@ class LiveCase:
         deadline: float,
         straggle: float | None = None,
     ) -> dict[str, float]:
-        targets = {
-            name: (self.secondaries[name].host.address, self.secondaries[name].host.netns)
-            for name in hosts
-        }
-        seen = wait_for_serials(
-            targets,
+        seen = self.places.wait_serials(
+            [self.secondaries[name].place for name in hosts],
             zone,
             serial,
             deadline=deadline,
@@ -401,17 +392,12 @@ class LiveCase:
         holds the primary to it after the transfers."""
         primary = self.primary
         assert primary is not None and self.wire is not None
-        server, host = primary.server, primary.host
+        server, place = primary.server, primary.place
         self.change = change = self.change_set(serial)
         reference = self._reference(self.first_zone)
-        soa = query_soa(host.address, self.first_zone, netns=host.netns, timeout=self.plan.timeout)
+        soa = place.soa(self.first_zone, timeout=self.plan.timeout)
         version = NewVersion(self.first_zone, with_serial(soa, serial), change)
-        reach = Reach(
-            host.address,
-            host.netns,
-            self.plan.timeout,
-            lambda argv: host.run_tool(argv, timeout=self.plan.timeout),
-        )
+        reach = place.reach(self.plan.timeout)
         issued = self.clock()
         self.wire.forget_before(issued - 1.0)  # older events are no repeat's any more
         try:
@@ -435,14 +421,8 @@ class LiveCase:
         assert primary is not None
         zone = self.first_zone
         changed = read_diff(self.change.diff_path, zone) if self.change is not None else None
-        return check_primary_serves(
-            primary.host.address,
-            zone,
-            self._reference(zone),
-            serial,
-            changed,
-            netns=primary.host.netns,
-            timeout=self.plan.timeout,
+        return primary.place.check_serves(
+            zone, self._reference(zone), serial, changed, timeout=self.plan.timeout
         )
 
     def notifications(self, serial: int, since: float, wait: float) -> dict[str, float]:
@@ -450,7 +430,7 @@ class LiveCase:
         deadline = self.clock() + wait
         notified: dict[str, float] = {}
         for host in self.plan.secondaries:
-            address = self.testbed.hosts[host.name].address
+            address = self._place(host.name).address
             sent = self.wire.wait_notify(
                 serial, max(0.0, deadline - self.clock()), address, since=since
             )
@@ -460,7 +440,7 @@ class LiveCase:
 
     def connect_ports(self, host: str, since: float) -> list[int]:
         assert self.wire is not None
-        return self.wire.connect_ports(self.testbed.hosts[host].address, since)
+        return self.wire.connect_ports(self._place(host).address, since)
 
     def control(self, host: str, action: Control, zone: str) -> None:
         running = self.secondaries[host]
@@ -469,7 +449,7 @@ class LiveCase:
             if action == "retransfer"
             else running.server.refresh_argv(zone)
         )
-        running.host.run_tool(argv, timeout=self.plan.timeout)
+        running.place.run(argv, timeout=self.plan.timeout)
 
     # --- Bench: verification and the servers' own view ---------------------------------------
 
@@ -492,7 +472,7 @@ class LiveCase:
             change, ref = self.change if zone == self.first_zone else None, self._reference(zone)
             return from_disk(running, copy, zone, serial, ref, change, self.plan, self.spent)
         return read_back(
-            lambda: verify_copy("127.0.0.1", zone, netns=running.host.netns, timeout=timeout),
+            lambda: running.place.read_copy(zone, timeout=timeout),
             self._reference(zone),
             serial,
             time.sleep,
@@ -503,9 +483,7 @@ class LiveCase:
         connections, against the sums of the zone files (kept beside the generated set)."""
         add_references(self.references, self.generated, zones)
         running = self.secondaries[host]
-        copies = verify_many(
-            "127.0.0.1", zones, netns=running.host.netns, timeout=self.plan.timeout
-        )
+        copies = running.place.read_copies(zones, timeout=self.plan.timeout)
         return check_copies(self.references, copies, zones, serial)
 
     def logged(self, host: str, zone: str, serial: int, since: float) -> Logged:
@@ -514,33 +492,32 @@ class LiveCase:
         running, primary = self.secondaries[host], self.primary
         return transfer_logged(
             type(running.server),
-            srv.read_text(running.server.log_path),
+            srv.log_of(running),
             type(primary.server),
-            srv.read_text(primary.server.log_path),
-            (zone, serial, running.host.address),
+            srv.log_of(primary),
+            (zone, serial, running.place.address),
             since,
             self.wall(),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         running = self.secondaries[host]
-        text = srv.read_text(running.server.log_path)
+        text = srv.log_of(running)
         return read_cold_start_log(type(running.server), text, running.started_at)
 
     def pull(self, method: str, host: str) -> Pulled:
         """A client on `host` pulls the first zone from the primary across the link, over
         the selected case's transport (measure/client_pull.py)."""
         assert self.primary is not None
-        return client_pull(
+        result = self._place(host).pull_from(
             method,
             self.first_zone,
-            self.primary.host.address,
-            self.testbed.hosts[host].netns,
-            tls_files=self.tls if self.plan.tls else None,
+            self.primary.place.address,
+            tls_ca=self.tls.ca_cert if self.tls and self.plan.tls else None,
             tsig=self.tsig if self.plan.tsig_algorithm else None,
             timeout=self.plan.timeout,
-            reference=self._reference(self.first_zone),
         )
+        return pulled(result, self._reference(self.first_zone), result.started_at or self.wall())
 
     # --- Bench: observation ------------------------------------------------------------------
 
@@ -560,13 +537,13 @@ class LiveCase:
         deadline = self._quiet_from + self.plan.settle
         running = [r for r in (self.primary, *self.secondaries.values()) if r and r.proc]
         with contextlib.ExitStack() as stack:
-            look = testbed_looker(self.testbed, running, self.wire, self.moments, stack)
+            look = looker(self.places, running, self.wire, self.moments, stack)
             settled = settle(look, deadline, self.clock, time.sleep, fixed=self.plan.settle_fixed)
-        self.testbed.flush_route_metrics()
+        self.places.flush_route_metrics()
         return settled.to_json()
 
     def begin_observation(self) -> None:
-        self.observer = TransferObserver(self.testbed, self.plan, self.wire, self.plan.tls)
+        self.observer = TransferObserver(self.places, self.plan, self.wire, self.plan.tls)
         self.observer.begin()
 
     def finish_observation(self) -> None:
@@ -580,7 +557,7 @@ class LiveCase:
         return facts
 
     def link_counters(self) -> dict[str, Any]:
-        return self.testbed.link_counters()
+        return self.places.link_counters()
 
     def _watch(self, *, without_secondaries: bool = False, without_primary: bool = False) -> None:
         """Point the sampler at the servers running now (a cold start restarts them)."""
@@ -589,5 +566,5 @@ class LiveCase:
         running = [] if without_primary or self.primary is None else [self.primary]
         if not without_secondaries:
             running += list(self.secondaries.values())
-        targets, ranges = srv.sampler_targets(running, self.testbed, self.plan.is_fleet)
-        self.sampler.watch(self.plan.name, targets, self.testbed.link_counters, ranges)
+        targets, ranges = srv.sampler_targets(running, self.plan.is_fleet)
+        self.sampler.watch(self.plan.name, targets, self.places.link_counters, ranges)

@@ -66,18 +66,16 @@ class LiveFaults:
     # --- the link ---------------------------------------------------------------------------
 
     def _control(self) -> LinkemControl:
-        control = self.live.testbed.link_control()
+        control = self.live.places.link_control()
         if control is None:
             raise CaseFailed("this testbed has no linkem control: it was not built for faults")
         return control
 
     def _directions(self, host: str, ways: tuple[str, ...]) -> list[str]:
         """linkem's names for these ways of `host`'s link ("forward", "far-1 reverse")."""
-        emulation = self.live.testbed.emulation
-        assert emulation is not None
         return [
             d.name
-            for d in emulation.directions
+            for d in self.live.places.link_directions()
             if d.endpoint == host and d.name.rsplit(" ", 1)[-1] in ways
         ]
 
@@ -193,7 +191,7 @@ class LiveFaults:
         pid = primary.proc.pid
         at = self.live.clock()
         status = primary.proc.poll()
-        srv.stop(self.live.testbed, primary)  # SIGTERM: its own shutdown, SIGKILL after 10 s
+        srv.stop(primary)  # SIGTERM: its own shutdown, SIGKILL after 10 s
         self.live._watch()  # the sampler follows the servers that run
         evidence = {"stopped_pid": pid, "exit_status": status, "stop_s": self.live.clock() - at}
         return FaultAct(at, {"primary": evidence})
@@ -201,7 +199,7 @@ class LiveFaults:
     def _start_primary(self) -> FaultAct:
         primary = self.live.primary
         assert primary is not None
-        srv.spawn(self.live.testbed, primary, render=False)
+        srv.spawn(primary, render=False)
         at = self.live.clock()
         self.live._watch()
         assert primary.proc is not None
@@ -212,7 +210,7 @@ class LiveFaults:
         killed = {}
         for host in hosts:
             running = self.live.secondaries[host]
-            killed[host] = srv.kill(self.live.testbed, running)
+            killed[host] = srv.kill(running)
         self.live._watch()
         return FaultAct(at, {"killed": killed})
 
@@ -221,7 +219,7 @@ class LiveFaults:
         for host in hosts:
             running = self.live.secondaries[host]
             if running.proc is None:
-                srv.spawn(self.live.testbed, running, render=False)
+                srv.spawn(running, render=False)
                 assert running.proc is not None
                 started[host] = running.proc.pid
         at = self.live.clock()
@@ -284,7 +282,7 @@ class LiveFaults:
         live = self.live
         running = live.secondaries[host]
         dialect = type(running.server)
-        text = srv.read_text(running.server.log_path)
+        text = srv.log_of(running)
         lines = lines_since(dialect, text, since)
         counts = count_failures(dialect.kind, text, since)
         failing, marks = [], []
@@ -319,18 +317,18 @@ class LiveFaults:
         primary's outgoing ones to it, in time order."""
         out = []
         dialect = type(running.server)
-        for entry in dialect.parse_log(srv.read_text(running.server.log_path)):
+        for entry in dialect.parse_log(srv.log_of(running)):
             if entry.direction == "in" and entry.zone == zone and (entry.at_unix or 0) >= since:
                 out.append(entry.to_json() | {"side": "secondary"})
         primary = self.live.primary
         if primary is not None:
             kind = type(primary.server)
-            for entry in kind.parse_log(srv.read_text(primary.server.log_path)):
+            for entry in kind.parse_log(srv.log_of(primary)):
                 if (
                     entry.direction == "out"
                     and entry.zone == zone
                     and (entry.at_unix or 0) >= since
-                    and kind.peer_is(entry.peer, running.host.address)
+                    and kind.peer_is(entry.peer, running.place.address)
                 ):
                     out.append(entry.to_json() | {"side": "primary"})
         return sorted(out, key=lambda e: e.get("at_unix") or 0.0)
@@ -340,7 +338,7 @@ class LiveFaults:
         if argv is None:
             return f"not supported by {running.server.kind}"
         try:
-            result = running.host.run_tool(argv, check=False, timeout=30)
+            result = running.place.run(argv, check=False, timeout=30)
         except (OSError, ToolFailed) as exc:
             return f"{' '.join(argv)}: {exc}"
         return (result.stdout + result.stderr).strip()
@@ -352,7 +350,7 @@ class LiveFaults:
         if argv is None:
             return FaultAct(None, {}, f"not supported by {primary.server.kind}")
         at = self.live.clock()
-        result = primary.host.run_tool(argv, check=False, timeout=30)
+        result = primary.place.run(argv, check=False, timeout=30)
         output = (result.stdout + result.stderr).strip()
         evidence = {"argv": argv, "status": result.returncode, "output": output}
         if result.returncode != 0:

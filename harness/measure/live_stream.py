@@ -64,12 +64,10 @@ class LiveStreamCase(LiveCase):
     @contextlib.contextmanager
     def follow(self, hosts: list[str]) -> Iterator[_Following]:
         assert self.primary is not None
-        targets = {PRIMARY: (self.primary.host.address, self.primary.host.netns)}
-        for name in hosts:
-            host = self.secondaries[name].host
-            targets[name] = (host.address, host.netns)
-        interval = poll_interval(len(targets))
-        with SerialFollower(targets, self.first_zone, interval=interval) as follower:
+        places = {PRIMARY: self.primary.place}
+        places |= {name: self.secondaries[name].place for name in hosts}
+        interval = poll_interval(len(places))
+        with self.places.follow_serials(places, self.first_zone, interval) as follower:
             yield _Following(self, follower)
 
     def stream_transfers(self, host: str, since: float) -> list[StreamTransfer]:
@@ -79,11 +77,11 @@ class LiveStreamCase(LiveCase):
         running = self.secondaries[host]
         return stream_transfers(
             type(running.server),
-            srv.read_text(running.server.log_path),
+            srv.log_of(running),
             type(self.primary.server),
-            srv.read_text(self.primary.server.log_path),
+            srv.log_of(self.primary),
             self.first_zone,
-            running.host.address,
+            running.place.address,
             since,
         )
 

@@ -30,5 +30,5 @@ def switch_primary(primary: RunningServer, provide: bool, timeout: float) -> boo
         return False
     setup.provide_ixfr = provide
     primary.server.render()
-    primary.host.run_tool(primary.server.reconfig_argv(), timeout=timeout)
+    primary.place.run(primary.server.reconfig_argv(), timeout=timeout)
     return True

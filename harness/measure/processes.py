@@ -1,39 +1,31 @@
-"""Servers of a case as processes on the testbed: render, start, check, stop.
+"""Servers of a case as processes on their places: render, start, check, stop.
 
-A `RunningServer` is one dialect instance (servers/<kind>.py) started on its host, in a
-cgroup of its own, with its stdout and stderr kept in its working folder.
+A `RunningServer` is one dialect instance (servers/<kind>.py) started on its place
+(harness/place/: a namespace, a container, a host), in a cgroup of its own, with its
+stdout and stderr kept in its working folder. Only place operations reach the host.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import XfrbenchError
-from harness.core.netns import socket_in
-from harness.observe.procfs import ProcessGone, descendants, netns_inode, parse_port_range
 from harness.observe.sampler import Target
 from harness.observe.tcp_states import PortRange
+from harness.place import Place, Places, Proc
 from harness.plan.case import HostPlan
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server, server_class
 from harness.servers.binaries import ServerBinary
-from harness.testbed import Host, Testbed
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles
 from harness.zonegen.cache import link_or_copy
 
-CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)
 TLS_LISTEN_TIMEOUT = 20.0  # after it serves: no port 853 by then means no XoT configured
-ENTER_LIMIT = 2.0
 
 
 class CaseFailed(XfrbenchError):
@@ -43,9 +35,9 @@ class CaseFailed(XfrbenchError):
 @dataclass
 class RunningServer:
     plan: HostPlan
-    host: Host
+    place: Place
     server: Server
-    proc: subprocess.Popen[Any] | None = None
+    proc: Proc | None = None
     started_at: float | None = None  # unix time it was spawned (its log's "since")
     started_with: ServerSetup | None = None  # the setup it was last started with
 
@@ -56,15 +48,16 @@ class RunningServer:
     def alive(self) -> None:
         """Raise CaseFailed, with the tail of its log, when the server has exited."""
         if self.proc is not None and self.proc.poll() is not None:
-            tail = tail_of(self.server.log_path) or tail_of(
-                self.server.setup.workdir / "stderr.log"
+            tail = tail_of(self.place, self.server.log_path) or tail_of(
+                self.place, self.server.setup.workdir / "stderr.log"
             )
             raise CaseFailed(f"the {self.name} exited with status {self.proc.returncode}: {tail}")
 
 
 def server_setup(
     host_plan: HostPlan,
-    testbed: Testbed,
+    places: Places,
+    peer_names: list[str],
     workdir: Path,
     zones: list[ZoneEntry],
     *,
@@ -75,12 +68,9 @@ def server_setup(
     update_key: TsigKey | None = None,
 ) -> ServerSetup:
     """What a dialect renders for one host: its address, its peers (a primary's secondaries,
-    a secondary's primary), zones, secrets, and the per-run control socket."""
-    me = testbed.hosts[host_plan.name]
-    if host_plan.role == "primary":
-        peers = tuple(h.address for h in testbed.secondaries)
-    else:
-        peers = (testbed.primary.address,)
+    a secondary's primary: `peer_names`), zones, secrets, and the per-run control socket."""
+    me = places.place(host_plan.name)
+    peers = tuple(places.place(name).address for name in peer_names)
     return ServerSetup(
         role=host_plan.role,
         address=me.address,
@@ -94,7 +84,7 @@ def server_setup(
         options=dict(host_plan.server.options),
         config=host_plan.server.config.text if host_plan.server.config else "",
         update_key=update_key if host_plan.role == "primary" else None,
-        control_socket=CONTROL_DIR / f"{testbed.testbed_id}-{me.netns.rsplit('-', 1)[-1]}.sock",
+        control_socket=me.control_socket(),
     )
 
 
@@ -118,11 +108,9 @@ def primary_zones(
     return entries
 
 
-def fresh_secondary_zones(origins: list[str], workdir: Path) -> list[ZoneEntry]:
+def fresh_secondary_zones(place: Place, origins: list[str], workdir: Path) -> list[ZoneEntry]:
     """A secondary starts with every zone configured and none on disk."""
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    (workdir / "zones").mkdir(parents=True)
+    place.fresh(workdir)
     return [ZoneEntry(origin, workdir / "zones" / f"{origin}zone") for origin in origins]
 
 
@@ -130,36 +118,25 @@ def make(host_plan: HostPlan, binary: ServerBinary, setup: ServerSetup) -> Serve
     return make_server(binary.kind, setup, binary.path, in_container=binary.image is not None)
 
 
-def spawn(testbed: Testbed, running: RunningServer, *, render: bool = True) -> None:
-    """Render (unless done already) and start the server in its own cgroup, and wait until it
-    lives in its host's namespace (until then /proc/<pid>/net shows the driver's sockets)."""
+def spawn(running: RunningServer, *, render: bool = True) -> None:
+    """Render (unless done already) and start the server on its place (Place.start: in its
+    own cgroup, once it lives in its host's namespace)."""
     server = running.server
     if render:
         server.render()
-    workdir = server.setup.workdir
     running.started_at = time.time()
     running.started_with = server.setup
-    with (workdir / "stdout.log").open("ab") as out, (workdir / "stderr.log").open("ab") as err:
-        running.proc = testbed.spawn(
-            running.host,
-            server.argv(),
-            stdout=out,
-            stderr=err,
-            cwd=workdir,
-            cgroup=running.host.netns.rsplit("-", 1)[-1],
-            tool=True,
-        )
-    wait_entered(running.proc, running.host.netns)
+    running.proc = running.place.start(server.argv(), workdir=server.setup.workdir)
 
 
-def restart(testbed: Testbed, running: RunningServer) -> None:
+def restart(running: RunningServer) -> None:
     """Stop the server, remove the state its dialect says would keep it from transferring
     at once (Server.restart_forgets) and start it with its config as rendered now."""
-    stop(testbed, running)
+    stop(running)
     server = running.server
     for name in type(server).restart_forgets:
         (server.setup.workdir / name).unlink(missing_ok=True)
-    spawn(testbed, running, render=False)
+    spawn(running, render=False)
 
 
 def switch_fields(setup: ServerSetup) -> tuple[object, ...]:
@@ -171,40 +148,32 @@ def reconfigure_all(servers: list[RunningServer], timeout: float) -> None:
     """Each server's own reconfiguration (rendered already), all at once: a control
     command is a process each, and a switch often reconfigures a primary and secondaries."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
-        runs = [pool.submit(r.host.run_tool, r.server.reconfig_argv(), timeout=timeout)
+        runs = [pool.submit(r.place.run, r.server.reconfig_argv(), timeout=timeout)
                 for r in servers]  # fmt: skip
         for done in runs:
             done.result()
 
 
-def stop(testbed: Testbed, running: RunningServer, *, signalled: bool = False) -> None:
+def stop(running: RunningServer, *, signalled: bool = False) -> None:
     if running.proc is not None:
-        testbed.stop(running.proc, signalled=signalled)
+        running.place.stop(running.proc, signalled=signalled)
         running.proc = None
     running.server.remove_control_socket()
 
 
-def kill(testbed: Testbed, running: RunningServer) -> list[int]:
-    """A crash: SIGKILL to every process of the server (its cgroup's, else its process
-    tree: NSD's children would keep its ports), then the same bookkeeping as stop().
-    Returns the pids killed."""
+def kill(running: RunningServer) -> list[int]:
+    """A crash: SIGKILL to every process of the server (Place.kill), then the same
+    bookkeeping as stop(). Returns the pids killed."""
     proc = running.proc
     if proc is None:
         return []
-    group = testbed.cgroup_of(proc)
-    pids = group.pids() if group is not None else descendants(proc.pid)
-    for pid in dict.fromkeys([proc.pid, *pids]):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait(10)
-    deadline = time.monotonic() + 5.0
-    while group is not None and group.pids() and time.monotonic() < deadline:
-        time.sleep(0.01)  # the children die after their parent
-    stop(testbed, running)
-    return sorted(set([proc.pid, *pids]))
+    pids = running.place.kill(proc)
+    running.proc = None
+    stop(running)
+    return pids
 
 
-def stop_all(testbed: Testbed, servers: list[RunningServer]) -> None:
+def stop_all(servers: list[RunningServer]) -> None:
     """Stop several servers together: all are told to stop first, then each is waited for
     (a server holding 14 M records takes seconds to exit; one after the other, they add up)."""
     for running in servers:
@@ -212,59 +181,28 @@ def stop_all(testbed: Testbed, servers: list[RunningServer]) -> None:
             with contextlib.suppress(ProcessLookupError):
                 running.proc.terminate()
     for running in servers:
-        stop(testbed, running, signalled=True)
-
-
-def wait_entered(proc: subprocess.Popen[Any], netns: str, limit: float = ENTER_LIMIT) -> None:
-    """Wait until `proc` (started through cgroup and netns wrappers that exec in place) lives
-    in `netns`."""
-    want = os.stat(Path("/run/netns", netns)).st_ino
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if netns_inode(proc.pid) == want:
-                return
-        except ProcessGone:
-            return
-        time.sleep(0.002)
+        stop(running, signalled=True)
 
 
 def wait_listening(running: RunningServer, port: int) -> None:
     """Called once the primary serves its zones: a TLS listener it has comes up with them."""
-    deadline = time.monotonic() + TLS_LISTEN_TIMEOUT
-    while time.monotonic() < deadline:
-        running.alive()
-        sock = socket_in(running.host.netns, socket.AF_INET, socket.SOCK_STREAM)
-        sock.settimeout(1.0)
-        try:
-            sock.connect((running.host.address, port))
-            return
-        except OSError:
-            time.sleep(0.05)
-        finally:
-            sock.close()
-    raise CaseFailed(f"the {running.name} never listened on {running.host.address} port {port}")
+    if not running.place.wait_listening(port, TLS_LISTEN_TIMEOUT, running.alive):
+        raise CaseFailed(
+            f"the {running.name} never listened on {running.place.address} port {port}"
+        )
 
 
-def tail_of(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return ""
+def tail_of(place: Place, path: Path, lines: int = 5) -> str:
+    return " | ".join(place.read(path).strip().splitlines()[-lines:])
 
 
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-KERNEL_PORT_RANGE = "32768 60999"  # ip_local_port_range when a host's was not read back
+def log_of(running: RunningServer) -> str:
+    """The server's log so far ("" when there is none yet)."""
+    return running.place.read(running.server.log_path)
 
 
 def sampler_targets(
-    running: list[RunningServer], testbed: Testbed, fleet: bool
+    running: list[RunningServer], fleet: bool
 ) -> tuple[list[Target], dict[str, PortRange]]:
     """What the sampler watches of the servers running now: each one's pid, cgroup, role,
     host and (in a fleet) site, and its host's ephemeral port range."""
@@ -273,18 +211,12 @@ def sampler_targets(
             role=r.plan.role,
             server=r.server.kind,
             pid=r.proc.pid,
-            cgroup=testbed.cgroup_of(r.proc),
+            cgroup=r.place.cgroup_of(r.proc),
             host=r.name,
             site=r.plan.site if fleet else "",
         )
         for r in running
         if r.proc is not None
     ]
-    hosts = testbed.describe()["hosts"]
-    ranges = {
-        t.name: parse_port_range(
-            hosts[t.name]["sysctls"].get("net.ipv4.ip_local_port_range", KERNEL_PORT_RANGE)
-        )
-        for t in targets
-    }
+    ranges = {r.name: r.place.port_range() for r in running if r.proc is not None}
     return targets, ranges

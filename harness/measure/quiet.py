@@ -1,4 +1,4 @@
-"""Looking at a live testbed for what the last transfer may have left behind: the servers'
+"""Looking at the places of a case for what the last transfer may have left behind: the servers'
 rate limiters (from their last events on the primary's wire and in the polls), their open
 connections (sock_diag), the link emulator's queue and the servers' CPU (their cgroups).
 measure/settle.py decides from these looks when the next slot may start."""
@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 from harness.measure.processes import RunningServer
 from harness.measure.settle import PACING_MARGIN_S, Look
-from harness.observe.sockdiag import SockDiagRefused, open_connections, socket_for
-from harness.testbed import Testbed
+from harness.observe.sockdiag import SockDiagRefused, open_connections
+from harness.place import Places
 from harness.xfr.wire_watch import WireWatch
 
 
-def testbed_looker(
-    testbed: Testbed,
+def looker(
+    places: Places,
     running: list[RunningServer],
     wire: WireWatch | None,
     moments: dict[tuple[str, str], float],
@@ -30,13 +30,13 @@ def testbed_looker(
     sockets = []
     for server in running:
         try:
-            sock = socket_for(server.host.netns)
+            sock = server.place.sock_diag()
         except SockDiagRefused:
             continue  # its connections are not counted: the look says None
         stack.callback(sock.close)
         setup = server.server.setup
         sockets.append((sock, {setup.port, setup.tls_port}))
-    cgroups = {s.name: testbed.cgroup_of(s.proc) for s in running if s.proc is not None}
+    cgroups = {s.name: s.place.cgroup_of(s.proc) for s in running if s.proc is not None}
     pacings = [(s, pacing) for s in running for pacing in s.server.pacing()]
     unix_offset = time.time() - time.monotonic()
 
@@ -47,7 +47,7 @@ def testbed_looker(
             return None
         if after == "notify":  # a primary's NOTIFY to any secondary
             return wire.last(("notify",))
-        return wire.last(("soa_query", "connect"), server.host.address)
+        return wire.last(("soa_query", "connect"), server.place.address)
 
     def look() -> Look:
         now = time.monotonic()
@@ -62,7 +62,7 @@ def testbed_looker(
         opened = None
         if sockets:
             opened = sum(open_connections(sock, ports) for sock, ports in sockets)
-        queued = testbed.link_queued()
+        queued = places.link_queued()
         cpu = {}
         for name, group in cgroups.items():
             if group is not None:

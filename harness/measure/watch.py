@@ -4,7 +4,7 @@ the secondary really advertised, when the secondary asked for the SOA and connec
 how many connections it opened: SYNs counted distinct by source port), and what it left in
 the TCP tables (`extra["sockets"]`: harness/observe/transfer_sockets.py).
 
-    observer = TransferObserver(testbed, plan, wire, tls)
+    observer = TransferObserver(places, plan, wire, tls)
     observer.begin()                     # counters and sockets now; TCP watches start
     ...                                  # the trigger, the transfer
     observer.finish()                    # every transfer ended: counters and sockets
@@ -31,11 +31,11 @@ from typing import Any
 from harness.link import linkem
 from harness.link.losscheck import check_loss
 from harness.observe.sampler import normalize_link_counters
-from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused, tcp_sockets
+from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
 from harness.observe.transfer_sockets import Ends, closing, ends, transfer_sockets
+from harness.place import Place, Places
 from harness.plan.case import CasePlan
 from harness.spec import DirectionSpec
-from harness.testbed import Testbed
 from harness.xfr.wire_watch import WireEvent, WireWatch
 
 FRESH_STATS_WAIT = 1.0  # seconds: linkem rewrites its stats file every stats_interval_ms
@@ -106,8 +106,8 @@ def wire_facts(events: list[WireEvent], t0: float) -> dict[str, Any]:
 class TransferObserver:
     """The observations around one repeat's transfers (every secondary of the case)."""
 
-    def __init__(self, testbed: Testbed, plan: CasePlan, wire: WireWatch | None, tls: bool):
-        self.testbed = testbed
+    def __init__(self, places: Places, plan: CasePlan, wire: WireWatch | None, tls: bool):
+        self.places = places
         self.plan = plan
         self.wire = wire
         self.port = 853 if tls else 53
@@ -123,17 +123,15 @@ class TransferObserver:
         self._watched = list({h.site: h.name for h in plan.secondaries}.values())
 
     def begin(self) -> None:
-        self._before = self.testbed.link_counters()
-        primary = self.testbed.primary
+        self._before = self.places.link_counters()
+        primary = self._place(self.plan.primary.name)
         since = self._began = time.monotonic()
         self._sockets["before"] = self._dumps()
         for name in self._watched:
-            host = self.testbed.hosts[name]
+            host = self._place(name)
             with contextlib.suppress(SockDiagRefused):
-                watch = ConnectionWatch(
-                    (primary.address, self.port),
-                    netns=host.netns,
-                    candidates=self._connects(host.address, since),
+                watch = host.connection_watch(
+                    (primary.address, self.port), self._connects(host.address, since)
                 )
                 self._watches[name] = self._stack.enter_context(watch)
 
@@ -164,7 +162,7 @@ class TransferObserver:
         after = self._after
         specs = {
             d.name: d.spec
-            for d in (self.testbed.emulation.directions if self.testbed.emulation else [])
+            for d in self.places.link_directions()
             if d.endpoint in (host, self.plan.primary.name)
         }
         delta = link_delta(self._before, after, specs)
@@ -177,7 +175,7 @@ class TransferObserver:
                 peaks["error"] = watch.error
             facts["tcp"] = peaks
         if self.wire is not None:
-            address = self.testbed.hosts[host].address
+            address = self._place(host).address
             facts["wire"] = wire_facts(self.wire.events(address, t0, served), t0)
         sockets = self._transfer_sockets(host)
         if sockets is not None:
@@ -186,11 +184,14 @@ class TransferObserver:
 
     # --- what each transfer left in the TCP tables ---------------------------------------
 
+    def _place(self, name: str) -> Place:
+        return self.places.place(name)
+
     def _hosts(self) -> list[str]:
         return [self.plan.primary.name, *(h.name for h in self.plan.secondaries)]
 
     def _dump(self, name: str) -> list[Ends]:
-        return ends(tcp_sockets(netns=self.testbed.hosts[name].netns))
+        return ends(self._place(name).tcp_sockets())
 
     def _dumps(self, names: list[str] | None = None) -> dict[str, list[Ends]]:
         """Every TCP socket of each host's namespace now; {} once sock_diag refused."""
@@ -208,8 +209,8 @@ class TransferObserver:
         for up to CLOSE_WAIT_S."""
         before = self._sockets.get("before", {})
         primary = self.plan.primary.name
-        by_address = {self.testbed.hosts[h.name].address: h.name for h in self.plan.secondaries}
-        pairs = [(self.testbed.hosts[primary].address, a) for a in by_address]
+        by_address = {self._place(h.name).address: h.name for h in self.plan.secondaries}
+        pairs = [(self._place(primary).address, a) for a in by_address]
         every_before = [s for socks in before.values() for s in socks]
         after = self._dumps()
         deadline = time.monotonic() + CLOSE_WAIT_S
@@ -234,7 +235,7 @@ class TransferObserver:
         if not all(primary in d and host in d for d in (before, after)) or host not in later:
             return None
         syn_ports: list[int] = []
-        address = self.testbed.hosts[host].address
+        address = self._place(host).address
         if self.wire is not None:
             events = self.wire.events(address, self._began, self._finished)
             syn_ports = [e.port for e in events if e.kind == "connect" and e.port is not None]
@@ -242,14 +243,14 @@ class TransferObserver:
             {"primary": before[primary], "secondary": before[host]},
             {"primary": after[primary], "secondary": after[host]},
             {"primary": self._primary_later, "secondary": later[host]},
-            {"primary": self.testbed.hosts[primary].address, "secondary": address},
+            {"primary": self._place(primary).address, "secondary": address},
             syn_ports,
         )
 
     def _fresh_counters(self) -> dict[str, Any]:
         """Counters written after the transfers ended: linkem's file lags by its interval."""
-        counters = self.testbed.link_counters()
-        if self.testbed.backend != "linkem":
+        counters = self.places.link_counters()
+        if self.places.backend != "linkem":
             return counters
         ended = time.time()
         deadline = time.monotonic() + FRESH_STATS_WAIT
@@ -258,5 +259,5 @@ class TransferObserver:
             if not stamps or min(stamps) >= ended:
                 break
             time.sleep(linkem.FAST_STATS_INTERVAL_MS / 2000)
-            counters = self.testbed.link_counters()
+            counters = self.places.link_counters()
         return counters

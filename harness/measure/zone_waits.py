@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from harness.measure.processes import RunningServer
 from harness.measure.served_log import wait_logged_zones
-from harness.xfr.poll_zones import ZonesServed, ZonesTimeout, wait_for_zones
+from harness.xfr.poll_zones import ZonesServed, ZonesTimeout
 
 
 def wait_all_zones(
@@ -36,11 +36,9 @@ def wait_all_zones(
             if rate == "off":  # no query at all: the secondary's own log is the clock
                 seen = wait_logged_zones(running, zones, since, deadline, clock)
             else:
-                seen = wait_for_zones(
-                    running.host.address,
+                seen = running.place.wait_zones(
                     zones,
                     serial,
-                    netns=running.host.netns,
                     timeout=max(0.0, deadline - since),
                     since=since,
                     max_rate=float(rate),

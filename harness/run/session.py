@@ -31,7 +31,7 @@ from harness.measure.live import LiveCase, Switched
 from harness.measure.live_faults import LiveFaults
 from harness.measure.live_stream import LiveStreamCase
 from harness.measure.measured import Missing, NoneServed
-from harness.measure.processes import CONTROL_DIR, CaseFailed
+from harness.measure.processes import CaseFailed
 from harness.measure.protocol import PublishFailed, client_pulls, update_repeat
 from harness.measure.records import RecordContext, failure, transfer_record
 from harness.measure.stream import stream_repeat
@@ -45,6 +45,7 @@ from harness.results.store import write_case_files
 from harness.servers import server_class
 from harness.servers.binaries import ServerBinary
 from harness.testbed import Testbed
+from harness.testbed.place import CONTROL_DIR, TestbedPlaces
 from harness.xfr import TsigKey, XfrTimeout
 from harness.xfr.secrets import new_tls, new_tsig
 from harness.xfr.zonefile_sum import zone_file_sum
@@ -161,8 +162,9 @@ class GroupSession:
                 self._bounds()
             live = LiveStreamCase if group.first.stream is not None else LiveCase
             by_case = {case.name: run.binaries[case.name] for case in group.cases}
+            places = TestbedPlaces(self.bed)
             self.live = live(
-                group, self.dir, self.bed, self.binaries, zones, tsig, tls, run.sampler, spent,
+                group, self.dir, places, self.binaries, zones, tsig, tls, run.sampler, spent,
                 by_case,
             )  # fmt: skip
             self._stack.callback(self._close_live)

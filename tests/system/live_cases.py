@@ -14,6 +14,7 @@ from harness.measure.live import LiveCase
 from harness.plan.case import plan_case
 from harness.run.runner import NETNS, resolve_binaries
 from harness.testbed import Testbed
+from harness.testbed.place import TestbedPlaces
 
 
 @contextmanager
@@ -28,7 +29,9 @@ def first_copies(tmp_path: Path, scenario: str) -> Iterator[LiveCase]:
     zones = zonegen.generate(plan.zone_spec)
     with (
         Testbed.of(plan.endpoints(), tmp_path / "tb") as testbed,
-        LiveCase(plan, tmp_path / "case", testbed, binaries, zones, None, None) as live,
+        LiveCase(
+            plan, tmp_path / "case", TestbedPlaces(testbed), binaries, zones, None, None
+        ) as live,
     ):
         live.start_primary()
         live.prepare_secondaries()

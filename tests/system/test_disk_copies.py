@@ -23,7 +23,7 @@ from harness.core.seeds import derive_seed
 from harness.measure import processes as srv
 from harness.measure.disk_copy import check_on_disk, make_current
 from harness.measure.live import LiveCase
-from harness.xfr.name_sample import draw, served
+from harness.xfr.name_sample import draw
 from harness.xfr.zone_copy import write_lines
 from tests.system.live_cases import first_copies
 
@@ -84,7 +84,7 @@ def test_a_record_taken_out_of_the_file_after_the_flush_fails(kind: str, tmp_pat
         assert copy is not None
 
         def run(argv: list[str], **kw: object) -> object:
-            return running.host.run_tool(argv, timeout=20, **kw)
+            return running.place.run(argv, timeout=20, **kw)
 
         assert make_current(copy, zone, serial, run, 20.0).current
         lines = copy.path.read_text().splitlines(keepends=True)
@@ -92,7 +92,7 @@ def test_a_record_taken_out_of_the_file_after_the_flush_fails(kind: str, tmp_pat
         copy.path.write_text("".join(lines[:gone] + lines[gone + 1 :]))
 
         def ask(keys: list) -> dict:  # type: ignore[type-arg]
-            return served("127.0.0.1", keys, netns=running.host.netns, timeout=20)
+            return running.place.served_names(keys, 20)
 
         check = check_on_disk(copy, zone, live._reference(zone), serial, [], seed=1, ask=ask,
                               scratch=tmp_path / "scratch")  # fmt: skip
@@ -114,7 +114,7 @@ def test_a_server_serving_other_than_its_file_fails(kind: str, tmp_path: Path) -
         if copy.format == "master":
             assert kind in ("nsd", "pdns")
             if kind == "pdns":  # its file is an output of pdnsutil: write it once more
-                run = running.host.run_tool
+                run = running.place.run
                 make_current(copy, zone, serial, lambda argv, **kw: run(argv, **kw), 20.0)
             lines_path = tmp_path / "lines"
             write_lines(copy.path, lines_path, zone)
@@ -133,10 +133,10 @@ def test_a_server_serving_other_than_its_file_fails(kind: str, tmp_path: Path) -
             assert changed > 0
         else:
             original = copy.path.read_bytes()
-            srv.stop(live.testbed, running)
+            srv.stop(running)
             edited = _edited(original, owner, copy.format == "master")
             copy.path.write_bytes(edited)
-            srv.spawn(live.testbed, running, render=False)
+            srv.spawn(running, render=False)
             assert live.wait_served(["secondary"], zone, serial, live.clock() + 30)
             copy.path.write_bytes(original)  # the file as the server wrote it
         check = live.verify("secondary", zone, serial)

@@ -175,7 +175,7 @@ def test_a_site_unreachable_from_the_start_leaves_the_fleet_2_of_3_served(
         assert session.live is not None and session.broken is None
         gone = session.live.secondaries["gone"]
         log = gone.server.log_path.read_text().splitlines()
-        primary = session.live.primary.host.address if session.live.primary else None
+        primary = session.live.primary.place.address if session.live.primary else None
     records, case = results(tmp_path)
     near = sorted(h.name for h in plan.secondaries if h.site == "near")
     assert sorted((r.repeat, r.host, r.counts) for r in records) == sorted(
@@ -235,9 +235,11 @@ def test_refusals_counted_are_the_quota_reached_lines_of_the_primarys_log(
         assert primary is not None
         primary.server.setup.options["transfers-out"] = 1
         primary.server.render()
-        primary.host.run_tool(primary.server.reconfig_argv())
-        (device,) = primary.host.interfaces
-        primary.host.run(["tc", "qdisc", "replace", "dev", device, "root", "tbf",
+        primary.place.run(primary.server.reconfig_argv())
+        assert session.bed is not None
+        host = session.bed.hosts[primary.name]  # the testbed's own: its link shaped below
+        (device,) = host.interfaces
+        host.run(["tc", "qdisc", "replace", "dev", device, "root", "tbf",
                           "rate", "8mbit", "burst", "32kb", "latency", "2s"])  # fmt: skip
         for repeat in (1, 2):
             session.run(0, repeat, repeat, 0)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.measure.processes import CONTROL_DIR
 from harness.results.folder import read_run
 from harness.run.runner import run_scenario
+from harness.testbed.place import CONTROL_DIR
 from tests.system.live_cases import first_copies
 
 pytestmark = [

@@ -211,11 +211,11 @@ def test_verification_catches_a_corrupted_secondary_copy(tmp_path: Path) -> None
         'origin = "corrupt.example."\n'
     )
     with first_copies(tmp_path, scenario) as live:
-        testbed, zone, serial = live.testbed, live.first_zone, live.base_serial
+        zone, serial = live.first_zone, live.base_serial
         assert live.verify("secondary", zone, serial).ok
         # Change one record of the secondary's copy on disk, keep the serial, restart.
         running = live.secondaries["secondary"]
-        servers.stop(testbed, running)
+        servers.stop(running)
         copy = running.server.setup.zones[0].file
         deadline = time.monotonic() + 10
         while not copy.exists() and time.monotonic() < deadline:
@@ -226,7 +226,7 @@ def test_verification_catches_a_corrupted_secondary_copy(tmp_path: Path) -> None
         rows = text.splitlines()
         rows[lines[-1]] = rows[lines[-1]].rstrip().rstrip(".") + "x."
         copy.write_text("\n".join(rows) + "\n")
-        servers.spawn(testbed, running)
+        servers.spawn(running)
         assert live.wait_served(["secondary"], zone, serial, live.clock() + 60)
         check = live.verify("secondary", zone, serial)  # its file, as it loaded it
         assert not check.ok and check.problem

@@ -78,8 +78,11 @@ def test_a_blocking_command_is_run_once_and_a_printed_copy_is_its_output(tmp_pat
     assert calls == [["knotc", "zone-flush"]] and (flushed.serial, flushed.current) == (3, False)
     printed = DiskCopy(tmp_path / "out" / "zone", "master", ("printf",), waits=True, prints=True)
 
-    def run(argv: list[str], **kw: Any) -> None:
-        subprocess.run([*argv, "$ORIGIN exp.example.\\n" + SOA.format(5)], check=True, **kw)
+    def run(argv: list[str], *, output: Path) -> None:  # Place.run's printed output
+        with output.open("wb") as out:
+            subprocess.run(
+                [*argv, "$ORIGIN exp.example.\\n" + SOA.format(5)], check=True, stdout=out
+            )
 
     assert make_current(printed, ORIGIN, 5, run, 30.0).current
     assert printed.path.read_text() == "$ORIGIN exp.example.\n" + SOA.format(5)

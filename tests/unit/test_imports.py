@@ -114,6 +114,7 @@ LAYERS: list[set[str]] = [
     {"servers"},  # each server, in DNS terms: it serves zones, knows no scenario or host
     {"spec"},  # what a user writes: it names servers, so it is checked against them
     {"link", "observe"},  # the physics around a server: link models, probes of processes
+    {"place"},  # where a server runs, as the case engine asks of it: one interface, any host
     {"plan"},  # pure: a case as what to build and run, before anything is built
     {"testbed"},  # namespaces built from a plan's endpoints: the seam other hosts plug into
     {"compose", "lab", "inventory"},  # the other places servers run
@@ -238,3 +239,14 @@ def test_the_plan_the_flows_and_the_report_never_name_a_server_kind() -> None:
         if found
     }
     assert named == {}
+def test_the_case_engine_reaches_hosts_only_through_the_place_interface() -> None:
+    """measure/ (LiveCase and its helpers) imports no host backend: a namespace, a
+    container or an agent's host is a `place.Place` handed to it (docs/architecture.md)."""
+    backends = {"testbed", "compose", "lab", "inventory", "remote"}
+    reaching = {
+        name: sorted(package_of(t) for t in top | lazy if package_of(t) in backends)
+        for name, path in MODULES.items()
+        if package_of(name) == "measure"
+        for top, lazy in [imports(path)]
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}

@@ -19,11 +19,15 @@ from harness.xfr import XfrTimeout
 
 
 class _NoWire:
-    def __init__(self, netns: str, peers: list[str]) -> None:
-        pass
-
     def __enter__(self) -> _NoWire:
         return self
+
+
+class _Place:
+    address = "192.0.2.1"
+
+    def wire(self, peers: list[str]) -> _NoWire:
+        return _NoWire()
 
 
 def primary_loading_for(
@@ -32,16 +36,16 @@ def primary_loading_for(
     """A LiveCase whose primary first serves its zone `seconds` after it starts (None:
     never), on a clock that stands at 0; the servers, the wire and the testbed are fakes."""
     monkeypatch.setattr(live.srv, "primary_zones", lambda files, workdir, binary: [])
-    monkeypatch.setattr(live.srv, "spawn", lambda testbed, running: None)
-    monkeypatch.setattr(live, "WireWatch", _NoWire)
+    monkeypatch.setattr(live.srv, "spawn", lambda running: None)
     plan = SimpleNamespace(
         primary=SimpleNamespace(name="primary"), secondaries=[], timeout=timeout, tls=False
     )
     zones = SimpleNamespace(files=[SimpleNamespace(origin="cz.", serial=1)])
-    case = live.LiveCase(plan, tmp_path, SimpleNamespace(hosts={}), {}, zones, None, None)  # type: ignore[arg-type]
+    places = SimpleNamespace(place=lambda name: _Place())
+    case = live.LiveCase(plan, tmp_path, places, {}, zones, None, None)  # type: ignore[arg-type]
     fake: Any = case
     fake.clock = lambda: 0.0
-    fake._server = lambda name, zones, workdir: SimpleNamespace(host=SimpleNamespace(netns="ns"))
+    fake._server = lambda name, zones, workdir: SimpleNamespace(place=_Place())
     fake._watch = lambda: None
     fake._poll = lambda running, zone, serial, deadline: (
         seconds if seconds is not None and seconds <= deadline else None

@@ -18,23 +18,23 @@ class _Bed:
     def __init__(self) -> None:
         self.stopped: list[tuple[int, bool, float]] = []
 
-    def stop(self, proc: subprocess.Popen[Any], timeout: float = 10.0, *, signalled: bool) -> int:
-        proc.wait(timeout)
+    def stop(self, proc: subprocess.Popen[Any], *, signalled: bool) -> int:
+        proc.wait(10.0)
         self.stopped.append((proc.pid, signalled, time.time()))
         return int(proc.returncode)
 
 
 def test_every_server_gets_its_signal_before_any_is_waited_for(tmp_path: Path) -> None:
     servers: list[Any] = []
+    bed = _Bed()  # the place every server runs on
     removed: list[int] = []  # whose control socket was removed
     for n in range(3):
         mark = tmp_path / f"term-{n}"
         proc = subprocess.Popen(["sh", "-c", SLOW_EXIT.format(mark=mark)])
         server = SimpleNamespace(remove_control_socket=lambda n=n: removed.append(n))
-        servers.append(SimpleNamespace(proc=proc, server=server))
+        servers.append(SimpleNamespace(proc=proc, server=server, place=bed))
     time.sleep(0.2)  # the traps are set
-    bed = _Bed()
-    stop_all(bed, servers)  # type: ignore[arg-type]
+    stop_all(servers)
     signalled = [float((tmp_path / f"term-{n}").read_text()) for n in range(3)]
     first_exit = min(at for _, _, at in bed.stopped)
     assert all(flag for _, flag, _ in bed.stopped) and len(bed.stopped) == 3

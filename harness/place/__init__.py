@@ -1,0 +1,277 @@
+"""Where a server runs: the one small interface the case engine (measure/live.py,
+`LiveCase`) asks of a host, whatever the host is.
+
+    places = TestbedPlaces(testbed)        # testbed/place.py: namespaces, or containers
+    place = places.place("primary")
+    proc = place.start(argv, workdir=folder)     # in a cgroup of its own, recorded
+    place.run(server.reconfig_argv(), timeout=30)
+    place.soa("example.", timeout=5)       # asked near the server, on its own host
+
+A `Place` is one host that runs one server; `Places` is the hosts of a case together with
+the link between them (what spans hosts: one select loop polling every secondary, the
+link's counters and queues). The engine decides everything (server setup, switching a
+case's transport and transfer kind, publishing, proofs, what to sample, teardown); a place
+only carries out primitives. Operations that must run next to the server for their timing
+to mean something (SOA polls, the primary's wire watcher, reading a copy back, a client's
+pull) are place operations, named as such, not decisions.
+
+Three implementations:
+- a network namespace of the testbed's own (testbed/place.py `TestbedPlace` over a
+  `testbed.Host`): commands through `ip netns exec`, processes recorded in the testbed's
+  registry, probes from a socket opened in the namespace;
+- a container of a compose project: the same `TestbedPlace` over compose's `ContainerHost`
+  (compose/provider.py), whose tools come from the container's file system (nsenter); the
+  container's namespace is attached by name, so probes are the namespace's;
+- a host of an inventory reached through its agent over SSH: not yet; RemoteCase
+  (remote/bench.py) still drives the agents itself (the ops it uses are mapped below).
+
+What LiveCase used of a testbed host before this interface (each now a place operation):
+`Host.run_tool` (control commands, reconfigurations, a dialect's publish tools, a disk
+copy's flush), `Testbed.spawn/stop/cgroup_of` and `os.kill` of the cgroup's pids (start,
+stop, kill a server), `/proc` of the pid against the namespace (started = entered),
+`socket_in(netns)` (the primary's TLS listener), `query_soa / verify_copy / verify_many /
+name_sample.served / check_primary_serves / pull_zone / wait_for_zones` with `netns=`
+(probes near the server), `socket_for / tcp_sockets / ConnectionWatch` with `netns=` (its
+sockets), `WireWatch(netns)` (the primary's wire), `Testbed.describe()` sysctls (its port
+range), and of the testbed as a whole `wait_for_serials` and `SerialFollower` over
+(address, netns) pairs, `flush_route_metrics`, `link_counters`, `link_queued`, the link's
+directions and linkem's control (`Places`).
+
+What RemoteCase asks an agent for, and the place operation each becomes:
+- `run`, `control`, `reconfig` (the engine renders, the place runs the argv) -> `run`;
+- `start` (a `ServerSetup` rebuilt from JSON and rendered on the host) -> `put` (to add:
+  the files the engine rendered) and `start`; `stop`, `alive` -> `stop`, `Proc.poll`;
+- `fresh`, `read` -> `fresh`, `read`; `sysctls` -> `port_range` (applying a visit's TCP
+  settings, today push.yml's, is to add); `flush_metrics` -> `flush_route_metrics`;
+- `soa_serial`, `verify`, `verify_zones`, `pull`, `wait_zones`, `wait_listening` ->
+  `soa`, `read_copy`, `read_copies`, `pull_from`, `wait_zones`, `wait_listening`;
+- `wait_serials` -> `Places.wait_serials` (each agent polls its own server);
+- `wire_start/notify/events/forget/stop` -> `wire` (a proxy of `WireWatch`);
+- `sample_watch/mark/unwatch` -> the sampler over `cgroup_of` (the agent's own sampler,
+  its lines relayed);
+- `publish` (a dialect's publish decided on the host) -> the engine's publish through
+  `reach` (a signed update sent next to the server, its tools by `run`);
+- `paths_start/stop`, `iperf_*`, `metrics_serve`, `hello`, `time`: the agent's own (the
+  real path, Prometheus, the clock exchange), not place operations.
+Times a remote place reports are its host's clock; the place puts them on the engine's
+(remote/observing.py `to_bench`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import dns.rrset
+
+from harness.link.linkem import LinkemControl
+from harness.observe.cgroup import Cgroup
+from harness.observe.sockdiag import ConnectionWatch
+from harness.observe.sockdiag_wire import DiagSocket
+from harness.observe.tcp_states import PortRange
+from harness.servers.base import Reach
+from harness.xfr import PullResult, TsigKey
+from harness.xfr.follow import SerialFollower
+from harness.xfr.name_sample import Held, Key
+from harness.xfr.poll import SerialsSeen
+from harness.xfr.poll_zones import ZonesServed
+from harness.xfr.wire_watch import WireWatch
+
+
+class Proc(Protocol):
+    """A process a place started (subprocess.Popen locally)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | Any: ...
+
+    def poll(self) -> int | None: ...
+
+    def terminate(self) -> None: ...
+
+
+class Place(Protocol):
+    """One host where a server runs."""
+
+    name: str  # the host's name in the plan ("primary", "<site>-<n>", an inventory name)
+    address: str  # where its server listens and its peers reach it
+
+    # --- commands and processes ---------------------------------------------------------
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        check: bool = True,
+        timeout: float = 60.0,
+        output: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """A tool of this host (its own file system), its output captured as text, or its
+        standard output written to the host's file `output` (a copy a tool prints)."""
+        ...
+
+    def control_socket(self) -> Path:
+        """Where its server's control socket goes (a short path of this host)."""
+        ...
+
+    def start(self, argv: list[str], *, workdir: Path) -> Proc:
+        """Start a server: in a cgroup of its own, stdout and stderr
+        appended to `workdir`'s stdout.log and stderr.log, recorded for teardown; returns
+        once it lives in the place's network namespace."""
+        ...
+
+    def stop(self, proc: Proc, *, signalled: bool = False) -> int:
+        """SIGTERM (unless `signalled`: sent already), wait, SIGKILL; the exit status."""
+        ...
+
+    def kill(self, proc: Proc) -> list[int]:
+        """A crash: SIGKILL to every process of its cgroup (else its tree), then stop()'s
+        bookkeeping; the pids killed."""
+        ...
+
+    def cgroup_of(self, proc: Proc) -> Cgroup | None:
+        """The cgroup `proc` runs in (None: none could be made here)."""
+        ...
+
+    # --- files -------------------------------------------------------------------------
+
+    def fresh(self, folder: Path) -> None:
+        """`folder` emptied, with an empty `zones/` in it (a secondary's cold state)."""
+        ...
+
+    def read(self, path: Path) -> str:
+        """A file of this host as text ("" when it cannot be read)."""
+        ...
+
+    # --- TCP settings and sampling -------------------------------------------------------
+
+    def port_range(self) -> PortRange:
+        """Its ephemeral ports (ip_local_port_range): who opened a connection."""
+        ...
+
+    def flush_route_metrics(self) -> None: ...
+
+    def sock_diag(self) -> socket.socket:
+        """A sock_diag socket in its namespace (raises SockDiagRefused)."""
+        ...
+
+    def tcp_sockets(self) -> list[DiagSocket]: ...
+
+    def connection_watch(
+        self,
+        peer: tuple[str, int | None],
+        candidates: Callable[[], Iterable[tuple[str, int]]] | None,
+    ) -> ConnectionWatch:
+        """tcp_info of its connections to `peer`, sampled while the context is open."""
+        ...
+
+    # --- probes next to the server (their timing is this host's) ----------------------
+
+    def reach(self, timeout: float) -> Reach:
+        """How a dialect's publish reaches its server from here (a signed update, its
+        control tools)."""
+        ...
+
+    def soa(self, zone: str, timeout: float) -> dns.rrset.RRset: ...
+
+    def wait_listening(self, port: int, timeout: float, alive: Callable[[], None]) -> bool:
+        """Until its server listens on `port` (True), or `timeout` (False)."""
+        ...
+
+    def read_copy(self, zone: str, timeout: float) -> PullResult:
+        """Its server's copy of `zone` read back by AXFR on this host (RRSUM)."""
+        ...
+
+    def read_copies(self, zones: list[str], timeout: float) -> dict[str, PullResult]: ...
+
+    def served_names(self, keys: Iterable[Key], timeout: float) -> dict[Key, Held | None]:
+        """What its server answers for each (name, type) (xfr/name_sample.py)."""
+        ...
+
+    def check_serves(
+        self, zone: str, reference: Any, serial: int, changed: Any, timeout: float
+    ) -> str | None:
+        """None when its server (a primary) serves `reference` at `serial`."""
+        ...
+
+    def pull_from(
+        self,
+        method: str,
+        zone: str,
+        address: str,
+        *,
+        tls_ca: Path | None,
+        tsig: TsigKey | None,
+        timeout: float,
+    ) -> PullResult:
+        """A client on this host pulls `zone` from the server at `address`."""
+        ...
+
+    def wait_zones(
+        self,
+        zones: Sequence[str],
+        serial: int,
+        *,
+        timeout: float,
+        since: float,
+        max_rate: float,
+        between_rounds: Callable[[int, int], None],
+    ) -> ZonesServed:
+        """Every zone of its server polled here until it serves `serial` (a cold start)."""
+        ...
+
+    def wire(self, peers: list[str]) -> contextlib.AbstractContextManager[WireWatch]:
+        """The wire watcher on this host: NOTIFYs, SOA queries and connects of `peers`."""
+        ...
+
+
+class Places(Protocol):
+    """The places of a case and the link between them."""
+
+    backend: str  # the link emulator ("linkem", "netem", "none")
+
+    def place(self, name: str) -> Place: ...
+
+    def wait_serials(
+        self,
+        places: Sequence[Place],
+        zone: str,
+        serial: int,
+        *,
+        deadline: float,
+        interval: float,
+        between: Callable[[], None] | None = None,
+        straggle: float | None = None,
+    ) -> SerialsSeen:
+        """Each place's server polled for `serial` next to it (locally: one select loop
+        over every namespace, so a fleet of 100 is polled as finely as one)."""
+        ...
+
+    def follow_serials(
+        self, places: dict[str, Place], zone: str, interval: float
+    ) -> contextlib.AbstractContextManager[SerialFollower]:
+        """One poller thread following every place's serial of `zone` (a change stream),
+        by the names given."""
+        ...
+
+    def flush_route_metrics(self) -> None:
+        """Every host forgets cached route metrics (repeats start alike)."""
+        ...
+
+    def link_counters(self) -> dict[str, Any]: ...
+
+    def link_queued(self) -> tuple[int, float] | None: ...
+
+    def link_control(self) -> LinkemControl | None:
+        """linkem's runtime control (a testbed built for faults), else None."""
+        ...
+
+    def link_directions(self) -> list[Any]:
+        """The emulated directions (link/: name, endpoint, spec); [] without emulation."""
+        ...
