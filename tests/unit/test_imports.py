@@ -239,6 +239,8 @@ def test_the_plan_the_flows_and_the_report_never_name_a_server_kind() -> None:
         if found
     }
     assert named == {}
+
+
 def test_the_case_engine_reaches_hosts_only_through_the_place_interface() -> None:
     """measure/ (LiveCase and its helpers) imports no host backend: a namespace, a
     container or an agent's host is a `place.Place` handed to it (docs/architecture.md)."""
