@@ -1,14 +1,14 @@
 """The cold-start flow (trigger "cold-start"): secondaries with every zone configured and
 none on disk, started from nothing, timed until each serves its last zone. Pure against
-`Bench` (measure/protocol.py), as the update flow is."""
+`Bench` (measure/bench.py), as the update flow is, with its settle step (measure/steps.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.measure.logged import ColdStartLog
-from harness.measure.protocol import Bench, Emit, secondary_names
+from harness.measure.bench import Bench, Emit, secondary_names
 from harness.measure.records import Observed, RecordContext, failure, transfer_record
+from harness.measure.steps import Seconds, settle
 from harness.xfr.served_times import (
     error_summary,
     served_curve,
@@ -26,8 +26,8 @@ def cold_start_repeat(
     serial, origins = bench.base_serial, bench.zones
     label = f"{len(origins)} zones" if len(origins) > 1 else origins[0]
     spent = bench.spent
-    with spent.phase("settle") as settle:
-        bench.between_repeats()
+    seconds = Seconds()
+    settle(bench, seconds)
     with spent.phase("testbed") as prepare:
         bench.prepare_secondaries()
     started_at = bench.wall()
@@ -45,7 +45,7 @@ def cold_start_repeat(
                 log = bench.cold_start_log(host)
                 polling = bench.cold_start_polling(host)
             observed = failure(serial, errors[host], started_at, kind="timeout")
-            observed.server_logged = _cold_start_logged(log)
+            observed.server_logged = log.server_logged()
             observed.extra = {"zones": len(origins), "polling": polling} | extra
             emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
             continue
@@ -65,7 +65,7 @@ def cold_start_repeat(
             log = bench.cold_start_log(host)
             polling = bench.cold_start_polling(host)
         wall = {
-            "settle_s": settle.seconds,
+            "settle_s": seconds.settle,
             "prepare_s": prepare.seconds,
             "cold_start_s": cold.seconds,
             "verify_s": verify.seconds,
@@ -84,7 +84,7 @@ def cold_start_repeat(
             messages=log.messages,
             phases=zones_served_phases(times, t0) | {"served": duration},
             duration_error_s=round(late[last], 6),
-            server_logged=_cold_start_logged(log),
+            server_logged=log.server_logged(),
             extra={
                 "zones": len(origins),
                 "served_curve": served_curve(times, t0),
@@ -97,15 +97,6 @@ def cold_start_repeat(
         emit(transfer_record(ctx, host=host, repeat=repeat, zone=label, observed=observed))
     with spent.phase("teardown"):
         bench.stop_secondaries()
-
-
-def _cold_start_logged(log: ColdStartLog) -> dict[str, Any]:
-    return {
-        "secondary_transfers": log.transfers,
-        "secondary_failures": log.failures,
-        "secondary_last_transfer_s": log.last_transfer_s,
-        "stamp_resolution_s": log.stamp_resolution_s,
-    }
 
 
 def zones_served_phases(times: list[float], t0: float) -> dict[str, float]:

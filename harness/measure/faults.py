@@ -45,20 +45,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from harness.measure.protocol import (
-    Bench,
-    Emit,
-    PublishFailed,
-    _failed,
-    _notified,
-    _trigger,
-    _Triggered,
-    secondary_names,
+from harness.measure.bench import Bench, Emit, secondary_names
+from harness.measure.records import RecordContext
+from harness.measure.steps import (
+    Repeat,
+    Triggered,
+    begin,
+    check_published,
+    end_observation,
+    publish,
+    read_copy,
+    served_copy,
+    settle,
 )
-from harness.measure.records import Observed, RecordContext, transfer_record
 from harness.results.model import Failure
 from harness.spec import FaultSpec, fault_targets
-from harness.xfr.served_times import served_error
 
 BYTES_POLL_S = 0.05  # how often an after_bytes fault checks the link's counters
 
@@ -209,110 +210,50 @@ def fault_repeat(
     emit: Emit,
     extra: dict[str, Any],
 ) -> None:
-    """One repeat of a faulted case: publish `serial`, trigger, break, heal, record."""
+    """One repeat of a faulted case: an update's steps (measure/steps.py) with the fault's
+    between the trigger and the end of the observation: publish `serial`, trigger, break,
+    heal, record."""
     plan = ctx.plan
     fault = plan.fault
     assert fault is not None, "a faulted repeat needs a case with a fault"
-    zone, hosts = bench.first_zone, secondary_names(plan)
+    hosts = secondary_names(plan)
     targets = [h for h in fault_targets(fault, plan.case.scenario.sites) if h in hosts]
     spent = bench.spent
-    with spent.phase("settle"):
-        bench.between_repeats()
-    started_at = bench.wall()
+    settle(bench)
+    at = begin(bench, ctx, repeat, serial, emit, extra)
     offset = bench.wall() - bench.clock()  # bench time -> unix time
     with spent.phase("observe"):
-        bench.mark("transfer-start", repeat)
-        bench.begin_observation()
         faults.timeline_start(hosts)
         before = faults.link_bytes(hosts)
-    served: dict[str, float] = {}
-    cleanup: dict[str, Any] = {}
     armed = None
     try:
         if fault.after_bytes is not None and fault.on_link:
             with spent.phase("publish"):  # linkem armed just before the new serial
                 armed = faults.fault_arm(fault, targets)
-        try:
-            with spent.phase("publish"):
-                triggered = _trigger(bench, serial, zone)
-        except PublishFailed as exc:
-            text = str(exc)
-            bench.finish_observation()
-            bench.mark("transfer-end", repeat)
-            for host in hosts:
-                emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "publish"))
-            raise PublishFailed(text, recorded=True) from None
+        triggered = publish(at)
         trigger_at = _trigger_moment(triggered, plan.trigger)
         with spent.phase("transfer"):
-            begin = _until_fault(
-                bench, faults, fault, serial, targets, trigger_at, before, armed, served
-            )
-            if armed is not None and armed.error:  # kept whatever happened next
-                begin = replace(begin, error=_joined(f"arming it: {armed.error}", begin.error))
-            at_begin = faults.link_bytes(hosts)
-            if fault.duration and begin.at is not None:
-                _wait(bench, hosts, zone, serial, begin.at + fault.duration, served)
-                faults.sleep_until(begin.at + fault.duration)
-            at_end = faults.link_bytes(hosts)
-            if begin.at is None or fault.kind == "reset":
-                end = begin
-            else:  # a lasting fault ends; a restart is started again at once
-                end = faults.fault_end(fault, targets)
-            window = _Window(begin, end, trigger_at)
-            if fault.kind == "secondary-kill" and window.happened:
-                for host in targets:  # started over: only what it serves now counts
-                    served.pop(host, None)
-            _wait(bench, hosts, zone, serial, window.end_at + plan.timeout, served)
-        stuck = _pending(hosts, served)
-        since = offset + (begin.at if begin.at is not None else trigger_at)
-        with spent.phase("observe"):
-            accounts = {h: faults.account(h, zone, since, stuck=h in stuck) for h in hosts}
-        renotify, freed = None, {}
-        if stuck:
-            with spent.phase("transfer"):
-                renotify = faults.renotify(zone)
-                if renotify.at is not None:
-                    _wait(bench, stuck, zone, serial, renotify.at + plan.timeout, freed)
-            with spent.phase("observe"):
-                for host in freed:  # the transfer that freed it, as the servers logged it
-                    later = faults.account(host, zone, since, stuck=False)
-                    accounts[host] = replace(
-                        accounts[host],
-                        transfers=later.transfers,
-                        retry_xfr=later.retry_xfr,
-                        retry_xfr_from=later.retry_xfr_from,
-                    )
-        fired, unsent = begin.hosts, begin.failed
-        if armed is not None and begin.at is not None:  # where else it fired since
-            last = faults.fault_fired(fault, targets)
-            if last is not None:
-                fired, unsent = last.hosts, begin.failed | last.failed
+            broken = _broken(at, faults, targets, trigger_at, before, armed)
+        healed = _healed(at, faults, broken, offset, targets, armed)
     finally:
         with spent.phase("observe"):
             cleanup = faults.fault_cleanup(fault, targets)
             curves = faults.timeline_stop()
             after = faults.link_bytes(hosts)
-    with spent.phase("observe"):
-        if plan.trigger == "notify":
-            triggered = _notified(bench, triggered, serial)
-        bench.finish_observation()
-        bench.mark("transfer-end", repeat)
-    with spent.phase("verify"):
-        wrong = bench.check_primary(serial)
-    if wrong is not None:
-        text = f"publish error at serial {serial}: {wrong}"
-        for host in hosts:
-            emit(_failed(ctx, host, repeat, zone, serial, text, started_at, extra, "publish"))
-        raise PublishFailed(text, recorded=True)
+    triggered = end_observation(at, triggered)
+    assert triggered is not None
+    check_published(at)
+    begun, end, window = broken.window.begin, broken.window.end, broken.window
+    renotify, freed, served = healed.renotify, healed.freed, broken.served
     common = {
         "kind": fault.kind,
         "name": fault.label,
         "target": fault.target,
         "trigger": plan.trigger,
-        "began_s": _since(begin.at, trigger_at),
-        "ended_s": _since(window.end.at, trigger_at) if window.happened else None,
-        "error": _joined(begin.error, end.error if end is not begin else None),
-        "evidence": {"begin": begin.evidence, "end": end.evidence, "cleanup": cleanup},
+        "began_s": _since(begun.at, trigger_at),
+        "ended_s": _since(end.at, trigger_at) if window.happened else None,
+        "error": _joined(begun.error, end.error if end is not begun else None),
+        "evidence": {"begin": begun.evidence, "end": end.evidence, "cleanup": cleanup},
         "renotify": None
         if renotify is None
         else {
@@ -321,13 +262,20 @@ def fault_repeat(
             "error": renotify.error,
         },
     }
+    fired = healed.fired
     for host in hosts:
         t0 = triggered.t0.get(host, trigger_at)
         done = served.get(host, freed.get(host))
-        account = accounts[host]
+        account = healed.accounts[host]
         mine = dict(common) | {
             "not_as_asked": _not_as_asked(
-                fault, common["error"], host in targets, armed is not None, fired, unsent, host
+                fault,
+                common["error"],
+                host in targets,
+                armed is not None,
+                fired,
+                healed.unsent,
+                host,
             ),
             "targeted": host in targets,
             "fired_s": _since(fired.get(host), trigger_at),  # an armed link fault, here
@@ -335,10 +283,10 @@ def fault_repeat(
             "heal_s": _heal(done, window, fired.get(host) if fault.kind == "reset" else None)
             if host in served
             else None,
-            "unaffected": host in served and window.happened and served[host] < begin.at,
-            "stuck": host in stuck,
+            "unaffected": host in served and window.happened and served[host] < begun.at,
+            "stuck": host in healed.stuck,
             "freed_by_notify": host in freed,
-            "bytes": _bytes(host, before, at_begin, at_end, after),
+            "bytes": _bytes(host, before, broken.at_begin, broken.at_end, after),
             "timeline": [
                 [round(t - trigger_at, 3), b - before.get(host, 0)] for t, b in curves.get(host, [])
             ],
@@ -351,14 +299,111 @@ def fault_repeat(
                 "retry_xfr_from": account.retry_xfr_from,
             },
         }
-        if host in stuck:
+        if host in healed.stuck:
             mine["account"] = {"status": account.status, "log": account.log}
-        if renotify is not None and host in stuck:
+        if renotify is not None and host in healed.stuck:
             mine["renotify"] = dict(common["renotify"]) | {
                 "freed": host in freed,
                 "served_after_s": _since(freed.get(host), renotify.at),
             }
-        _record(bench, ctx, repeat, zone, serial, host, t0, done, mine, started_at, extra, emit)
+        _record(at, host, t0, done, mine)
+
+
+@dataclass(frozen=True)
+class _Broken:
+    """The fault's window and what each link carried towards its secondary when it began
+    and ended; `served`: when each secondary served the serial by the window's end plus
+    `plan.timeout` (a killed one: since its restart)."""
+
+    window: _Window
+    at_begin: dict[str, int]
+    at_end: dict[str, int]
+    served: dict[str, float]
+
+
+def _broken(
+    at: Repeat,
+    faults: FaultBench,
+    targets: list[str],
+    trigger_at: float,
+    before: dict[str, int],
+    armed: FaultAct | None,
+) -> _Broken:
+    """The fault's steps: wait for its moment and begin it, hold it for its duration, end
+    it, and wait for every secondary to serve the serial (`plan.timeout` after its end)."""
+    bench, plan, serial, zone = at.bench, at.ctx.plan, at.serial, at.zone
+    fault, hosts = plan.fault, at.hosts
+    assert fault is not None
+    served: dict[str, float] = {}
+    begun = _until_fault(bench, faults, fault, serial, targets, trigger_at, before, armed, served)
+    if armed is not None and armed.error:  # kept whatever happened next
+        begun = replace(begun, error=_joined(f"arming it: {armed.error}", begun.error))
+    at_begin = faults.link_bytes(hosts)
+    if fault.duration and begun.at is not None:
+        _wait(bench, hosts, zone, serial, begun.at + fault.duration, served)
+        faults.sleep_until(begun.at + fault.duration)
+    at_end = faults.link_bytes(hosts)
+    # A lasting fault ends; a restart is started again at once; a reset is one event.
+    end = begun if begun.at is None or fault.kind == "reset" else faults.fault_end(fault, targets)
+    window = _Window(begun, end, trigger_at)
+    if fault.kind == "secondary-kill" and window.happened:
+        for host in targets:  # started over: only what it serves now counts
+            served.pop(host, None)
+    _wait(bench, hosts, zone, serial, window.end_at + plan.timeout, served)
+    return _Broken(window, at_begin, at_end, served)
+
+
+@dataclass(frozen=True)
+class _Healed:
+    """After the fault: the stuck secondaries, each one's account, the new NOTIFY sent to
+    the stuck and those it freed (when each served), and where an armed fault fired."""
+
+    stuck: list[str]
+    accounts: dict[str, Account]
+    renotify: FaultAct | None
+    freed: dict[str, float]
+    fired: dict[str, float]
+    unsent: dict[str, str]
+
+
+def _healed(
+    at: Repeat,
+    faults: FaultBench,
+    broken: _Broken,
+    offset: float,
+    targets: list[str],
+    armed: FaultAct | None,
+) -> _Healed:
+    """Each secondary's account since the fault began (`offset`: bench time to unix time);
+    a new NOTIFY for the stuck, and whether it freed them."""
+    bench, plan, zone, spent = at.bench, at.ctx.plan, at.zone, at.bench.spent
+    fault, begun, hosts = plan.fault, broken.window.begin, at.hosts
+    assert fault is not None
+    stuck = _pending(hosts, broken.served)
+    since = offset + (begun.at if begun.at is not None else broken.window.trigger_at)
+    with spent.phase("observe"):
+        accounts = {h: faults.account(h, zone, since, stuck=h in stuck) for h in hosts}
+    renotify, freed = None, {}
+    if stuck:
+        with spent.phase("transfer"):
+            renotify = faults.renotify(zone)
+            if renotify.at is not None:
+                _wait(bench, stuck, zone, at.serial, renotify.at + plan.timeout, freed)
+        with spent.phase("observe"):
+            for host in freed:  # the transfer that freed it, as the servers logged it
+                later = faults.account(host, zone, since, stuck=False)
+                accounts[host] = replace(
+                    accounts[host],
+                    transfers=later.transfers,
+                    retry_xfr=later.retry_xfr,
+                    retry_xfr_from=later.retry_xfr_from,
+                )
+    fired, unsent = begun.hosts, begun.failed
+    if armed is not None and begun.at is not None:  # where else it fired since
+        last = faults.fault_fired(fault, targets)
+        if last is not None:
+            fired, unsent = last.hosts, begun.failed | last.failed
+    return _Healed(stuck, accounts, renotify, freed, fired, unsent)
 
 
 def _not_as_asked(
@@ -387,7 +432,7 @@ def _not_as_asked(
     return None
 
 
-def _trigger_moment(triggered: _Triggered, trigger: str) -> float:
+def _trigger_moment(triggered: Triggered, trigger: str) -> float:
     """The fault clock's zero: the primary serving the new serial (NOTIFYs go out then),
     or the control command."""
     if trigger == "notify":
@@ -425,21 +470,8 @@ def _bytes(
     }
 
 
-def _record(
-    bench: Bench,
-    ctx: RecordContext,
-    repeat: int,
-    zone: str,
-    serial: int,
-    host: str,
-    t0: float,
-    done: float | None,
-    fault: dict[str, Any],
-    started_at: float,
-    extra: dict[str, Any],
-    emit: Emit,
-) -> None:
-    plan = ctx.plan
+def _record(at: Repeat, host: str, t0: float, done: float | None, fault: dict[str, Any]) -> None:
+    plan, zone, serial = at.ctx.plan, at.zone, at.serial
     not_as_asked = fault.get("not_as_asked")
     if done is None:
         text = (
@@ -447,20 +479,14 @@ def _record(
             f"the {fault['kind']} fault ended nor {plan.timeout:g} s after a new NOTIFY"
         )
         kind: Failure = "harness" if not_as_asked else "timeout"
-        text = _joined(not_as_asked, text) or text
-        record = _failed(ctx, host, repeat, zone, serial, text, started_at, extra, kind)
+        record = at.failed(host, _joined(not_as_asked, text) or text, kind)
         record.extra["fault"] = fault
-        emit(record)
+        at.emit(record)
         return
-    with bench.spent.phase("verify"):
-        check = bench.verify(host, zone, serial)
-    with bench.spent.phase("observe"):  # after the read-back: the harness's, counted apart
-        facts = bench.observation(host, t0, done)
-    with bench.spent.phase("observe"):
-        logged = bench.logged(host, zone, serial, started_at)
-        counters = bench.link_counters()
-    size, messages, records = logged.sizes(check.records, plan.xfr == "axfr")
-    stuck = fault["stuck"]
+    copy = read_copy(at, host, t0, done)
+    with at.bench.spent.phase("observe"):
+        counters = at.bench.link_counters()
+    check, stuck = copy.check, fault["stuck"]
     ok = check.ok and not stuck and not not_as_asked
     if stuck:
         error = (
@@ -473,26 +499,19 @@ def _record(
     failed: Failure | None = None
     if not ok:
         failed = "harness" if not_as_asked else ("timeout" if stuck else check.failure)
-    observed = Observed(
-        serial=serial,
-        duration_s=max(0.0, done - t0),
-        started_at=started_at,
+    duration = max(0.0, done - t0)
+    observed = served_copy(
+        at,
+        host,
+        copy,
+        t0,
+        done,
+        duration_s=duration,
         ok=ok,
         error=error,
-        verified=check.ok,
         failure=failed,
-        records=records,
-        bytes=size,
-        messages=messages,
-        phases={"served": max(0.0, done - t0)},
-        server_logged={
-            "secondary": logged.secondary,
-            "primary": logged.primary,
-            "secondary_failures": logged.failures,
-        },
-        extra={"link_counters": counters, "fault": fault} | check.facts() | facts | extra,
-        duration_error_s=round(served_error(done, bench.last_unserved(host), t0), 6)
-        if done >= t0
-        else 0.0,
+        phases={"served": duration},
+        server_logged=copy.logged.server_logged(refusals=False),
+        extra={"link_counters": counters, "fault": fault},
     )
-    emit(transfer_record(ctx, host=host, repeat=repeat, zone=zone, observed=observed))
+    at.record(host, observed)

@@ -23,7 +23,6 @@ from harness.measure.measured import (
 from harness.measure.protocol import (
     START_TIMEOUT,
     Bench,
-    logged_json,
     secondary_names,
     timeout_text,
     unrecorded_update,
@@ -74,7 +73,7 @@ def _left_out(
     zone = bench.first_zone
     gone = [host for host in hosts if host not in served]
     if gone and len(gone) == len(hosts):
-        said = {host: logged_json(bench.logged(host, zone, serial, since)) for host in gone}
+        said = {host: bench.logged(host, zone, serial, since).server_logged() for host in gone}
         raise NoneServed(timeout_text(timeout, ", ".join(gone), zone, serial), said)
     out = {}
     for host in gone:

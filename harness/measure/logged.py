@@ -1,5 +1,8 @@
 """What the servers' logs say about one transfer or one cold start, as the flows keep it
-(protocol.Bench.logged, cold_start_log), and the fallback lines of one transfer (pure)."""
+(bench.Bench.logged, cold_start_log), and the fallback lines of one transfer (pure).
+
+Each is read into a frozen value with the fields the records need; its `server_logged()` is
+the one place that names the record's `server_logged` keys (a flow never packs them)."""
 
 from __future__ import annotations
 
@@ -46,6 +49,17 @@ class Logged:
             records = copy_records
         return pick("bytes"), pick("messages"), records
 
+    def server_logged(self, *, refusals: bool = True) -> dict[str, Any]:
+        """The record's `server_logged`: each side's logged transfer, the secondary's failed
+        attempts and (`refusals`) the primary's refusals, which a faulted repeat's records
+        have never carried (their server account is extra["fault"]["server"])."""
+        fields = {
+            "secondary": self.secondary,
+            "primary": self.primary,
+            "secondary_failures": self.failures,
+        }
+        return fields | ({"primary_refusals": self.refusals} if refusals else {})
+
 
 @dataclass(frozen=True)
 class ColdStartLog:
@@ -60,6 +74,15 @@ class ColdStartLog:
     # and the resolution of its stamps (Knot: 1 s): the servers' own view of the duration.
     last_transfer_s: float | None = None
     stamp_resolution_s: float | None = None
+
+    def server_logged(self) -> dict[str, Any]:
+        """The record's `server_logged` for a cold start."""
+        return {
+            "secondary_transfers": self.transfers,
+            "secondary_failures": self.failures,
+            "secondary_last_transfer_s": self.last_transfer_s,
+            "stamp_resolution_s": self.stamp_resolution_s,
+        }
 
 
 def transfer_fallbacks(

@@ -39,8 +39,9 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from harness.measure.protocol import Bench, PublishFailed
+from harness.measure.bench import Bench, PublishFailed
 from harness.measure.records import RecordContext
+from harness.measure.steps import Seconds, settle
 from harness.measure.stream_records import (
     PRIMARY,
     Published,
@@ -162,8 +163,8 @@ def stream_repeat(
     assert plan.stream is not None, "a stream case has a stream plan"
     offsets = plan.stream.offsets(plan.name, repeat)
     spent = bench.spent
-    with spent.phase("settle") as settle:
-        bench.between_repeats()
+    seconds = Seconds()
+    settle(bench, seconds)
     with spent.phase("generate") as generate:
         bench.prepare_stream([first + k for k in range(len(offsets))])
     bench.mark("transfer-start", repeat)
@@ -193,7 +194,7 @@ def stream_repeat(
             for h in plan.secondaries
         }
     wall = {
-        "settle_s": settle.seconds,
+        "settle_s": seconds.settle,
         "generate_s": generate.seconds,
         "transfer_s": transfer.seconds,
         "verify_s": checked.seconds + verify.seconds,

@@ -40,8 +40,9 @@ from typing import Any
 
 from harness.core.stats import PERCENTILE_METHOD, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
+from harness.results.groups import group_by
 from harness.results.model import FAILURE_WORDS, TransferRecord
-from harness.results.summary import transfer_rate
+from harness.results.summary import counted
 from harness.servers.failures import FailureCounts
 
 SLOT_GRACE_S = 0.050  # a connect this much (plus 3 RTT) after the SOA query possibly waited
@@ -183,21 +184,28 @@ def _missing(record: TransferRecord) -> dict[str, Any]:
     }
 
 
+def _fleet_update(record: TransferRecord) -> bool:
+    """A fleet secondary's record of a measured update (a stream's, one per serial, has
+    results/stream.py's figures)."""
+    return (
+        record.method == SERVER_TO_SERVER
+        and record.site is not None
+        and record.repeat >= 1
+        and record.trigger != "stream"
+    )
+
+
 def fleet_repeats(
     records: Iterable[TransferRecord], fleets: dict[str, dict[str, str]] | None = None
 ) -> list[FleetRepeat]:
     """One entry per (case, repeat) of fleet records, in the order they ran. `fleets`:
     per case, its secondaries (host -> site); by default every host with a record of the
     case in any repeat (a repeat without a record of one of them was interrupted)."""
-    groups: dict[tuple[str, int], list[TransferRecord]] = {}
+    kept = [r for r in records if _fleet_update(r)]
+    groups = group_by(kept, lambda r: (r.case, r.repeat))
     hosts: dict[str, dict[str, str]] = {}
-    for record in records:
-        if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
-            continue
-        if record.trigger == "stream":  # one record per serial: results/stream.py's figures
-            continue
-        groups.setdefault((record.case, record.repeat), []).append(record)
-        hosts.setdefault(record.case, {})[record.host] = record.site
+    for record in kept:
+        hosts.setdefault(record.case, {})[record.host] = record.site or ""
     if fleets is not None:
         hosts |= fleets
     return [_repeat(case, repeat, items, hosts[case]) for (case, repeat), items in groups.items()]
@@ -281,17 +289,14 @@ class SiteRow:
 
 def site_rows(records: Iterable[TransferRecord]) -> list[SiteRow]:
     """Per case and site: durations, throughput against the site's bound, loss checks."""
-    groups: dict[tuple[str, str], list[TransferRecord]] = {}
-    for record in records:
-        if record.method != SERVER_TO_SERVER or record.site is None:
-            continue
-        groups.setdefault((record.case, record.site), []).append(record)
+    groups = group_by(
+        records,
+        lambda r: (r.case, r.site),
+        lambda r: r.method == SERVER_TO_SERVER and r.site is not None,
+    )
     rows = []
     for (case, site), items in groups.items():
-        counted = [r for r in items if r.counts]
-        durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-        rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
-        bounds = [r.bound["model"] for r in items if r.bound.get("model")]
+        figures = counted(items)
         verdicts: dict[str, int] = {}
         for r in items:
             for direction in (r.extra.get("link") or {}).values():
@@ -304,10 +309,10 @@ def site_rows(records: Iterable[TransferRecord]) -> list[SiteRow]:
                 site=site,
                 secondaries=len({r.host for r in items}),
                 transfers=len(items),
-                ok=len(counted),
-                median_s=statistics.median(durations) if durations else None,
-                throughput_bps=statistics.median(rates) if rates else None,
-                bound_bps=statistics.median(bounds) if bounds else None,
+                ok=len(figures.records),
+                median_s=figures.median_s,
+                throughput_bps=figures.throughput_bps,
+                bound_bps=figures.bound_bps,
                 loss_checks=verdicts,
             )
         )
@@ -330,11 +335,11 @@ class PrimaryCost:
 def primary_costs(samples: Iterable[dict[str, Any]]) -> list[PrimaryCost]:
     """Per case and repeat, what the primary spent between the repeat's marks (samples of
     role "primary" with the repeat set: its start mark, periodic ones, its end mark)."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for sample in samples:
-        if sample.get("role") != "primary" or not isinstance(sample.get("repeat"), int):
-            continue
-        groups.setdefault((str(sample.get("case")), sample["repeat"]), []).append(sample)
+    groups = group_by(
+        samples,
+        lambda s: (str(s.get("case")), int(s["repeat"])),
+        lambda s: s.get("role") == "primary" and isinstance(s.get("repeat"), int),
+    )
     out = []
     for (case, repeat), lines in groups.items():
         lines.sort(key=lambda s: s.get("t", 0))

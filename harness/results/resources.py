@@ -235,7 +235,6 @@ def summarize_resources(
     peaks or counter deltas over the case's samples. A summary written before holds the
     namespace's peak as peak_time_wait.
     """
-    sockets: dict[tuple[str, str], dict[str, list[float]]] = {}  # (case, host) -> figures
     primary_of: dict[str, str] = {}  # case -> its primary's host
     cases: dict[str, list[Sample]] = {}
     for sample in samples:
@@ -271,13 +270,12 @@ def summarize_resources(
             }
         result["link"] = link
         out[case] = result
-    for record, found in record_sockets(records):
-        for role, host in (("primary", primary_of.get(record.case)), ("secondary", record.host)):
-            figures = socket_figures(found, role)
-            if host is not None and figures is not None:
-                mine = sockets.setdefault((record.case, host), {k: [] for k in SOCKETS})
-                for key, count in figures.items():
-                    mine[key].append(count)
+    sockets = socket_values(
+        records,
+        lambda record, role: (record.case, primary_of.get(record.case) or "")
+        if role == "primary"
+        else (record.case, record.host),
+    )
     for case, result in out.items():
         for host, figures in result.items():
             if host == "link":
@@ -369,6 +367,22 @@ def socket_figures(sockets: dict[str, Any], role: str) -> dict[str, int] | None:
     }
 
 
+def socket_values(
+    records: Iterable[TransferRecord], place: Callable[[TransferRecord, str], tuple[str, str]]
+) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Each role's socket_figures of every record that has them, in the records' order,
+    pooled under `place`(record, role) (a case and a host, or a case and a role)."""
+    pooled: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for record, sockets in record_sockets(records):
+        for role in SERVER_ROLES:
+            found = socket_figures(sockets, role)
+            if found is not None:
+                mine = pooled.setdefault(place(record, role), {k: [] for k in SOCKETS})
+                for key, count in found.items():
+                    mine[key].append(count)
+    return pooled
+
+
 def per_transfer(
     samples: Iterable[Sample], records: Iterable[TransferRecord] = ()
 ) -> dict[str, dict[str, dict[str, list[float]]]]:
@@ -410,11 +424,8 @@ def per_transfer(
             for key, value in values.items():
                 if value is not None:
                     mine[key].append(value)
-    for record, sockets in record_sockets(records):
-        for role in SERVER_ROLES:
-            found = socket_figures(sockets, role)
-            if found is not None:
-                mine = figures(record.case, role)
-                for key, count in found.items():
-                    mine[key].append(count)
+    for (case, role), values in socket_values(records, lambda r, role: (r.case, role)).items():
+        mine = figures(case, role)
+        for key, counts in values.items():
+            mine[key].extend(counts)
     return out

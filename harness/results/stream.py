@@ -33,6 +33,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# One nearest rank for every figure (core/stats.py); still importable from here.
+from harness.core.stats import nearest_rank as nearest_rank
+from harness.results.groups import fleet_and_sites, group_by
 from harness.results.model import TransferRecord
 
 LOAD_SHARE = 0.95  # RSSAC002: the share of instances that must serve a serial
@@ -41,16 +44,6 @@ LOAD_SHARE = 0.95  # RSSAC002: the share of instances that must serve a serial
 # serial (an NSD reload of a big zone) makes it late by far more. Records keep the exact value.
 LATE_TOLERANCE_S = 0.05
 FLEET = ""  # the site name of fleet-wide figures
-
-
-def nearest_rank(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) by nearest rank: x_(ceil(q n / 100)), a measured value.
-    (Kept here until core/stats.py has one; h-fleet moves every percentile there.)"""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    rank = math.ceil(round(q * len(ordered) / 100, 9))
-    return ordered[max(rank, 1) - 1]
 
 
 def reached(values: Sequence[float | None], q: float) -> float | None:
@@ -131,15 +124,14 @@ def _site_of(record: TransferRecord) -> str:
 
 def serial_loads(records: Iterable[TransferRecord]) -> list[SerialLoad]:
     """Per case, repeat and serial: its load time for the fleet, then per site."""
-    groups: dict[tuple[str, int, int], list[TransferRecord]] = {}
-    for record in stream_records(records):
-        if record.serial is not None:
-            groups.setdefault((record.case, record.repeat, record.serial), []).append(record)
+    groups = group_by(
+        stream_records(records),
+        lambda r: (r.case, r.repeat, r.serial or 0),
+        lambda r: r.serial is not None,
+    )
     out = []
     for (case, repeat, serial), items in groups.items():
-        sites = sorted({_site_of(r) for r in items})
-        for site in [FLEET, *(sites if len(sites) > 1 else [])]:
-            mine = [r for r in items if site == FLEET or _site_of(r) == site]
+        for site, mine in fleet_and_sites(items, _site_of, FLEET):
             latencies = [_latency(r) for r in mine]
             served = [(x, r.host) for x, r in zip(latencies, mine, strict=True) if x is not None]
             slowest = max(served) if served else None
@@ -195,11 +187,8 @@ def latency_rows(
     """Per case, the fleet's row and each site's (when there are several)."""
     chosen = stream_records(records)
     out = []
-    for case in dict.fromkeys(r.case for r in chosen):
-        mine = [r for r in chosen if r.case == case]
-        sites = sorted({_site_of(r) for r in mine})
-        for site in [FLEET, *(sites if len(sites) > 1 else [])]:
-            here = [r for r in mine if site == FLEET or _site_of(r) == site]
+    for case, mine in group_by(chosen, lambda r: r.case).items():
+        for site, here in fleet_and_sites(mine, _site_of, FLEET):
             pairs = [_latency(r) for r in _pairs(here)]
             served = [x for x in pairs if x is not None]
             serial_loads_here = [x for x in loads if x.case == case and x.site == site]
@@ -300,9 +289,7 @@ def lag_series(items: list[TransferRecord]) -> list[tuple[float, int, float]]:
 
 def secondary_facts(records: Iterable[TransferRecord]) -> list[SecondaryFacts]:
     """Per case, repeat and secondary: what it did to keep up (module docstring)."""
-    groups: dict[tuple[str, int, str], list[TransferRecord]] = {}
-    for record in stream_records(records):
-        groups.setdefault((record.case, record.repeat, record.host), []).append(record)
+    groups = group_by(stream_records(records), lambda r: (r.case, r.repeat, r.host))
     out = []
     for (case, repeat, host), items in groups.items():
         made: dict[int, dict[str, Any]] = {}

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.core.stats import drift_check, nearest_rank
 from harness.core.terms import SERVER_TO_SERVER
+from harness.results.groups import group_by
 from harness.results.model import TransferRecord
 
 MIN_STABLE_N = 3
@@ -75,42 +76,70 @@ def _common(records: list[TransferRecord], name: str) -> str | None:
     return values.pop() if len(values) == 1 else None
 
 
+@dataclass(frozen=True)
+class Counted:
+    """A group's records that count (ok and verified), their durations, and the medians
+    every table prints beside its counts: duration, throughput (transfer_rate) and the
+    model bound of the group's paths (over all its records, counted or not)."""
+
+    records: list[TransferRecord]
+    durations: list[float]
+    median_s: float | None
+    throughput_bps: float | None
+    bound_bps: float | None
+
+
+def counted(records: list[TransferRecord]) -> Counted:
+    mine = [r for r in records if r.counts]
+    durations = [float(r.duration_s) for r in mine if r.duration_s is not None]
+    rates = [rate for r in mine if (rate := transfer_rate(r)) is not None]
+    bounds = [r.bound["model"] for r in records if r.bound.get("model")]
+    return Counted(
+        mine,
+        durations,
+        statistics.median(durations) if durations else None,
+        statistics.median(rates) if rates else None,
+        statistics.median(bounds) if bounds else None,
+    )
+
+
 def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
-    counted = [r for r in records if r.counts]
+    figures = counted(records)
+    counted_ = figures.records
     unsupported = sum(1 for r in records if r.unsupported)
     unchecked = sum(1 for r in records if r.unchecked)
-    durations = [float(r.duration_s) for r in counted if r.duration_s is not None]
-    rates = [rate for r in counted if (rate := transfer_rate(r)) is not None]
-    rr_rates = [r.records / r.duration_s for r in counted if r.records is not None and r.duration_s]
+    durations = figures.durations
+    rr_rates = [
+        r.records / r.duration_s for r in counted_ if r.records is not None and r.duration_s
+    ]
     mean = statistics.fmean(durations) if durations else None
     stdev = statistics.stdev(durations) if len(durations) >= 2 else None
     cv = stdev / mean if stdev is not None and mean else None
     unstable = len(durations) < MIN_STABLE_N or (cv is not None and cv > MAX_STABLE_CV)
-    bounds = [r.bound["model"] for r in records if r.bound.get("model")]
     # Run order: transfers.jsonl is appended as transfers finish; a fleet's repeat is one
     # point (its slowest secondary), so secondaries of one repeat do not pose as a trend.
     by_repeat: dict[int, float] = {}
-    for r in counted:
+    for r in counted_:
         if r.duration_s is not None:
             by_repeat[r.repeat] = max(by_repeat.get(r.repeat, 0.0), float(r.duration_s))
     drift = drift_check(list(by_repeat.values())) if by_repeat else None
     return CaseSummary(
         case=case,
         n=len(records),
-        ok=len(counted),
+        ok=len(counted_),
         unsupported=unsupported,
-        failed=len(records) - len(counted) - unsupported - unchecked,
+        failed=len(records) - len(counted_) - unsupported - unchecked,
         unchecked=unchecked,
-        median_s=statistics.median(durations) if durations else None,
+        median_s=figures.median_s,
         p10_s=nearest_rank(durations, 10) if durations else None,
         p90_s=nearest_rank(durations, 90) if durations else None,
         mean_s=mean,
         stdev_s=stdev,
         cv=cv,
-        throughput_bps=statistics.median(rates) if rates else None,
+        throughput_bps=figures.throughput_bps,
         records_per_s=statistics.median(rr_rates) if rr_rates else None,
         unstable=unstable,
-        bound_bps=statistics.median(bounds) if bounds else None,
+        bound_bps=figures.bound_bps,
         transport=_common(records, "transport"),
         xfr=_common(records, "xfr"),
         primary_kind=_common(records, "primary_kind"),
@@ -124,9 +153,7 @@ def summarize_case(case: str, records: list[TransferRecord]) -> CaseSummary:
 def summarize(records: Iterable[TransferRecord]) -> list[CaseSummary]:
     """One summary per case and method (server-to-server, client pulls), in the order they
     first appear: a client pull and a server-to-server transfer are different figures."""
-    by_case: dict[tuple[str, str], list[TransferRecord]] = {}
-    for record in records:
-        by_case.setdefault((record.case, record.method), []).append(record)
+    by_case = group_by(records, lambda r: (r.case, r.method))
     return [summarize_case(case, items) for (case, _), items in by_case.items()]
 
 
