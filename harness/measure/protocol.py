@@ -72,6 +72,8 @@ class Publication:
     issued: float
     served: float
     method: str = "reload"  # how the serial was put there (Server.publish_method)
+    # The change set it carried (records removed / added, bytes; an own zone's version).
+    change: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -379,6 +381,7 @@ def update_repeat(
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
+                **({"change_set": triggered.change} if triggered.change else {}),
                 **({"verify_reread": check.reread} if check.reread else {}),
                 **check.facts(),
                 **evidence.to_json(),
@@ -407,6 +410,7 @@ class _Triggered:
     phases: dict[str, dict[str, float]]  # per host
     method: str  # how the serial was published
     issued: float = 0.0  # when the new serial was asked for
+    change: dict[str, Any] | None = None  # Publication.change
 
 
 # The sniffer may see a NOTIFY a moment after the secondary it went to is served; a host
@@ -423,7 +427,7 @@ def _notified(bench: Bench, triggered: _Triggered, serial: int) -> _Triggered:
         host: phase | ({"notify_sent": t0[host] - triggered.issued} if host in t0 else {})
         for host, phase in triggered.phases.items()
     }
-    return _Triggered(t0, phases, triggered.method, triggered.issued)
+    return _Triggered(t0, phases, triggered.method, triggered.issued, triggered.change)
 
 
 def logged_json(logged: Logged) -> dict[str, Any]:
@@ -452,14 +456,16 @@ def _trigger(bench: Bench, serial: int, zone: str, hosts: list[str] | None = Non
     reload = {"primary_reload": published.served - published.issued}
     if plan.trigger == "notify":  # t0 comes from the wire once the secondaries are served
         everyone = dict.fromkeys(secondary_names(plan), reload)
-        return _Triggered({}, everyone, published.method, published.issued)
+        return _Triggered({}, everyone, published.method, published.issued, published.change)
     action: Control = "retransfer" if plan.xfr == "axfr" else "refresh"
     start = bench.clock()
     phases = {}
     for host in hosts:
         bench.control(host, action, zone)
         phases[host] = reload | {"control_returned": bench.clock() - start}
-    return _Triggered(dict.fromkeys(hosts, start), phases, published.method, published.issued)
+    return _Triggered(
+        dict.fromkeys(hosts, start), phases, published.method, published.issued, published.change
+    )
 
 
 def _missing_record(
