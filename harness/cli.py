@@ -57,6 +57,10 @@ def _print_cases(loaded: object, console: Console, alpha: float) -> None:
     for case, plan in zip(loaded.cases, plans, strict=True):
         zones = case.scenario.zones
         zone = f"{zones.preset} {zones.record_count:,} rec"
+        if zones.file is not None:
+            zone = f"{zones.origin} {Path(zones.file).name} {zones.record_count:,} rec"
+            if zones.versions:
+                zone += f", {len(zones.versions)} versions"
         if zones.preset == "hosting":
             zone += f" x {zones.zones:,} zones"
         fleet = case.scenario.fleet
@@ -171,6 +175,7 @@ def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> lis
     from harness.compose.backend import Backend, check_scenario
     from harness.plan.capacity import check_memory, host_memory_bytes
     from harness.plan.case import plan_case
+    from harness.plan.versions import check_versions
     from harness.servers.binaries import check_host_binaries
     from harness.spec import LoadedScenario
 
@@ -186,6 +191,7 @@ def _check_scenario_for_backend(loaded: object, args: argparse.Namespace) -> lis
     check_scenario(loaded, Backend(args.backend))
     plans = [plan_case(case) for case in loaded.cases]
     check_memory(plans, host_memory_bytes(), loaded.path)
+    check_versions(plans, loaded.path)
     if args.backend != "netns":
         return []
     servers = [(host.role, host.server.kind, host.server.binary) for p in plans for host in p.hosts]

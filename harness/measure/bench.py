@@ -38,6 +38,8 @@ class Publication:
     issued: float
     served: float
     method: str = "reload"  # how the serial was put there (Server.publish_method)
+    # The change set it carried (records removed / added, bytes; an own zone's version).
+    change: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

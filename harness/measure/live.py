@@ -64,6 +64,19 @@ POLL_INTERVAL = 0.005  # seconds between SOA polls: the resolution of every dura
 FLEET_POLL_INTERVAL = 0.010  # a large fleet's: every secondary still polled this often
 
 
+def change_facts(change: ChangeSet | None) -> dict[str, Any] | None:
+    """What a record keeps of the change set its serial carried: an own zone's version
+    (file, records removed and added, their bytes); a generated set's counts."""
+    if change is None:
+        return None
+    facts: dict[str, Any] = {"removed": change.deleted, "added": change.added}
+    if change.changed_bytes is not None:
+        facts["bytes"] = change.changed_bytes
+    if change.version is not None:
+        facts["version"] = change.version
+    return facts
+
+
 def poll_interval(secondaries: int) -> float:
     """5 ms for up to 16 secondaries, 10 ms beyond (one select loop polls them all)."""
     return POLL_INTERVAL if secondaries <= 16 else FLEET_POLL_INTERVAL
@@ -370,7 +383,7 @@ class LiveCase:
                 f"timeout after {self.plan.timeout:g} s: the primary never served "
                 f"{self.first_zone} serial {serial} ({method})"
             )
-        return Publication(issued, served, method)
+        return Publication(issued, served, method, change_facts(self.change))
 
     def change_set(self, serial: int) -> ChangeSet | None:
         """The change set to `serial` when the group publishes change sets (a group with an

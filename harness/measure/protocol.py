@@ -192,6 +192,7 @@ def update_repeat(
                 "zone_records": check.records,
                 "link_counters": bench.link_counters(),
                 "serial_method": triggered.method,
+                **({"change_set": triggered.change} if triggered.change else {}),
                 **({"verify_reread": check.reread} if check.reread else {}),
                 **evidence.to_json(),
                 "wall": {k: round(v, 4) for k, v in wall.items()},

@@ -85,6 +85,7 @@ class Triggered:
     phases: dict[str, dict[str, float]]  # per host
     method: str  # how the serial was published
     issued: float = 0.0  # when the new serial was asked for
+    change: dict[str, Any] | None = None  # Publication.change
 
 
 @dataclass
@@ -246,14 +247,22 @@ def trigger(bench: Bench, serial: int, zone: str, hosts: list[str] | None = None
         raise PublishFailed(str(exc)) from None
     reload = {"primary_reload": published.served - published.issued}
     if plan.trigger == "notify":  # t0 comes from the wire once the secondaries are served
-        return Triggered({}, dict.fromkeys(everyone, reload), published.method, published.issued)
+        return Triggered(
+            {},
+            dict.fromkeys(everyone, reload),
+            published.method,
+            published.issued,
+            published.change,
+        )
     action: Control = "retransfer" if plan.xfr == "axfr" else "refresh"
     start = bench.clock()
     phases = {}
     for host in hosts:
         bench.control(host, action, zone)
         phases[host] = reload | {"control_returned": bench.clock() - start}
-    return Triggered(dict.fromkeys(hosts, start), phases, published.method, published.issued)
+    return Triggered(
+        dict.fromkeys(hosts, start), phases, published.method, published.issued, published.change
+    )
 
 
 def notified(bench: Bench, triggered: Triggered, serial: int) -> Triggered:
@@ -265,4 +274,4 @@ def notified(bench: Bench, triggered: Triggered, serial: int) -> Triggered:
         host: phase | ({"notify_sent": t0[host] - triggered.issued} if host in t0 else {})
         for host, phase in triggered.phases.items()
     }
-    return Triggered(t0, phases, triggered.method, triggered.issued)
+    return Triggered(t0, phases, triggered.method, triggered.issued, triggered.change)

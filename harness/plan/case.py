@@ -147,6 +147,8 @@ def zone_spec(case: Case) -> zonegen.ZoneSpec:
         zones=z.zones,
         signed=z.signed,
         serial=z.serial,
+        file=z.file,
+        versions=tuple(z.versions or ()),
     )
 
 

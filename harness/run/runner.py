@@ -48,6 +48,7 @@ from harness.plan.case import (
     support_problem,
     supported_part,
 )
+from harness.plan.versions import check_versions
 from harness.report.data import load_report_data
 from harness.report.text import print_summary
 from harness.results.fleet import fleet_repeat_values
@@ -327,6 +328,7 @@ def run_scenario(
         if inventory is None:
             backend = prepare(loaded, backend)
             check_memory(plans, host_memory_bytes(), loaded.path)
+            check_versions(plans, loaded.path)
             per_case, distinct = resolve_binaries(plans, backend, loaded.path)
         else:
             per_case, distinct = {}, {}

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import ScenarioError
 from harness.core.terms import Transport, XfrKind
+from harness.spec import zonefiles
 from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
@@ -333,6 +334,7 @@ def load(path: str | Path) -> LoadedScenario:
             f"TOML syntax error: {exc}", file=path, fix="see https://toml.io for the syntax"
         ) from None
     raw.setdefault("name", path.stem)
-    base, cases = expand(raw, path)
+    # Your own zone is read here, before anything runs (refused naming its file and line).
+    base, cases = expand(zonefiles.resolve(raw, path), path)
     # The hash covers the matrix too: two files with the same cases have the same hash.
     return LoadedScenario(path, raw, base, spec_hash(base), cases)

@@ -28,7 +28,7 @@ from harness.spec.link import LinkSpec
 from harness.spec.stream import StreamSpec
 
 TsigAlgorithm = Literal["hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"]
-ZonePreset = Literal["tiny", "tld", "hosting"]
+ZonePreset = Literal["tiny", "tld", "hosting", "file"]
 _ORIGIN_BYTE = re.compile(rb"[A-Za-z0-9_-]")
 
 
@@ -41,6 +41,23 @@ class ZonesSpec(Strict):
     signed: bool = False
     serial: int = Field(default=1, ge=1, le=2**32 - 1)
     ixfr_changes: int = Field(default=10, ge=1, le=10_000_000)
+    # Your own zone (spec/zonefiles.py): a master file, and its change history (a list of
+    # files, or a folder of them in name order), relative to the scenario file.
+    file: str | None = None
+    versions: list[str] | str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _file_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (data.get("file") or data.get("versions")):
+            preset = data.get("preset", "file")
+            if preset != "file":
+                raise ValueError(
+                    f"'file' and 'versions' are your own zone, 'preset' = {preset!r} a "
+                    "generated one; remove one of them"
+                )
+            data = {**data, "preset": "file"}
+        return data
 
     @field_validator("origin")
     @classmethod
@@ -66,6 +83,8 @@ class ZonesSpec(Strict):
 
     @model_validator(mode="after")
     def _records_fit_preset(self) -> ZonesSpec:
+        if self.preset == "file" and not (self.file or self.versions):
+            raise ValueError("preset 'file' needs file = \"path/to/zone\" (or versions)")
         if self.preset == "tiny" and self.records not in (None, 2):
             raise ValueError("the tiny preset is always 2 records (SOA + NS); omit 'records'")
         if self.preset != "hosting" and self.zones != 1:
@@ -76,7 +95,7 @@ class ZonesSpec(Strict):
 
     @property
     def record_count(self) -> int:
-        defaults = {"tiny": 2, "tld": 10_000, "hosting": 12}
+        defaults = {"tiny": 2, "tld": 10_000, "hosting": 12, "file": 2}
         return self.records if self.records is not None else defaults[self.preset]
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserInputError
-from harness.zonegen import cache, small, tld
+from harness.zonegen import cache, ownzone, small, tld
 from harness.zonegen.generate import cache_key, write_lines_file, zone_file_name
 from harness.zonegen.model import MAX_SERIAL, ChangeSet, ZoneSpec, validate
 from harness.zonegen.tables import ds_rdata, ns_pool
@@ -259,6 +259,8 @@ def change_set(
     changes by update: a stream of a 1 M-record zone then writes kilobytes per serial,
     not the whole zone every time."""
     spec = validate(spec)
+    if spec.preset == "file":
+        return _own_change(spec, serial_to, whole_zone, cache_dir)
     if spec.signed:
         raise UserInputError(
             "change sets of signed zones are not supported (every signature would change)",
@@ -295,4 +297,26 @@ def change_set(
         entry / meta["diff"],
         meta["added"],
         meta["deleted"],
+    )
+
+
+def _own_change(
+    spec: ZoneSpec, serial_to: int, whole_zone: bool, cache_dir: Path | None
+) -> ChangeSet:
+    """An own zone's next version (or, without versions, its records under a new serial)."""
+    chain = ownzone.chain(spec, cache_dir)
+    meta = ownzone.version_change(
+        chain, chain[0].serial, serial_to, whole_zone=whole_zone, cache_dir=cache_dir
+    )
+    entry = Path(meta["entry"])
+    return ChangeSet(
+        meta["origin"],
+        meta["serial_from"],
+        meta["serial_to"],
+        entry / meta["zone"] if meta["files"] else None,
+        entry / meta["diff"],
+        meta["added"],
+        meta["deleted"],
+        meta["changed_bytes"],
+        meta["version"],
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserInputError
-from harness.zonegen import cache, sign, small, tld
+from harness.zonegen import cache, ownzone, sign, small, tld
 from harness.zonegen.model import (
     GENERATOR_VERSION,
     GeneratedZones,
@@ -179,6 +179,10 @@ def generate(
     """Generate (or reuse from the cache) the zone(s) of ``spec``; see the package docstring."""
     started = time.perf_counter()
     spec = validate(spec)
+    if spec.preset == "file":
+        own = ownzone.chain(spec, cache_dir)[0]
+        file = ZoneFile(own.origin, own.path, own.serial, own.records, own.bytes)
+        return GeneratedZones(spec, (file,), None, time.perf_counter() - started, own.cached)
     entry, meta, cached = ensure_entry(spec, cache_dir)
     folder = entry
     index: Path | None = entry / INDEX if spec.preset == "hosting" else None

@@ -13,7 +13,7 @@ from harness.core.errors import UserInputError
 # Bump whenever the bytes a spec produces change: it is part of every cache key.
 GENERATOR_VERSION = 2
 
-PRESETS = ("tiny", "tld", "hosting")
+PRESETS = ("tiny", "tld", "hosting", "file")
 TINY_RECORDS = 2
 HOSTING_NATURAL_RECORDS = 12
 HOSTING_MIN_RECORDS = 3  # SOA + 2 NS
@@ -29,13 +29,17 @@ _LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
 
 @dataclass(frozen=True)
 class ZoneSpec:
-    preset: Literal["tiny", "tld", "hosting"]
+    preset: Literal["tiny", "tld", "hosting", "file"]
     records: int  # incl. SOA and apex NS (tiny: always 2); hosting: records per zone
     origin: str  # e.g. "cz."; for hosting the parent under which zones are named
     seed: int = 1
     zones: int = 1  # hosting only
     signed: bool = False  # DNSSEC-signed variant; `records` counts the unsigned input
     serial: int = 1  # base serial
+    # preset "file": an operator's zone file (absolute path) and its later versions, in
+    # order (harness/zonegen/ownzone.py); `records` and `serial` are the file's.
+    file: str | None = None
+    versions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class ChangeSet:
     diff_path: Path  # RFC 1995-style text: old SOA, deletions, new SOA, additions
     added: int
     deleted: int
+    changed_bytes: int | None = None  # the changed records' text (own zones' versions)
+    version: str | None = None  # the version file it publishes (own zones)
 
 
 def _key(name: str, flags: bool) -> str:
@@ -105,6 +111,10 @@ def validate(spec: ZoneSpec, *, flags: bool = False) -> ZoneSpec:
             fix=f"use one of {', '.join(PRESETS)}",
         )
     origin = normalize_origin(spec.origin, key=k("origin"))
+    if spec.preset == "file":
+        if spec.file is None:
+            raise UserInputError("the file preset needs a zone file", key=k("file"))
+        return dataclasses.replace(spec, origin=origin)
     for name in ("records", "seed", "zones", "serial"):
         value = getattr(spec, name)
         if not isinstance(value, int) or isinstance(value, bool):
