@@ -46,6 +46,7 @@ from harness.measure.zone_waits import wait_all_zones
 from harness.observe.sampler import Sampler
 from harness.place import Place, Places
 from harness.plan.case import CasePlan, GroupPlan
+from harness.servers import server_class
 from harness.servers.base import NewVersion
 from harness.servers.binaries import ServerBinary
 from harness.xfr import TsigKey, XfrError, XfrTimeout
@@ -147,9 +148,16 @@ class LiveCase:
         secondary is set for the selected case."""
         host_plan = next(h for h in self.plan.hosts if h.name == name)
         group, case = self.group, self.plan
+        update_key = None
         if host_plan.role == "primary":
             tsig, tls, ixfr = self.tsig, self.tls, group.ixfr
             tsig_only = all(c.tsig_algorithm for c in group.cases)
+            # A primary that takes new versions as files gets no update key: a zone open
+            # to updates is a dynamic zone, which BIND will not reload from its file.
+            by_file = server_class(host_plan.server.kind).publishes_zone_files(
+                group.ixfr, case.zone_spec.signed
+            )
+            update_key = None if by_file else self.update_key
         else:
             tsig = self.tsig if case.tsig_algorithm else None
             tls = self.tls if case.tls else None
@@ -169,7 +177,7 @@ class LiveCase:
             tls=tls,
             ixfr=ixfr,
             notify=case.notify,
-            update_key=self.update_key,
+            update_key=update_key,
         )
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
         setup.provide_ixfr = provides_ixfr(case, self.binaries)  # a primary's (primary_ixfr.py)
@@ -390,7 +398,9 @@ class LiveCase:
         IXFR case applies the chain on every serial, so that a set always starts from the
         zone it was made for), whole only for a primary that takes zone files."""
         assert self.primary is not None
-        whole = type(self.primary.server).publishes_zone_files(self.group.ixfr)
+        whole = type(self.primary.server).publishes_zone_files(
+            self.group.ixfr, self.plan.zone_spec.signed
+        )
         if not (self.group.ixfr or whole):
             return None
         return zonegen.change_set(

@@ -32,7 +32,7 @@ def publishes(group: GroupPlan) -> int:
 
 def consumes_versions(group: GroupPlan) -> bool:
     primary = server_class(group.first.primary.server.kind)
-    return group.ixfr or primary.publishes_zone_files(group.ixfr)
+    return group.ixfr or primary.publishes_zone_files(group.ixfr, group.first.zone_spec.signed)
 
 
 def versions_needed(plans: list[CasePlan]) -> int:

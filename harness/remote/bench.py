@@ -359,7 +359,8 @@ class RemoteCase(Observing, ColdStarting):
         name = self.plan.primary.name
         kind = self.binaries[name].kind
         change = None
-        if self.group.ixfr or server_class(kind).publishes_zone_files(self.group.ixfr):
+        signed = self.plan.zone_spec.signed
+        if self.group.ixfr or server_class(kind).publishes_zone_files(self.group.ixfr, signed):
             change = zonegen.change_set(
                 self.plan.zone_spec, serial_to=serial, changes=self.plan.changes
             )
@@ -372,7 +373,7 @@ class RemoteCase(Observing, ColdStarting):
             # delta against (a whole file only for the dialects that read one).
             files = {"diff": change.diff_path}
             zone_name = f"{change.origin}zone"
-            if server_class(kind).publishes_zone_files(self.group.ixfr):
+            if server_class(kind).publishes_zone_files(self.group.ixfr, signed):
                 files[zone_name] = change.zone_path
             self.fleet.sync(name, files, folder, basis=[f"{self.workdir(name)}/zones"])
             remote_change = {

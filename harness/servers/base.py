@@ -370,10 +370,11 @@ class Server(ABC):
         return ZoneEntry(origin, source)
 
     @classmethod
-    def publishes_zone_files(cls, ixfr: bool) -> bool:
+    def publishes_zone_files(cls, ixfr: bool, signed: bool = False) -> bool:
         """Whether this server, as a primary, takes a new version as a whole zone file (so
         the harness writes one even when only the serial changes). `ixfr`: change sets,
-        not only serials, are published."""
+        not only serials, are published; `signed`: the zone carries its own DNSSEC
+        records (an operator's signed zone)."""
         return True
 
     def publish(self, version: NewVersion, reach: Reach) -> str:
@@ -562,7 +563,7 @@ class PublishesByUpdate(Server):
     as the only one allowed to update."""
 
     @classmethod
-    def publishes_zone_files(cls, ixfr: bool) -> bool:
+    def publishes_zone_files(cls, ixfr: bool, signed: bool = False) -> bool:
         return False
 
     def publish(self, version: NewVersion, reach: Reach) -> str:

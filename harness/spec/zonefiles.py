@@ -53,6 +53,9 @@ def version_paths(zones: dict[str, Any], base: Path, scenario: Path) -> list[Pat
     return paths
 
 
+DNSSEC_TYPES = frozenset({"RRSIG", "NSEC", "NSEC3", "NSEC3PARAM", "DNSKEY"})
+
+
 def resolve(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     """The scenario with its own zone read: paths absolute, and the zone's origin, record
     count and serial filled in (the scenario as written is left as it is)."""
@@ -88,6 +91,8 @@ def resolve(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     zones["origin"] = chain[0].origin
     zones["records"] = chain[0].records
     zones["serial"] = chain[0].serial
+    # It carries its own DNSSEC records: a primary may have to take its versions as files.
+    zones["signed"] = any(t in DNSSEC_TYPES for version in chain for t in version.types)
     return out
 
 
