@@ -74,9 +74,6 @@ class RemoteFleet:
     def channel(self, name: str) -> AgentChannel:
         return self.channels[name]
 
-    def python(self, host: InventoryHost) -> str:
-        return str(host.connection.get("ansible_python_interpreter") or "/usr/bin/python3")
-
     # --- lifecycle -----------------------------------------------------------------------
 
     def __enter__(self) -> RemoteFleet:
@@ -141,13 +138,13 @@ class RemoteFleet:
     def _open(self, host: InventoryHost) -> AgentChannel:
         run_dir = remote_run_dir(host, self.run_id)
         return open_channel(
-            host, python=self.python(host), bundle=f"{run_dir}/agent", run_dir=run_dir,
+            host, python=host.python, bundle=f"{run_dir}/agent", run_dir=run_dir,
             tag=self.tag,
         )  # fmt: skip
 
     def _playbook(self, name: str, variables: dict[str, Any], check: bool = True) -> Any:
         return run_playbook(
-            name, self.inventory.path, variables, self.log_dir, control_dir=self.control_dir,
+            name, self.inventory, variables, self.log_dir, control_dir=self.control_dir,
             forks=max(5, len(self.inventory.hosts)), check=check,
         )  # fmt: skip
 
@@ -264,10 +261,10 @@ class RemoteFleet:
             raise XfrbenchError("remote teardown: " + "; ".join(notes + problems))
 
 
-def teardown(inventory_path: Path, run_id: str, work: Path, log_dir: Path) -> PlaybookResult:
+def teardown(inventory: Inventory, run_id: str, work: Path, log_dir: Path) -> PlaybookResult:
     """teardown.yml for one run on every host of the inventory (its recorded folders)."""
     result = run_playbook(
-        "teardown", inventory_path, {"xfrbench_run": run_id}, log_dir,
+        "teardown", inventory, {"xfrbench_run": run_id}, log_dir,
         control_dir=work / "cp", check=False,
     )  # fmt: skip
     close_masters(work / "cp")
@@ -293,8 +290,9 @@ def _undo_remote_run(action: reg.Action) -> str:
             remove_work(work)
             return f"remote run {detail['run']}: its lab {lab} is gone, and its hosts with it"
         return f"!inventory {inventory} is gone: give it with `xfrbench clean --inventory`"
-    load_inventory(inventory)  # still readable, or say so
-    result = teardown(inventory, detail["run"], work, Path(detail.get("logs") or work / "logs"))
+    result = teardown(
+        load_inventory(inventory), detail["run"], work, Path(detail.get("logs") or work / "logs")
+    )
     problems = [f"{host}: {what}: {message}" for host, what, message in result.problems()]
     if problems:
         return "!teardown.yml: " + "; ".join(problems)

@@ -23,6 +23,7 @@ import pytest
 from harness import spec, zonegen
 from harness.inventory import load_inventory
 from harness.lab import Lab, lab_down, lab_up
+from harness.lab.build import LabHost
 from harness.metrics.promserver import PrometheusServer
 from harness.plan.case import plan_case
 from harness.remote.fleet import CONTROL_ROOT, remove_work
@@ -100,7 +101,7 @@ def _leftovers(lab: Lab) -> list[str]:
                 continue
             if not command.startswith(b"/usr/sbin/sshd") and b"sshd:" not in command:
                 found.append(f"{host.name}: pid {pid} {command.decode(errors='replace')}")
-    found += [str(path) for path in lab.roots.rglob("*")]
+    found += [str(path) for host in lab.hosts for path in (lab.roots / host.name).rglob("*")]
     for host, (key, _) in SET.items():
         if _sysctl(lab, host, key) != LAB_SYSCTLS[(host, key)]:
             found.append(f"{host}: {key} = {_sysctl(lab, host, key)}")
@@ -128,11 +129,12 @@ def _scenario(tmp_path: Path) -> Path:
 
 
 def _run_on_lab(
-    lab: Lab, scenario: Path, results: Path, run_id: str
+    lab: Lab, scenario: Path, results: Path, run_id: str, inventory: Path | None = None
 ) -> tuple[Path, list[dict[str, Any]]]:
-    """`xfrbench run --inventory` of the lab, which must succeed: its folder, its records."""
+    """`xfrbench run --inventory` of the lab (its own, or `inventory` for its hosts), which
+    must succeed: its folder, its records."""
     result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+        [*XFRBENCH, "run", "--inventory", str(inventory or lab.inventory), str(scenario),
          "--results", str(results), "--run-id", run_id],
         cwd=REPOSITORY, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
@@ -341,6 +343,74 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched
+
+
+SMALL_FLEET = """
+repeats = 1
+timeout = "60s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 200
+origin = "lab."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+def _by_hand(lab: Lab, form: str) -> str:
+    """The lab's hosts as an operator writes them, in YAML or INI: where each is, who logs
+    in, with which key, its site; nothing else (no root, no interpreter, no ssh options)."""
+
+    def host_vars(host: LabHost) -> dict[str, str]:
+        values = {"ansible_host": host.address, "ansible_user": "root",
+                  "ansible_ssh_private_key_file": str(lab.key)}  # fmt: skip
+        return values | ({"site": host.site} if host.site else {})
+
+    groups = {
+        "primary": [h for h in lab.hosts if h.role == "primary"],
+        "secondaries": [h for h in lab.hosts if h.role == "secondary"],
+    }
+    lines = [] if form == "ini" else ["all:", "  children:"]
+    for group, hosts in groups.items():
+        lines += [f"[{group}]"] if form == "ini" else [f"    {group}:", "      hosts:"]
+        for host in hosts:
+            values = host_vars(host).items()
+            if form == "ini":
+                lines.append(" ".join([host.name, *(f"{k}={v}" for k, v in values)]))
+            else:
+                lines += [f"        {host.name}:", *(f"          {k}: {v}" for k, v in values)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("form", ["yaml", "ini"])
+def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
+    lab: Lab, tmp_path: Path, form: str
+) -> None:
+    """No xfrbench_root (default /var/tmp/xfrbench, each host's own) and no
+    ansible_python_interpreter (the harness chooses /usr/bin/python3, whatever the login
+    shell's PATH puts first): the fleet deploys, every copy is verified, nothing is left."""
+    inventory = tmp_path / f"fleet.{form}"
+    inventory.write_text(_by_hand(lab, form))
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(SMALL_FLEET)
+    run, records = _run_on_lab(lab, scenario, tmp_path, f"hand-{form}", inventory)
+    assert {(r["host"], r["site"]) for r in records} == {
+        ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
+    }  # fmt: skip
+    assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
+    hosts = json.loads((run / "run.json").read_text())["remote"]["inventory"]["hosts"]
+    assert {h["root"] for h in hosts.values()} == {"/var/tmp/xfrbench"}
+    assert _wait_clean(lab) == []
+    assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
 
 
 KNOT_NSD = """
