@@ -119,6 +119,33 @@ class Inventory:
             "hosts": {host.name: host.describe() for host in self.hosts},
         }
 
+    def to_ansible(self) -> dict[str, Any]:
+        """The inventory as Ansible YAML data, every value resolved (root, interpreter,
+        address): what a run records, so that its hosts can be torn down from the record
+        when the file is gone. load_inventory of it gives the same hosts back."""
+
+        def values(host: InventoryHost) -> dict[str, Any]:
+            out = {
+                **host.connection,
+                "xfrbench_address": host.address,
+                "xfrbench_root": host.root,
+                "ansible_python_interpreter": host.python,
+            }
+            if host.site:
+                out["site"] = host.site
+            if host.metrics_port is not None:
+                out["xfrbench_metrics_port"] = host.metrics_port
+            return out
+
+        groups = {
+            PRIMARY_GROUP: {"hosts": {self.primary.name: values(self.primary)}},
+            SECONDARIES_GROUP: {"hosts": {h.name: values(h) for h in self.secondaries}},
+        }
+        top: dict[str, Any] = {"children": groups}
+        if self.lab:
+            top["vars"] = {"xfrbench_lab": self.lab}
+        return {"all": top}
+
     def playbook_vars(self) -> dict[str, Any]:
         """What every playbook takes for each host, resolved here with their defaults
         (ansible/*.yml read their folder and interpreter from it, never from the inventory

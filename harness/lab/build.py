@@ -383,6 +383,17 @@ def find_lab(lab_id: str | None = None, inventory: Path | None = None) -> reg.Re
     )
 
 
+def lab_holding(addresses: Sequence[str], directory: Path | None = None) -> str | None:
+    """The live lab whose hosts have all these addresses (an inventory of its hosts written
+    by hand names no xfrbench_lab), or None."""
+    wanted = set(addresses)
+    for registry in reg.load_all(directory)[0]:
+        hosts = registry.data.get("lab_hosts") or {}
+        if wanted and wanted <= {str(h.get("address")) for h in hosts.values()}:
+            return registry.testbed_id
+    return None
+
+
 def lab_down(lab_id: str | None = None, inventory: Path | None = None) -> list[str]:
     """Remove a lab: its sshds, namespaces, keys, folders and inventory; returns what."""
     if os.geteuid() != 0:

@@ -26,7 +26,7 @@ from harness.lab import Lab, lab_down, lab_up
 from harness.lab.build import LabHost
 from harness.metrics.promserver import PrometheusServer
 from harness.plan.case import plan_case
-from harness.remote.fleet import CONTROL_ROOT, remove_work
+from harness.remote.fleet import CONTROL_ROOT
 from harness.results.folder import read_run
 from harness.run.remote import PROMETHEUS_TARGETS
 from harness.testbed import registry as reg
@@ -413,6 +413,49 @@ def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
     assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
 
 
+def test_a_killed_run_whose_inventory_is_gone_is_torn_down_from_its_record(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The driver killed, then its inventory (a temporary one, written by hand) deleted:
+    `xfrbench clean` reaches the hosts from the run's record and leaves nothing."""
+    inventory = tmp_path / "temporary.yml"
+    inventory.write_text(_by_hand(lab, "yaml"))
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(SMALL_FLEET.replace("repeats = 1", "repeats = 200"))
+    registry = tmp_path / "registry"  # this run's record alone, for `clean` to find
+    env = {**os.environ, "XFRBENCH_REGISTRY_DIR": str(registry)}
+    with (tmp_path / "driver.log").open("w") as out:
+        driver = subprocess.Popen(
+            [*XFRBENCH, "run", "--inventory", str(inventory), str(scenario),
+             "--results", str(tmp_path), "--run-id", "killed"],
+            cwd=REPOSITORY, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    transfers = tmp_path / "killed" / "transfers.jsonl"
+    deadline = time.monotonic() + 300
+    while driver.poll() is None and time.monotonic() < deadline:
+        if transfers.exists() and transfers.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.5)
+    assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+    channels = _agent_channels(driver.pid)
+    try:
+        driver.kill()
+        driver.wait()
+        inventory.unlink()
+        result = subprocess.run(
+            [*XFRBENCH, "clean"], cwd=REPOSITORY, capture_output=True, text=True,
+            timeout=300, env=env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "removed remote run killed on ns0 (" in result.stdout, result.stdout
+        assert _wait_clean(lab) == []
+        assert not list(registry.glob("*.json"))
+    finally:
+        for pid in channels:  # they end as their agents do; never left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 KNOT_NSD = """
 repeats = 2
 timeout = "60s"
@@ -498,35 +541,3 @@ def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) ->
     (sync,) = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
     assert sync["sent_bytes"] > 0  # the zone set, one rsync
     assert _wait_clean(lab) == []
-
-
-def test_a_host_ansible_cannot_reach_is_exit_3_naming_it(tmp_path: Path) -> None:
-    """Hosts whose SSH port refuses: the run stops before anything is measured (exit 3),
-    naming each host in Ansible's own words, and makes nothing on them. Its record stays
-    (teardown could not reach them either) for `xfrbench clean --inventory`."""
-    inventory = tmp_path / "inv.yml"
-    inventory.write_text(
-        "all:\n"
-        "  vars: {ansible_user: root, xfrbench_root: " + str(tmp_path / "root") + "}\n"
-        "  children:\n"
-        "    primary:\n"
-        "      hosts: {ns0: {ansible_host: 127.0.0.1, ansible_port: 1}}\n"
-        "    secondaries:\n"
-        "      hosts:\n"
-        "        gone1: {ansible_host: 127.0.0.2, ansible_port: 1, site: near}\n"
-        "        gone2: {ansible_host: 127.0.0.3, ansible_port: 1, site: far}\n"
-    )
-    registry = tmp_path / "registry"  # this run's record, apart from everyone's
-    result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(inventory), str(_scenario(tmp_path)),
-         "--results", str(tmp_path), "--run-id", "unreachable"],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "XFRBENCH_REGISTRY_DIR": str(registry)},
-    )  # fmt: skip
-    assert result.returncode == 3, result.stdout[-2000:] + result.stderr[-2000:]
-    for host in ("ns0", "gone1", "gone2"):
-        assert f"host {host}: unreachable" in result.stderr, result.stderr
-    assert "Connection refused" in result.stderr  # ssh's own words, through Ansible's
-    assert not (tmp_path / "root").exists()  # nothing made on any host
-    (record,) = [json.loads(path.read_text()) for path in registry.glob("*.json")]
-    remove_work(Path(record["items"][0]["work"]))  # the controller's folder of the run
