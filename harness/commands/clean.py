@@ -15,7 +15,7 @@ from typing import Any
 import harness.compose.provider  # registers the compose undo kinds
 import harness.lab  # noqa: F401 - registers the lab's undo kinds (a lab whose sshd died)
 from harness.core.errors import EnvironmentProblem
-from harness.remote.fleet import clean_inventory  # also registers the remote run's undo kind
+from harness.remote.record import clean_inventory, forget_run  # registers remote_run's undo
 from harness.testbed import clean_leftovers, find_strays
 
 
@@ -36,6 +36,15 @@ def register(subparsers: Any) -> None:
         help="only what killed runs left on this inventory's hosts (teardown.yml: their "
         "recorded servers and run folders)",
     )
+    clean.add_argument(
+        "--forget",
+        metavar="RUN",
+        help="drop the record of the dead remote run RUN without touching its hosts, once "
+        "they are gone for good (clean names what it left on which host). A run whose "
+        "inventory file is gone is still torn down from its record while its hosts answer, "
+        "and one whose lab was taken down is forgotten by itself; a host that does not "
+        "answer may only be down for a while, so that never drops a record",
+    )
     clean.set_defaults(func=handle_clean)
 
 
@@ -44,9 +53,11 @@ def handle_clean(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("`xfrbench clean` needs root (namespaces, iptables, sysctl)")
 
     problems: list[str] = []
-    if args.inventory is not None:
+    strays: list[str] = []
+    if args.forget is not None:
+        removed, problems = forget_run(args.forget)
+    elif args.inventory is not None:
         removed, problems = clean_inventory(args.inventory)
-        strays: list[str] = []
     else:
         removed = clean_leftovers(problems=problems)
         strays = find_strays()

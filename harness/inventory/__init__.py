@@ -7,10 +7,14 @@
 An inventory names one host in group `primary` and the secondaries in group `secondaries`,
 each with a `site` variable; Ansible's connection variables (`ansible_host`, `ansible_port`,
 `ansible_user`, `ansible_ssh_private_key_file`, `ansible_ssh_common_args`, `ansible_become`)
-say how to reach them, and `xfrbench_root` where each keeps its working files.
+say how to reach them, `xfrbench_root` where each keeps its working files (default
+/var/tmp/xfrbench) and `ansible_python_interpreter` the python3 its agent and Ansible's
+modules run with (default /usr/bin/python3). Both defaults are applied here, once:
+`inventory.playbook_vars()` hands the resolved values to every playbook.
 """
 
 from harness.inventory.model import (
+    DEFAULT_PYTHON,
     DEFAULT_ROOT,
     Inventory,
     InventoryHost,
@@ -20,6 +24,7 @@ from harness.inventory.model import (
 )
 
 __all__ = [
+    "DEFAULT_PYTHON",
     "DEFAULT_ROOT",
     "Inventory",
     "InventoryHost",

@@ -21,6 +21,11 @@ from harness.spec import SITE_NAME, LoadedScenario
 PRIMARY_GROUP = "primary"
 SECONDARIES_GROUP = "secondaries"
 DEFAULT_ROOT = "/var/tmp/xfrbench"  # a host's working folder when the inventory names none
+# The interpreter of a host that names none: the one its agent runs with (its compiled
+# modules are the controller's, built for Debian 12's python3), and Ansible's modules with
+# it. Never Ansible's discovery, which takes the first python3.N on the login shell's PATH
+# (a pyenv shim, say) rather than the one the agent was checked against.
+DEFAULT_PYTHON = "/usr/bin/python3"
 IMPLICIT_SITE = "secondary"  # the one site of a scenario without [[secondaries]]
 # Variables that say how Ansible (and the agent's channel) reach a host: kept for run.json.
 CONNECTION_VARS = (
@@ -75,6 +80,7 @@ class InventoryHost:
     ssh: SshTarget
     connection: dict[str, Any] = field(default_factory=dict)  # its connection variables
     metrics_port: int | None = None  # xfrbench_metrics_port: where its agent serves /metrics
+    python: str = DEFAULT_PYTHON  # ansible_python_interpreter: the agent's and Ansible's
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -112,6 +118,40 @@ class Inventory:
             "path": str(self.path),
             "hosts": {host.name: host.describe() for host in self.hosts},
         }
+
+    def to_ansible(self) -> dict[str, Any]:
+        """The inventory as Ansible YAML data, every value resolved (root, interpreter,
+        address): what a run records, so that its hosts can be torn down from the record
+        when the file is gone. load_inventory of it gives the same hosts back."""
+
+        def values(host: InventoryHost) -> dict[str, Any]:
+            out = {
+                **host.connection,
+                "xfrbench_address": host.address,
+                "xfrbench_root": host.root,
+                "ansible_python_interpreter": host.python,
+            }
+            if host.site:
+                out["site"] = host.site
+            if host.metrics_port is not None:
+                out["xfrbench_metrics_port"] = host.metrics_port
+            return out
+
+        groups = {
+            PRIMARY_GROUP: {"hosts": {self.primary.name: values(self.primary)}},
+            SECONDARIES_GROUP: {"hosts": {h.name: values(h) for h in self.secondaries}},
+        }
+        top: dict[str, Any] = {"children": groups}
+        if self.lab:
+            top["vars"] = {"xfrbench_lab": self.lab}
+        return {"all": top}
+
+    def playbook_vars(self) -> dict[str, Any]:
+        """What every playbook takes for each host, resolved here with their defaults
+        (ansible/*.yml read their folder and interpreter from it, never from the inventory
+        directly): {"xfrbench_hosts": {name: {"root", "python"}}}."""
+        hosts = {h.name: {"root": h.root, "python": h.python} for h in self.hosts}
+        return {"xfrbench_hosts": hosts}
 
 
 def _bool(value: Any) -> bool:
@@ -198,8 +238,21 @@ def _host(name: str, role: str, values: dict[str, Any], path: Path) -> Inventory
     connection = {k: values[k] for k in CONNECTION_VARS if k in values}
     return InventoryHost(
         name, role, site, _address(name, values, path), root.rstrip("/"), ssh, connection,
-        _port(name, values.get("xfrbench_metrics_port"), path),
+        _port(name, values.get("xfrbench_metrics_port"), path), _python(name, values, path),
     )  # fmt: skip
+
+
+def _python(name: str, values: dict[str, Any], path: Path) -> str:
+    python = str(values.get("ansible_python_interpreter") or DEFAULT_PYTHON)
+    if not python.startswith("/"):  # "auto", "auto_silent", ...: the agent needs a path
+        raise UserInputError(
+            f"host {name}: ansible_python_interpreter {python!r} is not the path of a python3",
+            file=path,
+            key=f"{name}.ansible_python_interpreter",
+            fix=f"leave it out ({DEFAULT_PYTHON}) or give the host's Python 3.11's path: the "
+            "agent runs with it",
+        )
+    return python
 
 
 def _port(name: str, value: Any, path: Path) -> int | None:

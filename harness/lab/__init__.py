@@ -10,6 +10,6 @@ its own with a generated host key, reached with a generated client key. Once it 
 harness reaches its hosts only as it would reach real machines: through Ansible and SSH.
 """
 
-from harness.lab.build import Lab, find_lab, lab_down, lab_up
+from harness.lab.build import Lab, find_lab, lab_down, lab_holding, lab_up
 
-__all__ = ["Lab", "find_lab", "lab_down", "lab_up"]
+__all__ = ["Lab", "find_lab", "lab_down", "lab_holding", "lab_up"]

@@ -1,5 +1,12 @@
 """Building and removing a lab: namespaces, veths, keys, one sshd per host, an inventory.
 
+Its hosts look to the harness like machines of their own: each sshd runs with a private
+/var/tmp (a folder of the lab's bound there in its mount namespace), so the default
+xfrbench_root /var/tmp/xfrbench is each host's own; and this machine's ssh knows their
+host keys (a drop-in in /etc/ssh/ssh_config.d naming the lab's addresses), as it knows the
+real hosts an operator has logged in to. An inventory written by hand with nothing but
+ansible_host, ansible_user, a key and site then reaches and deploys them.
+
 Everything is written down in a testbed registry (/run/xfrbench/testbeds/<id>.json) before it
 is created, so that its address slice is never handed to another testbed and `lab down`
 (or `xfrbench clean`, once the lab's sshd has died) removes exactly that. While it is up, the
@@ -36,6 +43,8 @@ PRIVSEP_DIR = Path("/run/sshd")  # sshd refuses to start without it
 CONTROLLER = "controller"  # the segment from this machine's namespace to the lab's router
 MAX_SECONDARIES = 30
 SSHD_READY_TIMEOUT = 10.0
+SSH_CONFIG_DIR = Path("/etc/ssh/ssh_config.d")  # /etc/ssh/ssh_config includes *.conf there
+HOST_TMP = "/var/tmp"  # private to each lab host: the default xfrbench_root lives under it
 
 
 def labs_dir() -> Path:
@@ -58,7 +67,12 @@ class Lab:
     inventory: Path
     hosts: tuple[LabHost, ...]
     controller_address: str
-    roots: Path  # the hosts' working folders live under it, one each
+    roots: Path  # each host's /var/tmp, seen from this machine: roots/<name>
+
+    @property
+    def key(self) -> Path:
+        """The client key every host accepts (ansible_ssh_private_key_file)."""
+        return self.folder / "id_ed25519"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -125,26 +139,44 @@ def sshd_config(host: str, address: str, folder: Path) -> str:
     )
 
 
-def inventory_data(lab: Lab, key: Path, known_hosts: Path) -> dict[str, Any]:
-    """The lab as an Ansible inventory (plain YAML, as an operator would write it)."""
+def ssh_client_config(lab_id: str, addresses: Sequence[str], known_hosts: Path) -> str:
+    """This machine's ssh told the lab hosts' keys (and no other host's), pure."""
+    return "\n".join(
+        [
+            f"# xfrbench lab {lab_id}: removed by `xfrbench lab down {lab_id}`",
+            f"Host {' '.join(addresses)}",
+            f"    UserKnownHostsFile {known_hosts}",
+            "    StrictHostKeyChecking yes",
+            "",
+        ]
+    )
+
+
+def sshd_argv(config: Path, tmp: Path) -> list[str]:
+    """The host's sshd with `tmp` as its /var/tmp: bound in the mount namespace `ip netns
+    exec` makes for it (its / a slave of this machine's, so the mount stays there and goes
+    with its last process)."""
+    return [
+        "sh", "-c", f'mount --bind "$0" {HOST_TMP} && exec "$@"', str(tmp),
+        str(SSHD), "-D", "-e", "-f", str(config),
+    ]  # fmt: skip
+
+
+def inventory_data(lab: Lab, key: Path) -> dict[str, Any]:
+    """The lab as an Ansible inventory, as an operator writes one: the documented defaults
+    (xfrbench_root, the interpreter) and this machine's ssh do the rest."""
 
     def host_vars(host: LabHost) -> dict[str, Any]:
-        values: dict[str, Any] = {
-            "ansible_host": host.address,
-            "xfrbench_root": str(lab.roots / host.name),
-        }
+        values: dict[str, Any] = {"ansible_host": host.address}
         if host.site:
             values["site"] = host.site
         return values
 
-    common = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes"
     return {
         "all": {
             "vars": {
                 "ansible_user": "root",
                 "ansible_ssh_private_key_file": str(key),
-                "ansible_ssh_common_args": common,
-                "ansible_python_interpreter": "/usr/bin/python3",
                 "xfrbench_lab": lab.lab_id,
             },
             "children": {
@@ -274,7 +306,7 @@ def _build(
         LabHost(name, role, site, plan.address(name), plan.namespaces[name])
         for name, role, site in layout
     )
-    client_key = folder / "id_ed25519"
+    client_key = folder / "id_ed25519"  # Lab.key
     client = _keygen(client_key, f"xfrbench-lab-{lab_id}")
     authorized = folder / "authorized_keys"
     authorized.write_text(f'from="{controller.host_address}" {client}\n')
@@ -284,6 +316,9 @@ def _build(
     for host in hosts:
         own = folder / host.name
         own.mkdir(mode=0o700)
+        tmp = roots / host.name
+        tmp.mkdir()
+        tmp.chmod(0o1777)  # as /var/tmp is
         public = _keygen(own / "ssh_host_ed25519_key", f"{host.name}.lab-{lab_id}")
         known.append(f"{host.address} {' '.join(public.split()[:2])}")
         config = own / "sshd_config"
@@ -291,7 +326,7 @@ def _build(
         log = own / "sshd.log"
         with log.open("ab") as out:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", host.netns, str(SSHD), "-D", "-e", "-f", str(config)],
+                ["ip", "netns", "exec", host.netns, *sshd_argv(config, tmp)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
@@ -304,6 +339,9 @@ def _build(
         procs.append((proc, host))
     known_hosts = folder / "known_hosts"
     known_hosts.write_text("\n".join(known) + "\n")
+    client_config = SSH_CONFIG_DIR / f"xfrbench-lab-{lab_id}.conf"
+    registry.add("file", path=str(client_config))
+    client_config.write_text(ssh_client_config(lab_id, [h.address for h in hosts], known_hosts))
     for proc, host in procs:
         _wait_sshd(host.address, proc, folder / host.name / "sshd.log")
     target = Path(inventory) if inventory is not None else folder / "inventory.yml"
@@ -312,7 +350,7 @@ def _build(
         registry.add("file", path=str(lab.inventory))
     lab.inventory.write_text(
         f"# xfrbench lab {lab_id}: remove it with `xfrbench lab down {lab_id}`\n"
-        + yaml.safe_dump(inventory_data(lab, client_key, known_hosts), sort_keys=False)
+        + yaml.safe_dump(inventory_data(lab, client_key), sort_keys=False)
     )
     registry.data["inventory"] = str(lab.inventory)
     registry.data["lab_hosts"] = lab.describe()["hosts"]
@@ -343,6 +381,17 @@ def find_lab(lab_id: str | None = None, inventory: Path | None = None) -> reg.Re
         key="ID",
         fix="name the lab: xfrbench lab down ID (`xfrbench lab list` shows them)",
     )
+
+
+def lab_holding(addresses: Sequence[str], directory: Path | None = None) -> str | None:
+    """The live lab whose hosts have all these addresses (an inventory of its hosts written
+    by hand names no xfrbench_lab), or None."""
+    wanted = set(addresses)
+    for registry in reg.load_all(directory)[0]:
+        hosts = registry.data.get("lab_hosts") or {}
+        if wanted and wanted <= {str(h.get("address")) for h in hosts.values()}:
+            return registry.testbed_id
+    return None
 
 
 def lab_down(lab_id: str | None = None, inventory: Path | None = None) -> list[str]:

@@ -7,16 +7,16 @@ host, torn down exactly (a context manager).
     # clocks again, agents stopped (their servers with them), teardown.yml, masters closed
 
 Before anything touches a host, a testbed registry (/run/xfrbench/testbeds/<id>.json) lists
-the inventory, the run and each host's folder; `xfrbench clean` (or `clean --inventory`)
-runs teardown.yml from it when the driver died, which stops only the servers the run's pid
-files name (their start times checked) and removes only that run's folder.
+the inventory (resolved, remote/record.py), the run and each host's folder; `xfrbench clean`
+(or `clean --inventory`) runs teardown.yml from it when the driver died, which stops only
+the servers the run's pid files name (their start times checked) and removes only that
+run's folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
-import shutil
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserInputError, XfrbenchError
-from harness.inventory import Inventory, InventoryHost, load_inventory
+from harness.inventory import Inventory, InventoryHost
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import AgentChannel, AgentError, ClockReading, open_channel
-from harness.remote.playbooks import PlaybookResult, close_masters, run_playbook
+from harness.remote.playbooks import PlaybookResult, run_playbook
+from harness.remote.record import record_run, remote_run_dir
 from harness.remote.sync import sync_files
 from harness.servers import DIALECTS
 from harness.testbed import registry as reg
@@ -42,10 +43,6 @@ PACKAGES = (
     "iproute2", "iputils-ping", "procps", "tar", "rsync", "iperf3",
 )  # fmt: skip
 SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
-
-
-def remote_run_dir(host: InventoryHost, run_id: str) -> str:
-    return f"{host.root}/{run_id}"
 
 
 class RemoteFleet:
@@ -74,9 +71,6 @@ class RemoteFleet:
     def channel(self, name: str) -> AgentChannel:
         return self.channels[name]
 
-    def python(self, host: InventoryHost) -> str:
-        return str(host.connection.get("ansible_python_interpreter") or "/usr/bin/python3")
-
     # --- lifecycle -----------------------------------------------------------------------
 
     def __enter__(self) -> RemoteFleet:
@@ -100,15 +94,7 @@ class RemoteFleet:
             self.registry = reg.Registry.create(
                 directory, self.tag, label=f"remote run {self.run_id}", remote=True
             )
-        self.registry.add(
-            "remote_run",
-            inventory=str(self.inventory.path.resolve()),
-            run=self.run_id,
-            hosts={h.name: remote_run_dir(h, self.run_id) for h in self.inventory.hosts},
-            work=str(self.work),
-            logs=str(self.log_dir),
-            lab=self.inventory.lab,
-        )
+        record_run(self.registry, self.inventory, self.run_id, self.work, self.log_dir)
         began = time.monotonic()
         bundle = build_bundle()
         self.costs["bundle_s"] = round(time.monotonic() - began, 3)
@@ -141,13 +127,13 @@ class RemoteFleet:
     def _open(self, host: InventoryHost) -> AgentChannel:
         run_dir = remote_run_dir(host, self.run_id)
         return open_channel(
-            host, python=self.python(host), bundle=f"{run_dir}/agent", run_dir=run_dir,
+            host, python=host.python, bundle=f"{run_dir}/agent", run_dir=run_dir,
             tag=self.tag,
         )  # fmt: skip
 
     def _playbook(self, name: str, variables: dict[str, Any], check: bool = True) -> Any:
         return run_playbook(
-            name, self.inventory.path, variables, self.log_dir, control_dir=self.control_dir,
+            name, self.inventory, variables, self.log_dir, control_dir=self.control_dir,
             forks=max(5, len(self.inventory.hosts)), check=check,
         )  # fmt: skip
 
@@ -262,66 +248,3 @@ class RemoteFleet:
         self.registry = None
         if problems and not failing:
             raise XfrbenchError("remote teardown: " + "; ".join(notes + problems))
-
-
-def teardown(inventory_path: Path, run_id: str, work: Path, log_dir: Path) -> PlaybookResult:
-    """teardown.yml for one run on every host of the inventory (its recorded folders)."""
-    result = run_playbook(
-        "teardown", inventory_path, {"xfrbench_run": run_id}, log_dir,
-        control_dir=work / "cp", check=False,
-    )  # fmt: skip
-    close_masters(work / "cp")
-    return result
-
-
-def remove_work(work: Path) -> None:
-    """A run's folder on the controller (its ssh sockets, playbook variables), and the
-    folder of all runs' when this was the last one in it."""
-    shutil.rmtree(work, ignore_errors=True)
-    with contextlib.suppress(OSError):  # not empty: another run's
-        work.parent.rmdir()
-
-
-def _undo_remote_run(action: reg.Action) -> str:
-    detail = action.detail
-    work = Path(detail["work"])
-    inventory = Path(detail["inventory"])
-    if not inventory.is_file():
-        lab = detail.get("lab")
-        if lab and not (reg.registry_dir() / f"{lab}.json").exists():
-            # `lab down` stopped whatever ran in the lab's namespaces and removed its roots.
-            remove_work(work)
-            return f"remote run {detail['run']}: its lab {lab} is gone, and its hosts with it"
-        return f"!inventory {inventory} is gone: give it with `xfrbench clean --inventory`"
-    load_inventory(inventory)  # still readable, or say so
-    result = teardown(inventory, detail["run"], work, Path(detail.get("logs") or work / "logs"))
-    problems = [f"{host}: {what}: {message}" for host, what, message in result.problems()]
-    if problems:
-        return "!teardown.yml: " + "; ".join(problems)
-    remove_work(work)
-    hosts = ", ".join(f"{h}:{d}" for h, d in sorted(detail.get("hosts", {}).items()))
-    return f"remote run {detail['run']} on {hosts} ({result.wall_s:.1f} s)"
-
-
-reg.register_undo("remote_run", lambda item: str(item["run"]), _undo_remote_run)
-
-
-def clean_inventory(path: Path) -> tuple[list[str], list[str]]:
-    """What killed runs left on the hosts of this inventory (their registries name it),
-    removed by teardown.yml; live runs are left alone. Returns (done, problems)."""
-    load_inventory(path)  # refuse an unreadable inventory before touching anything
-    wanted = str(Path(path).resolve())
-    registries, unreadable = reg.load_all()
-    done: list[str] = []
-    problems: list[str] = list(unreadable)
-    for registry in registries:
-        items = [i for i in registry.items if i.get("kind") == "remote_run"]
-        if not items or not any(i.get("inventory") == wanted for i in items):
-            continue
-        if registry.driver_alive():
-            problems.append(f"run {items[0]['run']} is still running; left alone")
-            continue
-        undone, notes, failed = reg.undo(registry, registries)
-        done += undone
-        problems += failed + [n for n in notes if failed]
-    return done, problems

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import EnvironmentProblem
+from harness.inventory import Inventory
 
 ANSIBLE_DIR = Path(__file__).resolve().parents[2] / "ansible"
 PLAYBOOK_TIMEOUT = 3600.0
@@ -51,7 +52,7 @@ def ansible_playbook() -> str:
 
 def run_playbook(
     name: str,
-    inventory: Path,
+    inventory: Inventory,
     variables: dict[str, Any],
     work: Path,
     *,
@@ -59,14 +60,16 @@ def run_playbook(
     forks: int = 20,
     check: bool = True,
 ) -> PlaybookResult:
-    """ansible-playbook ansible/<name>.yml on every host of `inventory`. `work`: a folder of
-    the controller for the log, the variables file and the result. With `check`, a host
-    that failed or could not be reached raises EnvironmentProblem (exit 3) naming it."""
+    """ansible-playbook ansible/<name>.yml on every host of `inventory`, with each host's
+    folder and interpreter as the harness resolved them (Inventory.playbook_vars). `work`: a
+    folder of the controller for the log, the variables file and the result. With `check`,
+    a host that failed or could not be reached raises EnvironmentProblem (exit 3) naming
+    it."""
     work.mkdir(parents=True, exist_ok=True)
     control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = f"{name}-{time.strftime('%H%M%S')}-{os.getpid()}"
     extra = work / f"{stamp}.vars.json"
-    extra.write_text(json.dumps(variables))
+    extra.write_text(json.dumps({**inventory.playbook_vars(), **variables}))
     result_file = work / f"{stamp}.result.json"
     env = dict(os.environ)
     env.update(
@@ -83,7 +86,7 @@ def run_playbook(
         }
     )
     argv = [
-        ansible_playbook(), "-i", str(inventory), "-e", f"@{extra}",
+        ansible_playbook(), "-i", str(inventory.path), "-e", f"@{extra}",
         "-e", "ansible_remote_tmp={{ xfrbench_root }}/.ansible-tmp",
         str(ANSIBLE_DIR / f"{name}.yml"),
     ]  # fmt: skip

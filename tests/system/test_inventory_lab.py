@@ -23,9 +23,10 @@ import pytest
 from harness import spec, zonegen
 from harness.inventory import load_inventory
 from harness.lab import Lab, lab_down, lab_up
+from harness.lab.build import LabHost
 from harness.metrics.promserver import PrometheusServer
 from harness.plan.case import plan_case
-from harness.remote.fleet import CONTROL_ROOT, remove_work
+from harness.remote.fleet import CONTROL_ROOT
 from harness.results.folder import read_run
 from harness.run.remote import PROMETHEUS_TARGETS
 from harness.testbed import registry as reg
@@ -100,7 +101,7 @@ def _leftovers(lab: Lab) -> list[str]:
                 continue
             if not command.startswith(b"/usr/sbin/sshd") and b"sshd:" not in command:
                 found.append(f"{host.name}: pid {pid} {command.decode(errors='replace')}")
-    found += [str(path) for path in lab.roots.rglob("*")]
+    found += [str(path) for host in lab.hosts for path in (lab.roots / host.name).rglob("*")]
     for host, (key, _) in SET.items():
         if _sysctl(lab, host, key) != LAB_SYSCTLS[(host, key)]:
             found.append(f"{host}: {key} = {_sysctl(lab, host, key)}")
@@ -128,11 +129,12 @@ def _scenario(tmp_path: Path) -> Path:
 
 
 def _run_on_lab(
-    lab: Lab, scenario: Path, results: Path, run_id: str
+    lab: Lab, scenario: Path, results: Path, run_id: str, inventory: Path | None = None
 ) -> tuple[Path, list[dict[str, Any]]]:
-    """`xfrbench run --inventory` of the lab, which must succeed: its folder, its records."""
+    """`xfrbench run --inventory` of the lab (its own, or `inventory` for its hosts), which
+    must succeed: its folder, its records."""
     result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(lab.inventory), str(scenario),
+        [*XFRBENCH, "run", "--inventory", str(inventory or lab.inventory), str(scenario),
          "--results", str(results), "--run-id", run_id],
         cwd=REPOSITORY, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
@@ -343,6 +345,117 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
     assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched
 
 
+SMALL_FLEET = """
+repeats = 1
+timeout = "60s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 200
+origin = "lab."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+def _by_hand(lab: Lab, form: str) -> str:
+    """The lab's hosts as an operator writes them, in YAML or INI: where each is, who logs
+    in, with which key, its site; nothing else (no root, no interpreter, no ssh options)."""
+
+    def host_vars(host: LabHost) -> dict[str, str]:
+        values = {"ansible_host": host.address, "ansible_user": "root",
+                  "ansible_ssh_private_key_file": str(lab.key)}  # fmt: skip
+        return values | ({"site": host.site} if host.site else {})
+
+    groups = {
+        "primary": [h for h in lab.hosts if h.role == "primary"],
+        "secondaries": [h for h in lab.hosts if h.role == "secondary"],
+    }
+    lines = [] if form == "ini" else ["all:", "  children:"]
+    for group, hosts in groups.items():
+        lines += [f"[{group}]"] if form == "ini" else [f"    {group}:", "      hosts:"]
+        for host in hosts:
+            values = host_vars(host).items()
+            if form == "ini":
+                lines.append(" ".join([host.name, *(f"{k}={v}" for k, v in values)]))
+            else:
+                lines += [f"        {host.name}:", *(f"          {k}: {v}" for k, v in values)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("form", ["yaml", "ini"])
+def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
+    lab: Lab, tmp_path: Path, form: str
+) -> None:
+    """No xfrbench_root (default /var/tmp/xfrbench, each host's own) and no
+    ansible_python_interpreter (the harness chooses /usr/bin/python3, whatever the login
+    shell's PATH puts first): the fleet deploys, every copy is verified, nothing is left."""
+    inventory = tmp_path / f"fleet.{form}"
+    inventory.write_text(_by_hand(lab, form))
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(SMALL_FLEET)
+    run, records = _run_on_lab(lab, scenario, tmp_path, f"hand-{form}", inventory)
+    assert {(r["host"], r["site"]) for r in records} == {
+        ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
+    }  # fmt: skip
+    assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
+    hosts = json.loads((run / "run.json").read_text())["remote"]["inventory"]["hosts"]
+    assert {h["root"] for h in hosts.values()} == {"/var/tmp/xfrbench"}
+    assert _wait_clean(lab) == []
+    assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
+
+
+def test_a_killed_run_whose_inventory_is_gone_is_torn_down_from_its_record(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The driver killed, then its inventory (a temporary one, written by hand) deleted:
+    `xfrbench clean` reaches the hosts from the run's record and leaves nothing."""
+    inventory = tmp_path / "temporary.yml"
+    inventory.write_text(_by_hand(lab, "yaml"))
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(SMALL_FLEET.replace("repeats = 1", "repeats = 200"))
+    registry = tmp_path / "registry"  # this run's record alone, for `clean` to find
+    env = {**os.environ, "XFRBENCH_REGISTRY_DIR": str(registry)}
+    with (tmp_path / "driver.log").open("w") as out:
+        driver = subprocess.Popen(
+            [*XFRBENCH, "run", "--inventory", str(inventory), str(scenario),
+             "--results", str(tmp_path), "--run-id", "killed"],
+            cwd=REPOSITORY, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    transfers = tmp_path / "killed" / "transfers.jsonl"
+    deadline = time.monotonic() + 300
+    while driver.poll() is None and time.monotonic() < deadline:
+        if transfers.exists() and transfers.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.5)
+    assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+    channels = _agent_channels(driver.pid)
+    try:
+        driver.kill()
+        driver.wait()
+        inventory.unlink()
+        result = subprocess.run(
+            [*XFRBENCH, "clean"], cwd=REPOSITORY, capture_output=True, text=True,
+            timeout=300, env=env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "removed remote run killed on ns0 (" in result.stdout, result.stdout
+        assert _wait_clean(lab) == []
+        assert not list(registry.glob("*.json"))
+    finally:
+        for pid in channels:  # they end as their agents do; never left behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 KNOT_NSD = """
 repeats = 2
 timeout = "60s"
@@ -428,35 +541,3 @@ def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) ->
     (sync,) = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
     assert sync["sent_bytes"] > 0  # the zone set, one rsync
     assert _wait_clean(lab) == []
-
-
-def test_a_host_ansible_cannot_reach_is_exit_3_naming_it(tmp_path: Path) -> None:
-    """Hosts whose SSH port refuses: the run stops before anything is measured (exit 3),
-    naming each host in Ansible's own words, and makes nothing on them. Its record stays
-    (teardown could not reach them either) for `xfrbench clean --inventory`."""
-    inventory = tmp_path / "inv.yml"
-    inventory.write_text(
-        "all:\n"
-        "  vars: {ansible_user: root, xfrbench_root: " + str(tmp_path / "root") + "}\n"
-        "  children:\n"
-        "    primary:\n"
-        "      hosts: {ns0: {ansible_host: 127.0.0.1, ansible_port: 1}}\n"
-        "    secondaries:\n"
-        "      hosts:\n"
-        "        gone1: {ansible_host: 127.0.0.2, ansible_port: 1, site: near}\n"
-        "        gone2: {ansible_host: 127.0.0.3, ansible_port: 1, site: far}\n"
-    )
-    registry = tmp_path / "registry"  # this run's record, apart from everyone's
-    result = subprocess.run(
-        [*XFRBENCH, "run", "--inventory", str(inventory), str(_scenario(tmp_path)),
-         "--results", str(tmp_path), "--run-id", "unreachable"],
-        cwd=REPOSITORY, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "XFRBENCH_REGISTRY_DIR": str(registry)},
-    )  # fmt: skip
-    assert result.returncode == 3, result.stdout[-2000:] + result.stderr[-2000:]
-    for host in ("ns0", "gone1", "gone2"):
-        assert f"host {host}: unreachable" in result.stderr, result.stderr
-    assert "Connection refused" in result.stderr  # ssh's own words, through Ansible's
-    assert not (tmp_path / "root").exists()  # nothing made on any host
-    (record,) = [json.loads(path.read_text()) for path in registry.glob("*.json")]
-    remove_work(Path(record["items"][0]["work"]))  # the controller's folder of the run

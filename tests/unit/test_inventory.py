@@ -8,7 +8,7 @@ import pytest
 
 from harness import spec
 from harness.core.errors import UserInputError
-from harness.inventory import load_inventory, match_sites
+from harness.inventory import DEFAULT_PYTHON, DEFAULT_ROOT, load_inventory, match_sites
 
 YAML = """
 all:
@@ -93,6 +93,20 @@ def test_an_ini_inventory_reads_the_same(tmp_path: Path) -> None:
     assert [h.metrics_port for h in inventory.hosts] == [None, None, 9187]
 
 
+def test_the_documented_defaults_reach_every_playbook(tmp_path: Path) -> None:
+    """What an operator leaves out (the folder, the interpreter) is resolved once, here,
+    and handed to the playbooks per host: they never default it themselves."""
+    text = "[primary]\np ansible_host=192.0.2.1\n[secondaries]\ns ansible_host=192.0.2.2 site=a\n"
+    text += "s ansible_python_interpreter=/opt/py/bin/python3 xfrbench_root=/srv/x/\n"
+    inventory = load_inventory(_write(tmp_path, "ops.ini", text))
+    assert inventory.playbook_vars() == {
+        "xfrbench_hosts": {
+            "p": {"root": DEFAULT_ROOT, "python": DEFAULT_PYTHON},
+            "s": {"root": "/srv/x", "python": "/opt/py/bin/python3"},
+        }
+    }
+
+
 def test_the_scenarios_sites_take_their_hosts_from_the_inventory(tmp_path: Path) -> None:
     inventory = load_inventory(_write(tmp_path, "lab.yml", YAML))
     matched = match_sites(inventory, _scenario(tmp_path))
@@ -142,6 +156,8 @@ def test_sites_on_one_side_only_are_refused_with_file_key_and_fix(
         ("all:\n  children: [\n", "Ansible cannot parse it"),
         ("[primary]\np ansible_host=192.0.2.1 xfrbench_metrics_port=http\n[secondaries]\n"
          "s ansible_host=192.0.2.2\n", "xfrbench_metrics_port 'http' is not a TCP port"),
+        ("[primary]\np ansible_host=192.0.2.1 ansible_python_interpreter=auto\n[secondaries]\n"
+         "s ansible_host=192.0.2.2\n", "ansible_python_interpreter 'auto' is not the path"),
     ],
 )  # fmt: skip
 def test_an_inventory_the_harness_cannot_run_on_is_refused(

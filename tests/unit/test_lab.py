@@ -9,8 +9,16 @@ import pytest
 import yaml
 
 from harness.core.errors import UserInputError
-from harness.inventory import load_inventory
-from harness.lab.build import Lab, LabHost, inventory_data, lab_layout, sshd_config
+from harness.inventory import DEFAULT_PYTHON, DEFAULT_ROOT, load_inventory
+from harness.lab.build import (
+    Lab,
+    LabHost,
+    inventory_data,
+    lab_layout,
+    ssh_client_config,
+    sshd_argv,
+    sshd_config,
+)
 
 
 def test_secondaries_are_spread_over_the_sites_in_runs() -> None:
@@ -46,7 +54,7 @@ def test_the_written_inventory_reads_back_through_ansible(tmp_path: Path) -> Non
         for i, (name, role, site) in enumerate(lab_layout(3, ["near", "far"]))
     )
     lab = Lab("abc123", tmp_path, tmp_path / "lab.yml", hosts, "198.18.0.130", tmp_path / "r")
-    lab.inventory.write_text(yaml.safe_dump(inventory_data(lab, tmp_path / "k", tmp_path / "kh")))
+    lab.inventory.write_text(yaml.safe_dump(inventory_data(lab, tmp_path / "k")))
     inventory = load_inventory(lab.inventory)
     assert inventory.primary.name == "ns0" and inventory.primary.address == "198.18.0.2"
     assert inventory.lab == "abc123"
@@ -55,6 +63,22 @@ def test_the_written_inventory_reads_back_through_ansible(tmp_path: Path) -> Non
         "far": ["ns3"],
     }
     ns3 = inventory.host("ns3")
-    assert ns3.root == str(tmp_path / "r" / "ns3")
-    assert ns3.ssh.key_file == str(tmp_path / "k")
-    assert f"UserKnownHostsFile={tmp_path / 'kh'}" in ns3.ssh.options
+    # As an operator writes one: the documented defaults, this machine's ssh config.
+    assert (ns3.root, ns3.python) == (DEFAULT_ROOT, DEFAULT_PYTHON)
+    assert ns3.ssh.key_file == str(tmp_path / "k") and ns3.ssh.options == ()
+
+
+def test_this_machines_ssh_knows_the_lab_hosts_keys_and_no_others() -> None:
+    text = ssh_client_config("abc123", ["198.18.0.2", "198.18.0.34"], Path("/l/known_hosts"))
+    assert "\nHost 198.18.0.2 198.18.0.34\n" in text
+    assert "    UserKnownHostsFile /l/known_hosts\n    StrictHostKeyChecking yes\n" in text
+    assert "Host *" not in text
+
+
+def test_each_sshd_has_a_var_tmp_of_its_own() -> None:
+    argv = sshd_argv(Path("/l/ns1/sshd_config"), Path("/var/tmp/xfrbench-lab-abc123/ns1"))
+    assert argv[:2] == ["sh", "-c"] and "mount --bind" in argv[2] and "/var/tmp" in argv[2]
+    assert argv[3:] == [
+        "/var/tmp/xfrbench-lab-abc123/ns1", "/usr/sbin/sshd", "-D", "-e", "-f",
+        "/l/ns1/sshd_config",
+    ]  # fmt: skip
