@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.core.transport import Transport
 from harness.measure.protocol import Pulled
 from harness.xfr import PullResult, TsigKey
 from harness.xfr.kdig import kdig_pull
@@ -23,24 +24,28 @@ def pull_zone(
     zone: str,
     address: str,
     netns: str | None,
+    transport: Transport,
     *,
     tls_ca: Path | None,
     tsig: TsigKey | None,
     timeout: float,
 ) -> PullResult:
     """Pull `zone` (AXFR) from the primary at `address` from the namespace `netns` (None:
-    this host's) with `method` ("own" or "kdig"), over XoT when `tls_ca` and with TSIG
-    when `tsig`."""
+    this host's) with `method` ("own" or "kdig") over `transport`: of the group's `tsig`
+    key and TLS CA, those it uses."""
+    tsig, tls_ca = transport.secrets(tsig, tls_ca)
+    if transport.tls and tls_ca is None:
+        raise ValueError(f"a pull over {transport} needs the primary's TLS CA")
     options: dict[str, Any] = {
-        "port": 853 if tls_ca else 53,
+        "port": transport.port,
         "netns": netns,
         "tsig": tsig,
-        "tls_hostname": TLS_HOSTNAME if tls_ca else None,
+        "tls_hostname": TLS_HOSTNAME if transport.tls else None,
         "timeout": timeout,
     }
     if method == "own":
         # Digested after the timed read (not beside it): the figure is the reader's.
-        tls = xot_context(tls_ca) if tls_ca else None
+        tls = xot_context(tls_ca) if tls_ca is not None else None
         return verify_copy(address, zone, concurrent=False, tls=tls, **options)
     return kdig_pull(address, zone, xfr="axfr", tls_ca=tls_ca, digest="rrsum", **options)
 
@@ -76,13 +81,17 @@ def client_pull(
     zone: str,
     address: str,
     netns: str | None,
+    transport: Transport,
     *,
     tls_files: TlsFiles | None,
     tsig: TsigKey | None,
     timeout: float,
     reference: ZoneSum,
 ) -> Pulled:
-    """pull_zone from a namespace, with the case's TLS files, as the protocol keeps it."""
+    """pull_zone from a namespace over `transport`, with the group's TLS files and key, as
+    the protocol keeps it."""
     tls_ca = tls_files.ca_cert if tls_files else None
-    result = pull_zone(method, zone, address, netns, tls_ca=tls_ca, tsig=tsig, timeout=timeout)
+    result = pull_zone(
+        method, zone, address, netns, transport, tls_ca=tls_ca, tsig=tsig, timeout=timeout
+    )
     return pulled(result, reference, result.started_at or time.time())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness import zonegen
+from harness.core.transport import XOT_PORT
 from harness.measure import processes as srv
 from harness.measure.client_pull import client_pull
 from harness.measure.cold_start import (
@@ -137,19 +138,17 @@ class LiveCase:
         host_plan = next(h for h in self.plan.hosts if h.name == name)
         group, case = self.group, self.plan
         if host_plan.role == "primary":
-            tsig, tls, ixfr = self.tsig, self.tls, group.ixfr
-            tsig_only = all(c.tsig_algorithm for c in group.cases)
+            transport, ixfr, tsig_only = None, group.ixfr, group.signed_only
         else:
-            tsig = self.tsig if case.tsig_algorithm else None
-            tls = self.tls if case.tls else None
-            ixfr, tsig_only = case.ixfr, True
+            transport, ixfr, tsig_only = case.transport, case.ixfr, True
         setup = srv.server_setup(
             host_plan,
             self.testbed,
             workdir,
             zones,
-            tsig=tsig,
-            tls=tls,
+            transport=transport,
+            tsig=self.tsig,
+            tls=self.tls,
             ixfr=ixfr,
             notify=case.notify,
             update_key=self.update_key,
@@ -244,7 +243,7 @@ class LiveCase:
                     f"serial {wanted[origin]}"
                 )
         if self.group.tls:
-            srv.wait_listening(self.primary, 853)
+            srv.wait_listening(self.primary, XOT_PORT)
 
     def prepare_secondaries(self) -> None:
         self.stop_secondaries()
@@ -536,8 +535,9 @@ class LiveCase:
             self.first_zone,
             self.primary.host.address,
             self.testbed.hosts[host].netns,
-            tls_files=self.tls if self.plan.tls else None,
-            tsig=self.tsig if self.plan.tsig_algorithm else None,
+            self.plan.transport,
+            tls_files=self.tls,
+            tsig=self.tsig,
             timeout=self.plan.timeout,
             reference=self._reference(self.first_zone),
         )
@@ -566,7 +566,7 @@ class LiveCase:
         return settled.to_json()
 
     def begin_observation(self) -> None:
-        self.observer = TransferObserver(self.testbed, self.plan, self.wire, self.plan.tls)
+        self.observer = TransferObserver(self.testbed, self.plan, self.wire)
         self.observer.begin()
 
     def finish_observation(self) -> None:

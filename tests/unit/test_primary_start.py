@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness.core.transport import TCP
 from harness.measure import live
 from harness.measure.protocol import START_TIMEOUT
 from harness.xfr import XfrTimeout
@@ -35,7 +36,7 @@ def primary_loading_for(
     monkeypatch.setattr(live.srv, "spawn", lambda testbed, running: None)
     monkeypatch.setattr(live, "WireWatch", _NoWire)
     plan = SimpleNamespace(
-        primary=SimpleNamespace(name="primary"), secondaries=[], timeout=timeout, tls=False
+        primary=SimpleNamespace(name="primary"), secondaries=[], timeout=timeout, transport=TCP
     )
     zones = SimpleNamespace(files=[SimpleNamespace(origin="cz.", serial=1)])
     case = live.LiveCase(plan, tmp_path, SimpleNamespace(hosts={}), {}, zones, None, None)  # type: ignore[arg-type]
