@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Transport = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
+# A transport's name; harness/core/transport.py says what each means (`Transport`).
+TransportName = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
 XfrKind = Literal["axfr", "ixfr"]
 Trigger = Literal["notify", "retransfer", "cold-start", "stream"]
 Role = Literal["primary", "secondary"]  # a server's part in the relation
@@ -25,7 +26,7 @@ FaultKind = Literal[
     "secondary-kill",
 ]
 
-TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
+TRANSPORTS: tuple[TransportName, ...] = get_args(TransportName)
 XFR_KINDS: tuple[XfrKind, ...] = get_args(XfrKind)
 TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -33,11 +34,3 @@ METHODS: tuple[Method, ...] = get_args(Method)
 SERVER_KINDS: tuple[ServerKind, ...] = get_args(ServerKind)
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 SERVER_TO_SERVER: Method = "server-to-server"
-
-
-def uses_tls(transport: str) -> bool:
-    return transport.startswith("xot")
-
-
-def uses_tsig(transport: str) -> bool:
-    return transport.endswith("tsig")

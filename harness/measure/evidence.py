@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.terms import Transport, XfrKind
+from harness.core.terms import XfrKind
+from harness.core.transport import Transport
 from harness.measure.logged import Logged
 from harness.measure.transport_seen import TransportSeen
 from harness.measure.xfr_seen import XfrSeen

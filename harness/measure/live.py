@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness import zonegen
+from harness.core.transport import XOT_PORT
 from harness.measure import processes as srv
 from harness.measure.client_pull import pulled
 from harness.measure.cold_start import (
@@ -150,8 +151,7 @@ class LiveCase:
         group, case = self.group, self.plan
         update_key = None
         if host_plan.role == "primary":
-            tsig, tls, ixfr = self.tsig, self.tls, group.ixfr
-            tsig_only = all(c.tsig_algorithm for c in group.cases)
+            transport, ixfr, tsig_only = None, group.ixfr, group.signed_only
             # A primary that takes new versions as files gets no update key: a zone open
             # to updates is a dynamic zone, which BIND will not reload from its file.
             by_file = server_class(host_plan.server.kind).publishes_zone_files(
@@ -159,9 +159,7 @@ class LiveCase:
             )
             update_key = None if by_file else self.update_key
         else:
-            tsig = self.tsig if case.tsig_algorithm else None
-            tls = self.tls if case.tls else None
-            ixfr, tsig_only = case.ixfr, True
+            transport, ixfr, tsig_only = case.transport, case.ixfr, True
         peers = (
             [h.name for h in case.secondaries]
             if host_plan.role == "primary"
@@ -173,8 +171,9 @@ class LiveCase:
             peers,
             workdir,
             zones,
-            tsig=tsig,
-            tls=tls,
+            transport=transport,
+            tsig=self.tsig,
+            tls=self.tls,
             ixfr=ixfr,
             notify=case.notify,
             update_key=update_key,
@@ -269,7 +268,7 @@ class LiveCase:
                     f"serial {wanted[origin]}"
                 )
         if self.group.tls:
-            srv.wait_listening(self.primary, 853)
+            srv.wait_listening(self.primary, XOT_PORT)
 
     def prepare_secondaries(self) -> None:
         self.stop_secondaries()
@@ -536,8 +535,9 @@ class LiveCase:
             method,
             self.first_zone,
             self.primary.place.address,
-            tls_ca=self.tls.ca_cert if self.tls and self.plan.tls else None,
-            tsig=self.tsig if self.plan.tsig_algorithm else None,
+            self.plan.transport,
+            tls_ca=self.tls.ca_cert if self.tls else None,
+            tsig=self.tsig,
             timeout=self.plan.timeout,
         )
         return pulled(result, self._reference(self.first_zone), result.started_at or self.wall())
@@ -566,7 +566,7 @@ class LiveCase:
         return settled.to_json()
 
     def begin_observation(self) -> None:
-        self.observer = TransferObserver(self.places, self.plan, self.wire, self.plan.tls)
+        self.observer = TransferObserver(self.places, self.plan, self.wire)
         self.observer.begin()
 
     def finish_observation(self) -> None:

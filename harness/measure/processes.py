@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import XfrbenchError
+from harness.core.transport import Transport
 from harness.observe.sampler import Target
 from harness.observe.tcp_states import PortRange
 from harness.place import Place, Places, Proc
@@ -61,6 +62,7 @@ def server_setup(
     workdir: Path,
     zones: list[ZoneEntry],
     *,
+    transport: Transport | None,
     tsig: TsigKey | None,
     tls: TlsFiles | None,
     ixfr: bool,
@@ -68,15 +70,20 @@ def server_setup(
     update_key: TsigKey | None = None,
 ) -> ServerSetup:
     """What a dialect renders for one host: its address, its peers (a primary's secondaries,
-    a secondary's primary: `peer_names`), zones, secrets, and the per-run control socket."""
+    a secondary's primary: `peer_names`), zones, secrets, and the per-run control socket.
+    A secondary transfers over `transport` with the secrets of the group it needs; a
+    primary (None) serves with all of them."""
     me = places.place(host_plan.name)
     peers = tuple(places.place(name).address for name in peer_names)
+    if transport is not None:
+        tsig, tls = transport.secrets(tsig, tls)
     return ServerSetup(
         role=host_plan.role,
         address=me.address,
         peers=peers,
         zones=zones,
         workdir=workdir,
+        transport=transport,
         tsig=tsig,
         tls=tls,
         ixfr=ixfr,
@@ -140,8 +147,9 @@ def restart(running: RunningServer) -> None:
 
 
 def switch_fields(setup: ServerSetup) -> tuple[object, ...]:
-    """What a switch between the cases of a group may change in a server's setup."""
-    return (setup.tsig, setup.tls, setup.ixfr, setup.provide_ixfr, setup.options, setup.config)
+    """What a switch between the cases of a group may change in a server's setup (a
+    secondary's transport brings its secrets; a primary's stay the group's)."""
+    return (setup.transport, setup.ixfr, setup.provide_ixfr, setup.options, setup.config)
 
 
 def reconfigure_all(servers: list[RunningServer], timeout: float) -> None:

@@ -71,7 +71,7 @@ def transfer_record(
         secondary_kind=secondary.server.kind,
         host=secondary.name,
         site=secondary.site if plan.is_fleet else None,
-        transport=plan.transport,
+        transport=plan.transport.name,
         xfr=plan.xfr,
         zone=zone,
         serial=observed.serial,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.transport import Transport
 from harness.measure.measured import Missing, measured
 from harness.measure.protocol import START_TIMEOUT, Bench, PublishFailed, unrecorded_update
 from harness.measure.transport_seen import TransportSeen
@@ -33,7 +34,7 @@ class SwitchProof:
     def ok(self) -> bool:
         return not self.problems
 
-    def reason(self, transport: str) -> str:
+    def reason(self, transport: Transport) -> str:
         """Why the switch failed, in one line for the records."""
         why = "; ".join(f"{host}: {text}" for host, text in self.problems.items())
         return f"the switch to {transport} was not proven by serial {self.serial}: {why}"

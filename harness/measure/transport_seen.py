@@ -12,13 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.terms import Transport, uses_tls, uses_tsig
-
-TCP_PORT, XOT_PORT = 53, 853
-
-
-def port_of(transport: str) -> int:
-    return XOT_PORT if uses_tls(transport) else TCP_PORT
+from harness.core.transport import XOT_PORT, Transport
 
 
 @dataclass(frozen=True)
@@ -32,18 +26,17 @@ class TransportSeen:
         """The transport, when the evidence names exactly one."""
         if len(self.ports) != 1 or self.signed is None:
             return None
-        name = ("xot" if self.ports[0] == XOT_PORT else "tcp") + ("-tsig" if self.signed else "")
-        return name  # type: ignore[return-value]
+        return Transport.seen(tls=self.ports[0] == XOT_PORT, signed=self.signed)
 
     def contradiction(self, expected: Transport) -> str | None:
         """What the evidence says against `expected`, or None (also when it says nothing)."""
-        want = port_of(expected)
+        want = expected.port
         other = [p for p in self.ports if p != want]
         if other:
             return (
                 f"the secondary connected to the primary's port {other[0]}, not {want} ({expected})"
             )
-        if self.signed is not None and self.signed != uses_tsig(expected):
+        if self.signed is not None and self.signed != expected.signed:
             said, meant = ("signed", "unsigned") if self.signed else ("unsigned", "signed")
             return f"the {self.said_by}'s log says the transfer was {said}; {expected} is {meant}"
         return None
@@ -73,7 +66,7 @@ class TransportSeen:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "transport": self.transport,
+            "transport": self.transport.name if self.transport is not None else None,
             "ports": list(self.ports),
             "signed": self.signed,
             "signed_said_by": self.said_by,

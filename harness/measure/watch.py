@@ -4,7 +4,7 @@ the secondary really advertised, when the secondary asked for the SOA and connec
 how many connections it opened: SYNs counted distinct by source port), and what it left in
 the TCP tables (`extra["sockets"]`: harness/observe/transfer_sockets.py).
 
-    observer = TransferObserver(places, plan, wire, tls)
+    observer = TransferObserver(places, plan, wire)
     observer.begin()                     # counters and sockets now; TCP watches start
     ...                                  # the trigger, the transfer
     observer.finish()                    # every transfer ended: counters and sockets
@@ -106,11 +106,11 @@ def wire_facts(events: list[WireEvent], t0: float) -> dict[str, Any]:
 class TransferObserver:
     """The observations around one repeat's transfers (every secondary of the case)."""
 
-    def __init__(self, places: Places, plan: CasePlan, wire: WireWatch | None, tls: bool):
+    def __init__(self, places: Places, plan: CasePlan, wire: WireWatch | None):
         self.places = places
         self.plan = plan
         self.wire = wire
-        self.port = 853 if tls else 53
+        self.port = plan.transport.port  # the primary's port its secondaries connect to
         self._before: dict[str, Any] = {}
         self._after: dict[str, Any] = {}
         self._watches: dict[str, ConnectionWatch] = {}

@@ -120,7 +120,7 @@ class Exporter:
                 plan.name,
                 plan.primary.server.kind,
                 host.server.kind,
-                plan.transport,
+                plan.transport.name,
                 plan.xfr,
                 plan.methods if index == 0 else (SERVER_TO_SERVER,),
                 host=host.name if plan.is_fleet else "secondary",

@@ -32,9 +32,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.transport import DNS_PORT, XOT_PORT
 from harness.observe.sockdiag_wire import DiagSocket
 
-DNS_PORTS = frozenset({53, 853})
+DNS_PORTS = frozenset({DNS_PORT, XOT_PORT})
 TIME_WAIT = "time_wait"
 # On their way to TIME_WAIT (or gone): the after-dump is taken again while a new connection
 # on a pair is in one of these, so that a transfer's close is counted, not raced.

@@ -68,6 +68,7 @@ from typing import Any, Protocol
 
 import dns.rrset
 
+from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.sockdiag import ConnectionWatch
@@ -205,12 +206,14 @@ class Place(Protocol):
         method: str,
         zone: str,
         address: str,
+        transport: Transport,
         *,
         tls_ca: Path | None,
         tsig: TsigKey | None,
         timeout: float,
     ) -> PullResult:
-        """A client on this host pulls `zone` from the server at `address`."""
+        """A client on this host pulls `zone` from the server at `address` over
+        `transport` (of the group's key and TLS CA, those it uses)."""
         ...
 
     def wait_zones(

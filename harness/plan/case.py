@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import zonegen
-from harness.core.terms import Method, Role, Transport, Trigger, XfrKind, uses_tls, uses_tsig
+from harness.core.terms import Method, Role, Trigger, XfrKind
+from harness.core.transport import Transport
 from harness.plan.endpoint import Endpoint
 from harness.plan.stream import StreamPlan
 from harness.servers.capabilities import Capabilities, Support
@@ -49,14 +50,13 @@ class CasePlan:
     case: Case
     zone_spec: zonegen.ZoneSpec
     hosts: tuple[HostPlan, ...]  # the primary first
-    transport: Transport
+    transport: Transport  # its case's (TLS, TSIG algorithm, port)
     xfr: XfrKind
     trigger: Trigger
     repeats: int
     timeout: float
     changes: int  # records per IXFR change set
     client_pulls: tuple[str, ...]
-    tsig_algorithm: str | None  # None: no TSIG
     settle: float = 1.0  # most seconds from one transfer's end to the next trigger
     settle_fixed: bool = False  # wait all of `settle`, whatever the evidence says
     prove: str = "once"  # prove a switch to a configuration once per visit, or every one
@@ -84,10 +84,6 @@ class CasePlan:
     def is_fleet(self) -> bool:
         """Declared sites, or more than one secondary: records name their secondary."""
         return self.case.scenario.secondaries is not None or len(self.secondaries) > 1
-
-    @property
-    def tls(self) -> bool:
-        return uses_tls(self.transport)
 
     @property
     def notify(self) -> bool:
@@ -134,7 +130,7 @@ class CasePlan:
         servers' settings, the transport, the transfer kind, then its fault (a case of its
         own beside them). plan/schedule.py clustered_pass keeps shared prefixes together."""
         fault = self.fault.label if self.fault is not None else ""
-        return (self.servers_key, self.transport, self.xfr, fault)
+        return (self.servers_key, self.transport.name, self.xfr, fault)
 
 
 def zone_spec(case: Case) -> zonegen.ZoneSpec:
@@ -190,7 +186,6 @@ def plan_case(case: Case) -> CasePlan:
         timeout=scenario.timeout,
         changes=changes,
         client_pulls=tuple(scenario.client_pulls),
-        tsig_algorithm=scenario.tsig_algorithm if uses_tsig(case.transport) else None,
         settle=scenario.settle,
         settle_fixed=scenario.settle_fixed,
         prove=scenario.prove,
@@ -207,8 +202,8 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
     `servers`: host name -> ("<kind> <version>", its capabilities).
     """
     needs = (  # (the case needs it, the primary's capability, each secondary's)
-        (plan.tls, "xot_primary", "xot_secondary"),
-        (plan.tsig_algorithm is not None, "tsig", "tsig"),
+        (plan.transport.tls, "xot_primary", "xot_secondary"),
+        (plan.transport.signed, "tsig", "tsig"),
         (plan.ixfr, "ixfr_primary", "ixfr_secondary"),
     )
     primary, caps = servers[plan.primary.name]
@@ -287,11 +282,18 @@ class GroupPlan:
 
     @property
     def tls(self) -> bool:
-        return any(case.tls for case in self.cases)
+        """A case of the group is over TLS: the primary listens for XoT."""
+        return any(case.transport.tls for case in self.cases)
 
     @property
     def tsig_algorithm(self) -> str | None:
-        return next((c.tsig_algorithm for c in self.cases if c.tsig_algorithm), None)
+        """The algorithm of the group's TSIG key, None when no case is signed."""
+        return next((c.transport.tsig_algorithm for c in self.cases if c.transport.signed), None)
+
+    @property
+    def signed_only(self) -> bool:
+        """Every case of the group is signed: the primary refuses unsigned transfers."""
+        return all(case.transport.signed for case in self.cases)
 
     @property
     def ixfr(self) -> bool:

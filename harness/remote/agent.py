@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.core.stopping import stop_process
+from harness.core.transport import Transport
 from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
@@ -68,6 +69,7 @@ def setup_from(data: dict[str, Any]) -> ServerSetup:
         peers=tuple(data["peers"]),
         zones=[ZoneEntry(z["origin"], Path(z["file"])) for z in data["zones"]],
         workdir=Path(data["workdir"]),
+        transport=Transport.from_dict(data["transport"]) if data.get("transport") else None,
         tsig=tsig,
         tsig_known=known,
         tsig_only=data.get("tsig_only", True),

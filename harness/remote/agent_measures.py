@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.stopping import stop_process
+from harness.core.transport import Transport
 from harness.measure.client_pull import pull_zone
 from harness.measure.cold_start import polling_summary
 from harness.remote.pathwatch import PathWatch
@@ -100,16 +101,18 @@ class Measures:
         method: str,
         address: str,
         zone: str,
+        transport: dict[str, Any],
         tsig: dict[str, str] | None,
         tls_ca: str | None,
         timeout: float,
     ) -> dict[str, Any]:
-        """A client on this host pulls `zone` from `address` (AXFR), with the harness's own
-        reader or kdig, as the netns backend's pull does; times are this host's."""
+        """A client on this host pulls `zone` from `address` (AXFR) over `transport`
+        (Transport.to_dict), with the harness's own reader or kdig, as the netns backend's
+        pull does; times are this host's."""
         key = TsigKey(**tsig) if tsig else None
         ca = Path(tls_ca) if tls_ca else None
-        return pull_zone(method, zone, address, None, tls_ca=ca, tsig=key,
-                         timeout=timeout).to_dict()  # fmt: skip
+        return pull_zone(method, zone, address, None, Transport.from_dict(transport), tls_ca=ca,
+                         tsig=key, timeout=timeout).to_dict()  # fmt: skip
 
     # --- the real path -----------------------------------------------------------------------
 

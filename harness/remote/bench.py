@@ -18,6 +18,7 @@ from typing import Any
 
 from harness import zonegen
 from harness.core.errors import ToolFailed
+from harness.core.transport import XOT_PORT
 from harness.measure.client_pull import pulled
 from harness.measure.copies import read_back
 from harness.measure.live import Switched
@@ -130,13 +131,13 @@ class RemoteCase(Observing, ColdStarting):
         host, group, case = self._host(name), self.group, self.plan
         workdir = self.workdir(name)
         if host.role == "primary":
-            tsig, ixfr, tls = self.tsig, group.ixfr, self._tls(name)
-            tsig_only = all(c.tsig_algorithm for c in group.cases)
+            transport, tsig, tls = None, self.tsig, self._tls(name)
+            ixfr, tsig_only = group.ixfr, group.signed_only
             peers = [self.address(h.name) for h in self.plan.secondaries]
             zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
         else:
-            tsig = self.tsig if case.tsig_algorithm else None
-            tls = self._tls(name) if case.tls else None
+            transport = case.transport
+            tsig, tls = transport.secrets(self.tsig, self._tls(name))
             ixfr, tsig_only = case.ixfr, True
             peers = [self.address(self.plan.primary.name)]
             zones = [{"origin": z, "file": f"{workdir}/zones/{z}zone"} for z in self.zones]
@@ -146,6 +147,7 @@ class RemoteCase(Observing, ColdStarting):
             "peers": peers,
             "zones": zones,
             "workdir": workdir,
+            "transport": transport.to_dict() if transport is not None else None,
             "tsig": _key(tsig),
             "tsig_known": _key(self.tsig),
             "tsig_only": tsig_only,
@@ -221,7 +223,7 @@ class RemoteCase(Observing, ColdStarting):
                                  f"{origin} serial {self.base_serial}")  # fmt: skip
         if self.group.tls:  # its TLS listener comes up with the zones
             self.fleet.channel(name).call(
-                "wait_listening", wait=START_TIMEOUT + 5, address=self.address(name), port=853,
+                "wait_listening", wait=START_TIMEOUT + 5, address=self.address(name), port=XOT_PORT,
                 timeout=START_TIMEOUT,
             )  # fmt: skip
 
@@ -257,11 +259,12 @@ class RemoteCase(Observing, ColdStarting):
             if name not in self.running:
                 continue
             setup, old = self._setup(name), self.setups[name]
-            if all(setup[k] == old[k] for k in ("tsig", "tls", "ixfr")):
+            before, after = setup_from(old), setup_from(setup)
+            if before.transport == after.transport and before.ixfr == after.ixfr:
                 continue
             dialect = server_class(self.binaries[name].kind)
             started = setup_from(self.started_with[name])
-            if dialect.switches_by_reconfig(started, setup_from(old), setup_from(setup)):
+            if dialect.switches_by_reconfig(started, before, after):
                 try:
                     self.fleet.channel(name).call(
                         "reconfig", wait=case.timeout + 5, name=name, setup=setup,
@@ -495,11 +498,11 @@ class RemoteCase(Observing, ColdStarting):
     def pull(self, method: str, host: str) -> Pulled:
         """A client on `host` (a secondary's) pulls the first zone from the primary across
         the real path, through that host's agent."""
-        tls = self._tls(host) if self.plan.tls else None
-        tsig = self.tsig if self.plan.tsig_algorithm else None
+        tls = self._tls(host)
         data = self.fleet.channel(host).call(
             "pull", wait=self.plan.timeout + 30, method=method,
-            address=self.address(self.plan.primary.name), zone=self.first_zone, tsig=_key(tsig),
+            address=self.address(self.plan.primary.name), zone=self.first_zone,
+            transport=self.plan.transport.to_dict(), tsig=_key(self.tsig),
             tls_ca=tls["ca_cert"] if tls else None, timeout=self.plan.timeout,
         )  # fmt: skip
         result = PullResult(**data)

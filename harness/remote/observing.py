@@ -113,7 +113,7 @@ class Observing:
         self._observing = (self.clock(), 0.0)
         self.paths = {}
         peers = [self.address(h.name) for h in self.plan.secondaries]
-        port = 853 if self.plan.tls else 53
+        port = self.plan.transport.port
         self.fleet.channel(self.plan.primary.name).call("paths_start", peers=peers, port=port)
 
     def finish_observation(self) -> None:

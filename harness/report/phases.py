@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS, XFR_KINDS
+from harness.core.transport import Transport
 from harness.results.failures import no_result
 from harness.results.model import TransferRecord
 
@@ -142,7 +143,7 @@ def phases_of(record: TransferRecord, n: int, site: str | None) -> CasePhases:
             origin, start = ORIGIN_TRIGGER, "trigger"
         if "soa_query" in phases:
             points.append(("SOA query", phases["soa_query"]))
-        elif record.transport.startswith("xot"):
+        elif Transport.parse(record.transport).tls:
             notes.append(XOT_NOTE)
         if "connect" in phases:
             points.append(("connect", phases["connect"]))

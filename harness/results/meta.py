@@ -184,7 +184,7 @@ def case_meta(
         format_version=FORMAT_VERSION,
         case=plan.name,
         axes=plan.case.axes,
-        transport=plan.transport,
+        transport=plan.transport.name,
         xfr=plan.xfr,
         scenario=plan.case.scenario.model_dump(mode="json"),
         testbed=testbed,

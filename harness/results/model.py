@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from harness.core.errors import XfrbenchError
-from harness.core.terms import METHODS, TRANSPORTS, XFR_KINDS, Method, Transport, XfrKind
+from harness.core.terms import METHODS, TRANSPORTS, XFR_KINDS, Method, TransportName, XfrKind
 
 FORMAT_VERSION = 2
 
@@ -81,7 +81,7 @@ class TransferRecord:
     secondary_kind: str  # the secondary's
     host: str  # the secondary's host ("secondary" in a case of one; a fleet's "seoul-2")
     site: str | None  # the secondary's site in a fleet; None for a case of one
-    transport: Transport
+    transport: TransportName  # the case's Transport by its name (harness/core/transport.py)
     xfr: XfrKind
     zone: str
     serial: int | None

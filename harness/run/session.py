@@ -22,6 +22,7 @@ from typing import Any
 from harness import zonegen
 from harness.compose.backend import Backend
 from harness.core.errors import ToolFailed
+from harness.core.transport import Transport
 from harness.link.path import compute_bound, configured_rtt, through
 from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.cold_start_flow import cold_start_repeat
@@ -109,7 +110,7 @@ class GroupSession:
         self.unswitched: dict[str, str] = {}  # case -> why switching to it failed this visit
         # Configurations (servers' settings, transport) a transfer over them proved this
         # visit, and its serial: a switch back to one needs no new proof (prove = "once").
-        self.proven: dict[tuple[str, str], int] = {}
+        self.proven: dict[tuple[str, Transport], int] = {}
         self.switched_at: float | None = None  # when the last switch began (bench clock)
         self._stack: Any = None
 
@@ -369,7 +370,7 @@ class GroupSession:
         write_case_files(self.dir, metas)
 
 
-def _configuration(plan: CasePlan) -> tuple[str, str]:
+def _configuration(plan: CasePlan) -> tuple[str, Transport]:
     """What a switch proof proves: the servers' settings and the transport (a change of
     transfer kind alone is shown by each record's evidence of the kind)."""
     return plan.servers_key, plan.transport

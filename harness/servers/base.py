@@ -27,7 +27,8 @@ from typing import Any, ClassVar, Literal, get_args
 import dns.rrset
 import jinja2
 
-from harness.core.terms import TRANSPORTS, Role, ServerKind, Transport
+from harness.core.terms import TRANSPORTS, Role, ServerKind, TransportName
+from harness.core.transport import DNS_PORT, XOT_PORT, Transport
 from harness.servers.capabilities import Capabilities, Footprint
 from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
@@ -63,6 +64,9 @@ class ServerSetup:
     peers: tuple[str, ...]
     zones: list[ZoneEntry]
     workdir: Path
+    # A secondary's transport (its case's): the secrets below that it uses follow from it
+    # (Transport.secrets). None for a primary, which serves every transport of its group.
+    transport: Transport | None = None
     # A secondary signs its queries and transfers with `tsig`; a primary accepts transfers
     # signed with it and signs its NOTIFYs. `tsig_known`: a key defined without being used
     # (a secondary switched to a case without TSIG still checks signed NOTIFYs);
@@ -81,8 +85,8 @@ class ServerSetup:
     provide_ixfr: bool = True
     notify: bool = True  # primary: send NOTIFY to its secondaries on every new serial
     options: dict[str, int | str | bool] = field(default_factory=dict)
-    port: int = 53
-    tls_port: int = 853
+    port: int = DNS_PORT
+    tls_port: int = XOT_PORT
     control_port: int = 953
     # The per-run key a primary accepts dynamic updates with (dialects that publish new
     # versions by update: see Server.publish).
@@ -93,13 +97,6 @@ class ServerSetup:
     # The operator's own configuration snippet ([servers.<role>] config), verbatim; the
     # dialect puts it at its documented place (Server.snippet_sections).
     config: str = ""
-
-    @property
-    def transport(self) -> Transport:
-        """The transport a secondary set up this way transfers over."""
-        if self.tls:
-            return "xot-tsig" if self.tsig else "xot"
-        return "tcp-tsig" if self.tsig else "tcp"
 
     @property
     def socket_path(self) -> Path:
@@ -181,7 +178,7 @@ class Pacing:
     why: str
 
 
-Switch = tuple[Transport, Transport]  # a running secondary's transport: from, to
+Switch = tuple[TransportName, TransportName]  # a running secondary's transport: from, to
 EVERY_SWITCH: frozenset[Switch] = frozenset(
     (a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b
 )
@@ -330,8 +327,10 @@ class Server(ABC):
     ) -> bool:
         """Whether reconfig_argv switches a running secondary from `before` to `after`
         (`started`: what it was started with); False: the harness restarts it."""
-        move = (before.transport, after.transport)
-        if move[0] != move[1] and move not in cls.reconfig_switches:
+        if before.transport is None or after.transport is None:
+            raise ValueError("switches_by_reconfig: a secondary's setups name their transport")
+        move = before.transport.switch_to(after.transport)
+        if move is not None and move not in cls.reconfig_switches:
             return False
         settings = (before.options, before.config) != (after.options, after.config)
         if settings and not cls.reconfig_applies_options:

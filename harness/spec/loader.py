@@ -17,7 +17,8 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import ScenarioError
-from harness.core.terms import Transport, XfrKind
+from harness.core.terms import XfrKind
+from harness.core.transport import Transport
 from harness.spec import zonefiles
 from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
@@ -33,7 +34,7 @@ class Case:
 
     name: str
     axes: dict[str, Any]  # the matrix values that made this case, by dotted key
-    transport: Transport
+    transport: Transport  # made once here, from the name and the scenario's tsig_algorithm
     xfr: XfrKind
     scenario: Scenario
     fault: FaultSpec | None = None
@@ -243,7 +244,8 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
         scenario = _validate(variant, path, where)
         faults: list[FaultSpec | None] = list(scenario.faults) or [None]
         _check_stream(scenario, path, where)
-        for transport in base.transports:
+        for name in base.transports:
+            transport = Transport.parse(name, scenario.tsig_algorithm)
             for xfr in base.xfr:
                 for fault in faults:
                     name = "/".join(
@@ -255,7 +257,7 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                             for key, v in chosen.items()
                             if not _only_kinds(key, v)
                         ]
-                        + [transport, xfr]
+                        + [transport.name, xfr]
                         + ([fault.label] if fault is not None else [])
                     )
                     cases.append(Case(name, chosen, transport, xfr, scenario, fault))
@@ -267,7 +269,7 @@ def expand(raw: dict[str, Any], path: Path) -> tuple[Scenario, tuple[Case, ...]]
                 "/".join(
                     [case.pair.replace("->", "-")]
                     + [f"{k}={_case_label(v)}" for k, v in case.axes.items()]
-                    + [case.transport, case.xfr]
+                    + [case.transport.name, case.xfr]
                     + ([case.fault.label] if case.fault is not None else [])
                 ),
                 case.axes,

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from harness.core.stats import check_auto_repeats
-from harness.core.terms import Transport, Trigger, XfrKind
+from harness.core.terms import TransportName, Trigger, XfrKind
 from harness.servers import DIALECTS
 from harness.spec.faults import FaultSpec, check_faults
 from harness.spec.fields import Duration, Percent, Strict
@@ -169,7 +169,7 @@ class Scenario(Strict):
     passes: int = Field(default=2, ge=1, le=1000)
     schedule_seed: int = Field(default=1, ge=0)
     timeout: Duration = 300.0
-    transports: list[Transport] = Field(default_factory=lambda: ["tcp"], min_length=1)
+    transports: list[TransportName] = Field(default_factory=lambda: ["tcp"], min_length=1)
     xfr: list[XfrKind] = Field(default_factory=lambda: ["axfr"], min_length=1)
     trigger: Trigger = "notify"
     tsig_algorithm: TsigAlgorithm = "hmac-sha256"

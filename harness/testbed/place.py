@@ -23,6 +23,7 @@ from typing import Any
 import dns.rrset
 
 from harness.core.netns import socket_in
+from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.procfs import ProcessGone, descendants, netns_inode, parse_port_range
@@ -208,13 +209,14 @@ class TestbedPlace:
         method: str,
         zone: str,
         address: str,
+        transport: Transport,
         *,
         tls_ca: Path | None,
         tsig: TsigKey | None,
         timeout: float,
     ) -> PullResult:
-        return pull_zone(method, zone, address, self.netns, tls_ca=tls_ca, tsig=tsig,
-                         timeout=timeout)  # fmt: skip
+        return pull_zone(method, zone, address, self.netns, transport, tls_ca=tls_ca,
+                         tsig=tsig, timeout=timeout)  # fmt: skip
 
     def wait_zones(
         self,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from harness.core.transport import DNS_PORT, XOT_PORT
 from harness.xfr import PullResult, TsigKey, XfrKind
 from harness.xfr.digest import zone_digest_dnspython
 from harness.xfr.digest_pool import DigestFailed
@@ -167,7 +168,7 @@ def kdig_pull(
     zone_text = dns.name.from_text(zone).to_text()
     use_tls = tls or tls_ca is not None or tls_hostname is not None
     if port is None:
-        port = 853 if use_tls else 53
+        port = XOT_PORT if use_tls else DNS_PORT
     result = PullResult(ok=False, xfr=xfr, zone=zone_text, method="client-pull-kdig")
     if xfr == "ixfr" and serial is None:
         result.error = "an IXFR pull needs serial= (the client's current serial)"

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.netns import socket_in
+from harness.core.transport import DNS_PORT, XOT_PORT
 from harness.xfr import PullResult, TsigKey, XfrKind
 from harness.xfr import wire as w
 from harness.xfr.digest import DigestBuilder
 
 RECV_BUFFER = 4 << 20  # bytes; one recv() can take what the kernel has queued
-XOT_PORT = 853
-DNS_PORT = 53
 MAX_UNSIGNED_RUN = 99  # RFC 8945 5.3.1
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import spec
+from harness.core.transport import Transport
 from harness.results.folder import read_run
 from harness.run.runner import run_scenario
 
@@ -57,6 +58,6 @@ def test_four_transports_interleaved_on_one_testbed(tmp_path: Path) -> None:
     signed = {int(m["serial"]) for m in _SIGNED.finditer(text)}
     for record in records:
         assert record.serial is not None
-        expected_port = "853" if record.transport.startswith("xot") else "53"
-        assert port[record.serial] == expected_port, (record.case, record.serial)
-        assert (record.serial in signed) == record.transport.endswith("tsig"), record.case
+        transport = Transport.parse(record.transport)
+        assert port[record.serial] == str(transport.port), (record.case, record.serial)
+        assert (record.serial in signed) == transport.signed, record.case

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness import spec
-from harness.core.terms import Transport, uses_tls, uses_tsig
+from harness.core.terms import TransportName
+from harness.core.transport import Transport
 from harness.plan.case import group_cases, plan_case
 from harness.results.model import TransferRecord
 from harness.run.runner import NETNS, resolve_binaries
@@ -34,8 +35,8 @@ pytestmark = [
 T, TS, X, XS = "tcp", "tcp-tsig", "xot", "xot-tsig"
 # From TCP+TSIG to XoT, XoT+TSIG and back, then on through every other ordered pair of the
 # four transports once (an Eulerian circuit: 12 switches).
-EVERY_SWITCH_FROM_TCP_TSIG: list[Transport] = [TS, X, XS, TS, T, X, T, XS, X, TS, XS, T, TS]
-EVERY_SWITCH_FROM_TCP: list[Transport] = [T, TS, T, X, T, XS, TS, X, TS, XS, X, XS, T]
+EVERY_SWITCH_FROM_TCP_TSIG: list[TransportName] = [TS, X, XS, TS, T, X, T, XS, X, TS, XS, T, TS]
+EVERY_SWITCH_FROM_TCP: list[TransportName] = [T, TS, T, X, T, XS, TS, X, TS, XS, X, XS, T]
 
 # The secondary's own words for each serial it took: NSD's commit line, BIND's xfer-in.
 NSD_COMMIT = re.compile(
@@ -48,7 +49,7 @@ BIND_DONE = re.compile(
 )
 
 
-def visit(tmp_path: Path, secondary: str, sequence: list[Transport]) -> list[TransferRecord]:
+def visit(tmp_path: Path, secondary: str, sequence: list[TransportName]) -> list[TransferRecord]:
     """One testbed visit running one measured repeat per item of `sequence`, in that order
     (the secondary starts on the first), through the harness's own session."""
     path = tmp_path / "switches.toml"
@@ -60,7 +61,7 @@ def visit(tmp_path: Path, secondary: str, sequence: list[Transport]) -> list[Tra
     )
     plans = [plan_case(case) for case in spec.load(path).cases]
     (group,) = group_cases(plans)
-    index = {case.transport: i for i, case in enumerate(group.cases)}
+    index = {case.transport.name: i for i, case in enumerate(group.cases)}
     per_case, _ = resolve_binaries(plans, NETNS, path)
     records: list[TransferRecord] = []
     run = RunContext("switches", records.append, per_case, NETNS)
@@ -87,7 +88,7 @@ def secondary_saw(tmp_path: Path, kind: str) -> dict[int, tuple[str, bool]]:
 
 
 def check_visit(
-    records: list[TransferRecord], sequence: list[Transport], saw: dict[int, tuple[str, bool]]
+    records: list[TransferRecord], sequence: list[TransportName], saw: dict[int, tuple[str, bool]]
 ) -> None:
     assert [r.transport for r in records] == sequence
     assert all(r.ok and r.verified for r in records), [(r.transport, r.error) for r in records]
@@ -95,8 +96,8 @@ def check_visit(
         # The harness's evidence (wire, primary's log) and the secondary's own log agree.
         assert record.extra["transport_seen"]["transport"] == record.transport
         assert record.serial is not None
-        assert saw[record.serial] == ("853" if uses_tls(record.transport) else "53",
-                                      uses_tsig(record.transport)), record.serial  # fmt: skip
+        transport = Transport.parse(record.transport)
+        assert saw[record.serial] == (str(transport.port), transport.signed), record.serial
         schedule = record.extra["schedule"]
         if schedule["switched"]:
             proof = schedule["proof"]
@@ -138,7 +139,7 @@ def test_nsd_restarted_for_switches_it_is_not_declared_to_make(
     # The restart path, on a dialect declaring no switch (as a new one does): stopped, its
     # xfrd.state removed, started with the new config, proven like any switch.
     monkeypatch.setattr(Nsd, "reconfig_switches", frozenset())
-    sequence: list[Transport] = [TS, X, XS, T]
+    sequence: list[TransportName] = [TS, X, XS, T]
     records = visit(tmp_path, "nsd", sequence)
     check_visit(records, sequence, secondary_saw(tmp_path, "nsd"))
     switched = [r.extra["schedule"] for r in records[1:]]

@@ -62,7 +62,7 @@ def visit(tmp_path: Path, primary: str, secondary: str) -> list[TransferRecord]:
     )
     plans = [plan_case(case) for case in spec.load(path).cases]
     (group,) = group_cases(plans)
-    index = {(case.transport, case.xfr): i for i, case in enumerate(group.cases)}
+    index = {(case.transport.name, case.xfr): i for i, case in enumerate(group.cases)}
     per_case, _ = resolve_binaries(plans, NETNS, path)
     records: list[TransferRecord] = []
     run = RunContext("kinds", records.append, per_case, NETNS)

@@ -24,7 +24,6 @@ from harness.measure.protocol import (
     Verification,
 )
 from harness.measure.records import RecordContext
-from harness.measure.transport_seen import port_of
 from harness.measure.wall import WallClock, describe
 from harness.plan.case import CasePlan, HostPlan, plan_case
 from harness.results.model import TransferRecord
@@ -186,7 +185,7 @@ class FakeBench:
 
     def connect_ports(self, host: str, since: float) -> list[int]:
         self.calls.append(("connect_ports", host))
-        return self.ports.get(host, [port_of(self.plan.transport)])
+        return self.ports.get(host, [self.plan.transport.port])
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         return ColdStartLog(len(self.zones), 100, 5, {"address_not_available": 0}, 2.49, 0.001)

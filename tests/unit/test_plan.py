@@ -10,6 +10,7 @@ import pytest
 
 from harness import spec
 from harness.core.errors import EnvironmentProblem
+from harness.core.transport import Transport
 from harness.plan.case import (
     COMPOSE_VARIANTS,
     NETNS_VARIANTS,
@@ -51,7 +52,8 @@ def test_one_secondary(tmp_path: Path) -> None:
         ("primary", "primary", "bind"),
         ("secondary", "secondary", "knot"),
     ]
-    assert plan.tls and plan.tsig_algorithm == "hmac-sha256" and plan.ixfr and plan.notify
+    assert plan.transport == Transport("xot-tsig", True, "hmac-sha256", 853)
+    assert plan.ixfr and plan.notify
     assert plan.changes == 2  # a tiny zone has one NS to replace
     assert plan.transfers() == 4 and plan.methods == ("server-to-server",)
     primary, secondary = plan.endpoints()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness.core.transport import TCP
 from harness.measure import live
 from harness.measure.protocol import START_TIMEOUT
 from harness.xfr import XfrTimeout
@@ -38,7 +39,7 @@ def primary_loading_for(
     monkeypatch.setattr(live.srv, "primary_zones", lambda files, workdir, binary: [])
     monkeypatch.setattr(live.srv, "spawn", lambda running: None)
     plan = SimpleNamespace(
-        primary=SimpleNamespace(name="primary"), secondaries=[], timeout=timeout, tls=False
+        primary=SimpleNamespace(name="primary"), secondaries=[], timeout=timeout, transport=TCP
     )
     zones = SimpleNamespace(files=[SimpleNamespace(origin="cz.", serial=1)])
     places = SimpleNamespace(place=lambda name: _Place())

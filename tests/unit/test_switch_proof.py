@@ -97,13 +97,13 @@ class FakeLive(FakeBench):
     def __init__(self, group: GroupPlan, how: Switched, stuck_on: str | None) -> None:
         super().__init__(group.first)
         self.how, self.stuck_on = how, stuck_on
-        self.port = 853 if group.first.tls else 53
+        self.port = group.first.transport.port
 
     def select(self, case: CasePlan) -> dict[str, Switched]:
         if case is self.plan:
             return {}
-        if case.transport != self.stuck_on:
-            self.port = 853 if case.tls else 53
+        if case.transport.name != self.stuck_on:
+            self.port = case.transport.port
         self.plan = case
         return {"secondary": self.how}
 

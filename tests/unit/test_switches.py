@@ -10,7 +10,8 @@ from typing import ClassVar
 
 import pytest
 
-from harness.core.terms import TRANSPORTS, Transport
+from harness.core.terms import TRANSPORTS, TransportName
+from harness.core.transport import Transport
 from harness.servers import Bind, Knot, Nsd, Server, ServerSetup, ZoneEntry
 from harness.servers.base import Switch
 from harness.xfr import TsigKey
@@ -21,26 +22,38 @@ TLS = TlsFiles(Path("ca.pem"), Path("cert.pem"), Path("key.pem"), "primary.test"
 PAIRS = [(a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b]
 
 
-def setup(transport: Transport, *, ixfr: bool = False, tls_known: bool = True) -> ServerSetup:
+def setup(name: TransportName, *, ixfr: bool = False, tls_known: bool = True) -> ServerSetup:
     zones = [ZoneEntry("tld.", Path("tld.zone"))]
     made = ServerSetup("secondary", "198.18.0.130", ("198.18.0.2",), zones, Path("s"))
-    made.tsig = KEY if transport.endswith("tsig") else None
-    made.tls = TLS if transport.startswith("xot") else None
+    made.transport = Transport.parse(name)
+    made.tsig, made.tls = made.transport.secrets(KEY, TLS)
     made.tls_known = TLS if tls_known else None
     made.ixfr = ixfr
     return made
 
 
 def by_reconfig(
-    dialect: type[Server], move: Switch, *, started: Transport | None = None, tls_known: bool = True
+    dialect: type[Server],
+    move: Switch,
+    *,
+    started: TransportName | None = None,
+    tls_known: bool = True,
 ) -> bool:
     before, after = setup(move[0], tls_known=tls_known), setup(move[1], tls_known=tls_known)
     first = setup(started or move[0], tls_known=tls_known)
     return dialect.switches_by_reconfig(first, before, after)
 
 
-def test_a_setup_names_its_transport() -> None:
-    assert [setup(t).transport for t in TRANSPORTS] == list(TRANSPORTS)
+def test_a_setup_holds_the_secrets_of_its_transport() -> None:
+    assert [(setup(t).tls is TLS, setup(t).tsig is KEY) for t in TRANSPORTS] == [
+        (False, False), (False, True), (True, False), (True, True)
+    ]  # fmt: skip
+
+
+def test_a_primary_setup_names_no_transport_to_switch() -> None:
+    primary = dataclasses.replace(setup("tcp"), role="primary", transport=None)
+    with pytest.raises(ValueError, match="name their transport"):
+        Bind.switches_by_reconfig(primary, primary, primary)
 
 
 @pytest.mark.parametrize("move", PAIRS)
@@ -56,7 +69,7 @@ def test_knot_reconfig_makes_only_the_tsig_switches(move: Switch) -> None:
 @pytest.mark.parametrize("move", PAIRS)
 @pytest.mark.parametrize("started", TRANSPORTS)
 def test_nsd_started_with_the_tls_settings_switches_by_reconfig(
-    move: Switch, started: Transport
+    move: Switch, started: TransportName
 ) -> None:
     assert by_reconfig(Nsd, move, started=started)
 
@@ -64,7 +77,7 @@ def test_nsd_started_with_the_tls_settings_switches_by_reconfig(
 @pytest.mark.parametrize("move", PAIRS)
 def test_nsd_started_without_the_tls_settings_is_restarted_into_xot(move: Switch) -> None:
     # The defect of issue 18: reconfig answered ok, then NSD sent a plain AXFR to port 853.
-    expected = not move[1].startswith("xot")
+    expected = not Transport.parse(move[1]).tls
     assert by_reconfig(Nsd, move, started="tcp-tsig", tls_known=False) == expected
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.transport import Transport
 from harness.measure.protocol import Publication
 from harness.measure.transport_seen import TransportSeen
 from tests.unit.test_flows import FakeBench, _plan, _run
@@ -15,7 +16,8 @@ from tests.unit.test_flows import FakeBench, _plan, _run
 def test_the_evidence_names_the_transport() -> None:
     seen = TransportSeen.of([853, 853], {"signed": True, "records": 3}, {"signed": True})
     assert seen == TransportSeen((853,), True, "primary")
-    assert seen.transport == "xot-tsig" and seen.unproven("xot-tsig") is None
+    xot_tsig = Transport.parse("xot-tsig")
+    assert seen.transport == xot_tsig and seen.unproven(xot_tsig) is None
     # The primary's word first; the secondary's where the primary's log does not say.
     assert TransportSeen.of([53], {}, {"signed": False}) == TransportSeen((53,), False, "secondary")
     assert TransportSeen.of([53], {"signed": None}, {}).transport is None  # TSIG unknown
@@ -23,30 +25,30 @@ def test_the_evidence_names_the_transport() -> None:
 
 def test_what_contradicts_the_expected_transport() -> None:
     plain_to_853 = TransportSeen((853,), False, "primary")
-    assert plain_to_853.contradiction("xot") is None
-    assert plain_to_853.contradiction("tcp") == (
+    assert plain_to_853.contradiction(Transport.parse("xot")) is None
+    assert plain_to_853.contradiction(Transport.parse("tcp")) == (
         "the secondary connected to the primary's port 853, not 53 (tcp)"
     )
     kept_key = TransportSeen((53,), True, "primary")
-    assert kept_key.contradiction("tcp") == (
+    assert kept_key.contradiction(Transport.parse("tcp")) == (
         "the primary's log says the transfer was signed; tcp is unsigned"
     )
     lost_key = TransportSeen((853,), False, "secondary")
-    assert lost_key.contradiction("xot-tsig") == (
+    assert lost_key.contradiction(Transport.parse("xot-tsig")) == (
         "the secondary's log says the transfer was unsigned; xot-tsig is signed"
     )
     # Both ports in one transfer's window: one of them is not the transport's.
-    assert TransportSeen((53, 853), None).contradiction("xot") is not None
+    assert TransportSeen((53, 853), None).contradiction(Transport.parse("xot")) is not None
 
 
 def test_silence_is_no_contradiction_but_no_proof() -> None:
     unseen = TransportSeen((), None)
-    assert unseen.contradiction("xot-tsig") is None
-    assert unseen.unproven("xot-tsig") == (
+    assert unseen.contradiction(Transport.parse("xot-tsig")) is None
+    assert unseen.unproven(Transport.parse("xot-tsig")) == (
         "no connect from the secondary to the primary was seen on the wire"
     )
     # A TSIG setting no log says (Knot 3.2) does not fail a proof; the record keeps None.
-    assert TransportSeen((53,), None).unproven("tcp-tsig") is None
+    assert TransportSeen((53,), None).unproven(Transport.parse("tcp-tsig")) is None
 
 
 def test_every_measured_record_says_what_it_was_seen_to_use(tmp_path: Path) -> None:
