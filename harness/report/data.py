@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from harness.core import fmt
 from harness.core.fmt import short_labels
 from harness.core.terms import ROLES, SERVER_TO_SERVER
 from harness.link.describe import describe_direction, describe_link
@@ -88,6 +89,8 @@ class RunInfo:
     # split in words; None for runs written before they were recorded.
     cpu_placement: str | None = None
     cpu_split: str | None = None
+    # An operator's own zone, in words: origin, file, versions, records and type mix.
+    zone: str | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -230,6 +233,20 @@ def run_info(run_dir: Path, meta: RunMeta, transfers: int) -> RunInfo:
         transfers=transfers,
         cpu_placement=(meta.cpus or {}).get("reason"),
         cpu_split=_cpu_split_text(meta.cpu),
+        zone=own_zone_text(meta.zone),
+    )
+
+
+def own_zone_text(zone: dict[str, Any] | None) -> str | None:
+    """ "example.test. from v01.zone (17 versions): 150 records, 9.4 KiB; RRSIG 39 %, ..." """
+    if not zone:
+        return None
+    versions = zone.get("versions") or 1
+    name = Path(str(zone.get("file", "?"))).name
+    loaded = f" ({versions} versions)" if versions > 1 else ""
+    return (
+        f"{zone.get('origin', '?')} from {name}{loaded}: {zone.get('records', 0):,} records, "
+        f"{fmt.size(zone.get('bytes', 0))}; {zone.get('type_mix', '')}"
     )
 
 

@@ -157,6 +157,7 @@ def meta_rows(run: RunInfo, uniform_link: str | None) -> list[tuple[str, str]]:
         ("CPU", run.cpu or "-"),
         ("servers", servers or "-"),
         ("link backend", run.link_backend or "-"),
+        *([("zone", run.zone)] if run.zone else []),
         ("CPU placement", run.cpu_placement or "-"),
         ("CPU used", run.cpu_split or "-"),
     ]

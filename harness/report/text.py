@@ -378,6 +378,8 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         + (f"; link {data.uniform_link}" if data.uniform_link else ""),
         f"interrupted: {'no' if run.state == 'complete' else 'yes (' + run.state + ')'}",
     ]
+    if run.zone:
+        lines.insert(3, f"zone {run.zone}")
     if run.cpu_placement or run.cpu_split:
         placement = run.cpu_placement or "placement not recorded"
         lines.append(f"CPU: {run.cpu_split or '-'}; {placement}")

@@ -121,6 +121,9 @@ class RunMeta(_Meta):
     # The operators' configuration snippets the cases ran with: each with the scenario key
     # that set it, the file as written, its SHA-256 and its text (harness/run/snippets.py).
     configs: list[dict[str, str]] | None = None
+    # An operator's own zone ([zones] file / versions): origin, file, versions, records,
+    # bytes, types and their mix in words (harness/zonegen/ownzone.py facts).
+    zone: dict[str, Any] | None = None
 
     @property
     def state(self) -> str:

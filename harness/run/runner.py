@@ -15,6 +15,7 @@ import resource
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -47,6 +48,7 @@ from harness.plan.case import (
     plan_case,
     support_problem,
     supported_part,
+    zone_spec,
 )
 from harness.plan.versions import check_versions
 from harness.report.data import load_report_data
@@ -64,6 +66,7 @@ from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
 from harness.xfr.rrsum_native import digest_warning
 from harness.xfr.rrsum_native import implementation as digest_implementation
+from harness.zonegen import ownzone
 
 NETNS = Backend()
 # (kind, binary as configured, image): one binary per distinct key.
@@ -111,7 +114,15 @@ def run_meta(loaded: LoadedScenario, binaries: list[ServerBinary], backend: Back
         host=HostInfo.model_validate(collect()),
         digest=digest_implementation(),
         configs=[use.to_json() for use in snippet_uses(loaded)] or None,
+        zone=own_zone_facts(loaded),
     )
+
+
+def own_zone_facts(loaded: LoadedScenario) -> dict[str, Any] | None:
+    """run.json's account of an operator's own zone; None for a generated one."""
+    if not loaded.cases or loaded.scenario.zones.preset != "file":
+        return None
+    return ownzone.facts(zone_spec(loaded.cases[0]))
 
 
 def cpu_placement(backend: Backend, *, remote: bool = False) -> CpuPlacement:

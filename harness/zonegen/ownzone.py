@@ -384,3 +384,19 @@ def chain(spec: Any, cache_dir: Path | None = None) -> list[OwnZone]:
     zones = [_memo_load(paths[0], spec.origin, cache_dir)]
     zones += [_memo_load(p, zones[0].origin, cache_dir) for p in paths[1:]]
     return zones
+
+
+def facts(spec: Any, cache_dir: Path | None = None) -> dict[str, Any]:
+    """What run.json keeps of an operator's zone: its origin, file, versions, records and
+    their types (of the loaded version), for the report to name it by."""
+    zones = chain(spec, cache_dir)
+    first = zones[0]
+    return {
+        "origin": first.origin,
+        "file": str(first.source),
+        "versions": len(zones),
+        "records": first.records,
+        "bytes": first.bytes,
+        "types": dict(first.types),
+        "type_mix": first.type_mix(),
+    }

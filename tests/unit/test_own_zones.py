@@ -183,3 +183,14 @@ def test_file_must_name_the_first_version(tmp_path: Path) -> None:
     path.write_text(path.read_text() + 'file = "history/v02.zone"\n')
     with pytest.raises(UserInputError, match="is not the first version"):
         spec.load(path)
+
+
+def test_the_report_names_an_own_zone_by_origin_file_and_type_mix() -> None:
+    from harness.report.data import own_zone_text
+
+    zone = {"origin": "example.test.", "file": "/z/v01.zone", "versions": 3, "records": 1500,
+            "bytes": 96_000, "type_mix": "RRSIG 39 %, NSEC3 20 %"}  # fmt: skip
+    assert own_zone_text(zone) == (
+        "example.test. from v01.zone (3 versions): 1,500 records, 93.8 KiB; RRSIG 39 %, NSEC3 20 %"
+    )
+    assert own_zone_text(None) is None
