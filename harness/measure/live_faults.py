@@ -24,7 +24,7 @@ from harness.measure.faults import Account, FaultAct
 from harness.measure.live import LiveCase
 from harness.measure.processes import CaseFailed, RunningServer
 from harness.servers import classify, count_failures
-from harness.servers.base import lines_since
+from harness.servers.log_reading import lines_since
 from harness.spec import FaultSpec
 
 TIMELINE_INTERVAL = 0.2  # seconds between two readings of the bytes each link carried

@@ -10,13 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.servers import count_failures, count_refusals
-from harness.servers.base import (
-    FALLBACK_KINDS,
-    Server,
-    last_incoming,
-    last_outgoing,
-    zone_name,
-)
+from harness.servers.base import FALLBACK_KINDS, Server, zone_name
+from harness.servers.log_reading import last_incoming, last_outgoing
 
 
 @dataclass(frozen=True)

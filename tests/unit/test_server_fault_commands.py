@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from harness.servers import DIALECTS, ServerSetup, count_failures
-from harness.servers.base import Server, lines_since
+from harness.servers.base import Server
 from harness.servers.bind import Bind, bind_timestamp
 from harness.servers.knot import Knot, knot_timestamp
+from harness.servers.log_reading import lines_since
 from harness.servers.nsd import Nsd, nsd_timestamp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

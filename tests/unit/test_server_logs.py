@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from harness.servers import Bind, Knot, Nsd
-from harness.servers.base import last_incoming
+from harness.servers.log_reading import last_incoming
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
