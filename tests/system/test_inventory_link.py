@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.lab import Lab, lab_down, lab_up
+from harness.report.data import load_report_data
+from harness.report.link_checks import rtt_verdict
 from tests.system.test_inventory_lab import _processes, _run_on_lab
 
 pytestmark = [
@@ -91,6 +93,22 @@ def test_a_sites_delay_is_emulated_on_its_host_and_leaves_nothing(lab: Lab, tmp_
     directions = stats[0]["directions"]
     assert set(directions) == {f"{far} forward", f"{far} reverse"}
     assert all(d["passed"] > 100 for d in directions.values()), directions
+    # Each far record carries its repeat's linkem counters, as a netns fleet's does.
+    for record in records:
+        link = record["extra"].get("link", {})
+        if record["host"] == far:
+            assert link[f"{far} forward"]["passed"] > 10, link
+            assert link[f"{far} reverse"]["passed"] > 10, link
+        else:
+            assert link == {}
+    # The report's link check has numbers: the far site's configured and measured RTT.
+    checks = {c.path: c for c in load_report_data(run).links if c.cases == 1}
+    assert checks["far"].rtt_s == pytest.approx(2 * DELAY_MS / 1000)
+    assert checks["far"].rtt_min_s is not None
+    assert checks["far"].rtt_verdict == rtt_verdict(2 * DELAY_MS / 1000, checks["far"].rtt_min_s)
+    assert {d.way: d.packets > 0 for d in checks["far"].directions} == {
+        "forward": True, "reverse": True,
+    }  # fmt: skip
     # case.json tells which links the hosts emulated and with which rules.
     cases = [json.loads(p.read_text()) for p in run.glob("cases/*/case.json")]
     assert all(set(c["testbed"]["emulation"]["hosts"]) == {far} for c in cases)
