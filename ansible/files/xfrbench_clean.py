@@ -3,12 +3,14 @@
 Usage: python3 xfrbench_clean.py RUN_DIR. Each RUN_DIR/pids/<server>.json holds a pid, its
 start time (field 22 of /proc/PID/stat) and the cgroups made for it: a pid is signalled
 only while its start time matches (a recycled pid is left alone), then its groups go.
-Standalone on purpose: it runs where the agent may never have been unpacked.
+The NFQUEUE rules in RUN_DIR/link-rules.json go first
+(remove_rules), then the pids (the run's linkem among them). Standalone on purpose: it runs where the agent may never have been unpacked.
 """
 
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,8 +41,26 @@ def stop(pid, start):
     return "survived"
 
 
-def main(run_dir):
+def remove_rules(run_dir):
+    """The NFQUEUE rules the run's linkem was fed by (link-rules.json, written before they
+    were added), each while it is there: first, as a rule without its linkem drops what it
+    queues."""
+    path = Path(run_dir, "link-rules.json")
+    try:
+        rules = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
     done = []
+    for rule in rules:
+        argv = [rule["tool"], "-w", "-t", rule["table"], "-D", rule["chain"], *rule["rule"]]
+        while subprocess.run(argv, capture_output=True).returncode == 0:  # added twice: both
+            done.append(" ".join(argv))
+    path.unlink()
+    return done
+
+
+def main(run_dir):
+    done = remove_rules(run_dir)
     # The agent first: it stops its own servers; then whatever is still recorded.
     paths = sorted(Path(run_dir, "pids").glob("*.json"), key=lambda p: p.name != "agent.json")
     for path in paths:

@@ -36,6 +36,7 @@ from harness.metrics.exporter import Exporter
 from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
+from harness.remote.agent_link import LinkOps
 from harness.remote.agent_measures import Measures, proc_start, real_minus_mono
 from harness.remote.pathwatch import PathWatch
 from harness.results.folder import SAMPLES
@@ -93,7 +94,7 @@ class Running:
         self.group = group
 
 
-class Agent(Measures):
+class Agent(Measures, LinkOps):
     def __init__(self, run_dir: Path, tag: str, out: IO[str]) -> None:
         self.run_dir = run_dir
         self.tag = tag
@@ -416,6 +417,8 @@ class Agent(Measures):
     # --- the end ----------------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            self.op_link_stop()  # the rules first: without linkem they would drop packets
         for name in list(self.servers):
             with contextlib.suppress(Exception):
                 self.op_stop(name)

@@ -103,6 +103,8 @@ class RemoteCase(Observing, ColdStarting):
         self._quiet_from = 0.0
         self._observing: tuple[float, float] | None = None
         self.paths: dict[str, dict[str, Any]] = {}  # secondary -> its path's counts
+        self._link_before: dict[str, dict[str, Any]] = {}  # host -> its linkem's counters
+        self._link_after: dict[str, dict[str, Any]] = {}
         self.pool = ThreadPoolExecutor(max_workers=max(4, len(fleet.channels)))
 
     # --- clocks ----------------------------------------------------------------------------

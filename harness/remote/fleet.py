@@ -35,19 +35,22 @@ from harness.testbed import registry as reg
 
 CONTROL_ROOT = Path("/run/xfrbench/remote")  # ssh control sockets, playbook logs, results
 # What deploy.yml installs when missing: each dialect's packages (the servers and their
-# tools, as `make setup` installs them), what the agent runs (ip, ping, iperf3) and rsync,
-# which new zone versions arrive by; and the system services the server packages start,
-# which it stops.
+# tools, as `make setup` installs them), what the agent runs (ip, ping, iperf3, iptables
+# for the NFQUEUE rules feeding linkem) and rsync, which new zone versions arrive by; and
+# the system services the server packages start, which it stops.
 PACKAGES = (
     *(package for dialect in DIALECTS.values() for package in dialect.packages),
-    "iproute2", "iputils-ping", "procps", "tar", "rsync", "iperf3",
+    "iproute2", "iputils-ping", "procps", "tar", "rsync", "iperf3", "iptables",
 )  # fmt: skip
 SERVICES = tuple(service for dialect in DIALECTS.values() for service in dialect.services)
 
 
 class RemoteFleet:
-    def __init__(self, inventory: Inventory, run_id: str, log_dir: Path) -> None:
+    def __init__(
+        self, inventory: Inventory, run_id: str, log_dir: Path, linkem: Path | None = None
+    ) -> None:
         self.inventory = inventory
+        self.linkem = linkem  # the controller's linkem, shipped when a site's link is emulated
         self.run_id = run_id
         self.tag = secrets.token_hex(3)
         self.work = CONTROL_ROOT / f"{run_id}-{self.tag}"
@@ -104,6 +107,8 @@ class RemoteFleet:
             xfrbench_packages=list(PACKAGES),
             xfrbench_services=list(SERVICES),
         )
+        if self.linkem is not None:
+            variables["xfrbench_linkem"] = str(self.linkem)
         self.deploy_result = self._playbook("deploy", variables)
         deployed = self.deploy_result
         self.costs["deploy"] = {

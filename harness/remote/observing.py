@@ -1,8 +1,9 @@
 """What the inventory backend observes around a repeat's transfers, as a part of
 `RemoteCase` (remote/bench.py): the hosts' samples relayed into the run's samples.jsonl,
 the primary's wire (NOTIFY, SOA queries, connects) read by its agent and put on the
-controller's clock, and the real path's counts from the primary's connections
-(remote/pathwatch.py).
+controller's clock, the real path's counts from the primary's connections
+(remote/pathwatch.py), and the counters of the linkem each secondary host runs for its
+site's link (remote/hostlink.py), as a netns record's `link` (measure/watch.link_delta).
 """
 
 from __future__ import annotations
@@ -12,12 +13,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.measure.watch import wire_facts
+from harness.link import linkem
+from harness.measure.watch import link_delta, wire_facts
 from harness.plan.case import CasePlan, HostPlan
 from harness.remote.fleet import RemoteFleet
+from harness.remote.hostlink import host_directions
 from harness.servers.binaries import ServerBinary
 from harness.xfr.wire_watch import WireEvent
 
+# linkem rewrites its stats file this often: after the transfers, a wait of a few of its
+# intervals makes the snapshot include their last packets.
+FRESH_STATS_S = 3 * linkem.FAST_STATS_INTERVAL_MS / 1000
 # A host's time put on the controller's clock and back is off by float round-off (~1e-6 s
 # at unix times): packets read in one batch with the NOTIFY share its time exactly, and
 # would fall out of a window that starts at the NOTIFY.
@@ -54,6 +60,8 @@ class Observing:
     poll_gaps: dict[str, float]
     _quiet_from: float
     _observing: tuple[float, float] | None
+    _link_before: dict[str, dict[str, Any]]
+    _link_after: dict[str, dict[str, Any]]
 
     def clock(self) -> float:
         return time.monotonic()
@@ -115,8 +123,27 @@ class Observing:
         peers = [self.address(h.name) for h in self.plan.secondaries]
         port = self.plan.transport.port
         self.fleet.channel(self.plan.primary.name).call("paths_start", peers=peers, port=port)
+        self._link_before = self._link_stats()
+
+    def _linked(self) -> dict[str, dict[str, Any]]:
+        """Secondaries that emulate their site's link: {host: {direction name: spec}}."""
+        out = {}
+        for host in self.plan.secondaries:
+            found = host_directions(host.name, host.link)
+            if found:
+                out[host.name] = {name: spec for name, _, spec in found}
+        return out
+
+    def _link_stats(self) -> dict[str, dict[str, Any]]:
+        """Each linked host's linkem counters now, per direction."""
+        names = list(self._linked())
+        stats = self.pool.map(lambda n: self.fleet.channel(n).call("link_stats"), names)
+        return {name: s.get("directions", {}) for name, s in zip(names, stats, strict=True)}
 
     def finish_observation(self) -> None:
+        if self._linked():
+            time.sleep(FRESH_STATS_S)
+        self._link_after = self._link_stats()
         counts = self.fleet.channel(self.plan.primary.name).call("paths_stop")
         by_address = {self.address(h.name): h.name for h in self.plan.secondaries}
         self.paths = {by_address[a]: c for a, c in counts.items() if a in by_address}
@@ -133,6 +160,12 @@ class Observing:
             facts["path"] = self.paths[host]  # the repeat's, seen by the primary's TCP
         if host in self.poll_gaps:
             facts["poll_max_gap_s"] = round(self.poll_gaps[host], 6)
+        specs = self._linked().get(host)
+        after = self._link_after.get(host)
+        if specs and after:
+            before = self._link_before.get(host, {})
+            if delta := link_delta(before, after, specs):
+                facts["link"] = delta
         return facts
 
     def connect_ports(self, host: str, since: float) -> list[int]:
@@ -145,7 +178,8 @@ class Observing:
         return [e["to_port"] for e in events if e["kind"] == "connect" and e.get("to_port")]
 
     def link_counters(self) -> dict[str, Any]:
-        return {}
+        """Every linked host's linkem counters now, by direction ("<host> forward")."""
+        return {name: c for per in self._link_stats().values() for name, c in per.items()}
 
     def _watch(self) -> None:
         """Point each host's sampler at its server, under the selected case (all at once)."""

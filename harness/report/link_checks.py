@@ -250,7 +250,9 @@ def _path_counts(items: list[TransferRecord], links: CaseLinks) -> dict[str, _Pa
         rtt = record.extra.get("path_rtt_s")
         if counts.rtt_s is None:
             counts.rtt_s = float(rtt) if isinstance(rtt, int | float) else links.rtt_s(host)
-        tcp = record.extra.get("tcp")
+        # The transfer's connection (sock_diag); on inventory hosts, the primary's TCP on
+        # its connections to the host during the repeat (remote/pathwatch.py).
+        tcp = record.extra.get("tcp") or record.extra.get("path")
         if isinstance(tcp, dict) and isinstance(tcp.get("rtt_ms_min"), int | float):
             counts.rtts.append(tcp["rtt_ms_min"] / 1000)
         link = record.extra.get("link")

@@ -2,8 +2,11 @@
 scenario's sites matched to the inventory's, each visit's servers on those hosts through
 `remote.RemoteCase`, and every record's clock error beside its duration.
 
+A site's [link] (delay, jitter, loss) is emulated by linkem on each of its secondary hosts
+(remote/hostlink.py), started for each visit and stopped at its end.
+
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do (link emulation on the hosts' ingress, change streams,
+inventory backend does not do (a rate, the primary's uplink, change streams,
 faults, a server suite other than the hosts' own), and sites on one side only
 (inventory.match_sites).
 """
@@ -19,11 +22,13 @@ from typing import Any
 from harness.core.errors import UserInputError
 from harness.core.terms import SERVER_TO_SERVER
 from harness.inventory import InventoryHost, load_inventory, match_sites
+from harness.link import linkem
 from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.bench import RemoteCase
 from harness.remote.fleet import RemoteFleet
+from harness.remote.hostlink import host_link
 from harness.remote.paths import add_transfer, measure_paths
 from harness.results.meta import ServerInfo, case_meta
 from harness.results.model import TransferRecord
@@ -47,17 +52,20 @@ def check_scenario(loaded: LoadedScenario) -> None:
 
     for case in loaded.cases:
         scenario = case.scenario
-        links = [("uplink", scenario.uplink)] + [
-            (f"secondaries.{site.name}.link", site.link) for site in scenario.fleet
-        ]
-        for key, link in links:
-            if link.impaired or link.forward.rate or link.reverse.rate:
-                refuse(
-                    key,
-                    "real hosts are measured over the real path; emulating a link on "
-                    "their ingress is not supported yet",
-                    "remove the link settings (the path is measured and stored instead)",
-                )
+        uplink = scenario.uplink
+        if uplink.impaired or uplink.forward.rate or uplink.reverse.rate:
+            refuse("uplink", "the primary's uplink is not emulated on inventory hosts (each "
+                   "secondary host emulates its own site's link)",
+                   "move the settings to the sites' links ([secondaries.link])")  # fmt: skip
+        for site in scenario.fleet:
+            key = f"secondaries.{site.name}.link" if scenario.secondaries else "link"
+            if site.link.forward.rate or site.link.reverse.rate:
+                refuse(f"{key}.rate", "a rate is not emulated on inventory hosts: linkem on "
+                       "each secondary delays and drops, it does not shape",
+                       "remove the rate (delay, jitter and loss are emulated)")  # fmt: skip
+            if site.link.impaired and site.link.backend == "netem":
+                refuse(f"{key}.backend", "inventory hosts emulate a site's link with linkem",
+                       "remove link.backend or set it to 'linkem'")  # fmt: skip
         if scenario.trigger == "stream":
             refuse(
                 "trigger",
@@ -169,6 +177,7 @@ class RemoteSession(GroupSession):
         super().__init__(group, visit_dir, dataclasses.replace(run, emit=emit_with_clock))
         self.fleet = fleet
         self.host_settings: dict[str, dict[str, Any]] = {}
+        self.links: dict[str, dict[str, Any]] = {}  # host -> its linkem's config and rules
 
     def __enter__(self) -> RemoteSession:
         group, run = self.group, self.run_ctx
@@ -200,6 +209,8 @@ class RemoteSession(GroupSession):
                 live.sync_zones()
                 self.host_settings = self._read_settings()
             self._stack.callback(self._close_remote)
+            with spent.phase("testbed"):
+                self._start_links()
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
             with spent.phase("primary_load"):
                 live.start_primary()
@@ -224,18 +235,44 @@ class RemoteSession(GroupSession):
             for host in self.group.first.hosts
         }
 
+    def _start_links(self) -> None:
+        """linkem on each secondary host whose site's link is impaired, for this visit (the
+        cases of a group share their sites' links); its files in the visit's folder."""
+        plan = self.group.first
+        primary = self.fleet.inventory.primary.address
+        for host in plan.secondaries:
+            folder = f"{self.fleet.run_dir(host.name)}/cases/{self.dir.name}/{host.name}-link"
+            built = host_link(host.name, host.link, primary, plan.name, folder)
+            if built is None:
+                continue
+            config, rules = built
+            self.fleet.channel(host.name).call("link_start", wait=30, config=config, rules=rules)
+            self.links[host.name] = {"linkem_config": config, "iptables": rules}
+
+    def _stop_links(self) -> None:
+        for host in list(self.links):
+            self.fleet.channel(host).call("link_stop", wait=30)
+
     def _close_remote(self) -> None:
         live = self.live
         try:
-            if live is not None:
-                live.close()  # type: ignore[attr-defined]
+            try:
+                if live is not None:
+                    live.close()  # type: ignore[attr-defined]
+            finally:
+                self._stop_links()
         finally:
             # The hosts' server folders (configs, logs, stdout, stderr) where the local
             # backends put them: results/<run-id>/cases/<visit>/<host>/.
             self.fleet.fetch([f"cases/{self.dir.name}"], self.dir.parent.parent)
 
     def _write_case_files(self) -> None:
-        testbed = {"topology": "inventory", **self.fleet.describe(), "hosts": self.host_settings}
+        # "links" as the netns testbed writes them (each secondary's, read by the report's
+        # link check); "emulation": what linkem ran with on each host that emulated one.
+        links = {h.name: h.link.model_dump(mode="json") for h in self.group.first.secondaries}
+        emulation = {"backend": "linkem", "hosts": self.links}
+        testbed = {"topology": "inventory", **self.fleet.describe(), "hosts": self.host_settings,
+                   "links": links, "emulation": emulation}  # fmt: skip
         metas = [
             case_meta(plan, testbed=testbed, bound=self.contexts[plan.name].bound,
                       binaries=self.binaries, backend="inventory")
@@ -259,7 +296,11 @@ def open_fleet(
     plans = [on_inventory(plan_case(case), matched, inventory.primary.name)
              for case in loaded.cases]  # fmt: skip
     say(f"deploying {len(inventory.hosts)} hosts of {path} with ansible-playbook")
-    fleet = stack.enter_context(RemoteFleet(inventory, store.run_id, store.folder / "ansible"))
+    emulated = any(host.link.impaired for plan in plans for host in plan.secondaries)
+    binary = linkem.find_binary() if emulated else None
+    fleet = stack.enter_context(
+        RemoteFleet(inventory, store.run_id, store.folder / "ansible", linkem=binary)
+    )
     fleet.sets_sysctls = any(host.settings.sysctls() for plan in plans for host in plan.hosts)
     per_case, distinct = remote_binaries(plans, fleet)
     servers: dict[str, ServerInfo] = {}

@@ -90,6 +90,16 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 def _leftovers(lab: Lab) -> list[str]:
     """What is on the lab's hosts besides their sshd: processes in their namespaces (seen
     from outside, by the test only), and files under their roots."""
+    found = _processes(lab)
+    found += [str(path) for host in lab.hosts for path in (lab.roots / host.name).rglob("*")]
+    for host, (key, _) in SET.items():
+        if _sysctl(lab, host, key) != LAB_SYSCTLS[(host, key)]:
+            found.append(f"{host}: {key} = {_sysctl(lab, host, key)}")
+    return found
+
+
+def _processes(lab: Lab) -> list[str]:
+    """Processes in the lab's namespaces besides their sshd (seen from outside)."""
     found = []
     for host in lab.hosts:
         pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True,
@@ -101,10 +111,6 @@ def _leftovers(lab: Lab) -> list[str]:
                 continue
             if not command.startswith(b"/usr/sbin/sshd") and b"sshd:" not in command:
                 found.append(f"{host.name}: pid {pid} {command.decode(errors='replace')}")
-    found += [str(path) for host in lab.hosts for path in (lab.roots / host.name).rglob("*")]
-    for host, (key, _) in SET.items():
-        if _sysctl(lab, host, key) != LAB_SYSCTLS[(host, key)]:
-            found.append(f"{host}: {key} = {_sysctl(lab, host, key)}")
     return found
 
 

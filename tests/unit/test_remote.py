@@ -128,13 +128,19 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         + '[hosts.secondary]\ncongestion_control = "bbr"\n'
     )
     check_scenario(spec.load(tmp_path / "tuned.toml"))
+    # A site's delay and loss are emulated on its secondary hosts.
+    (tmp_path / "linked.toml").write_text(FLEET + '[link]\ndelay = "20ms"\nloss = "1%"\n')
+    check_scenario(spec.load(tmp_path / "linked.toml"))
 
 
 @pytest.mark.parametrize(
     ("extra", "key"),
     [
-        ('[link]\ndelay = "10ms"\n', "secondaries.near.link"),
+        # A site's delay and loss are emulated on its hosts (remote/hostlink.py), not a rate.
+        ('[link]\nrate = "10mbit"\n', "secondaries.near.link.rate"),
+        ('[link]\ndelay = "10ms"\nbackend = "netem"\n', "secondaries.near.link.backend"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
+        ('[uplink]\ndelay = "10ms"\n', "uplink"),
         ('[[faults]]\nkind = "primary-restart"\n', "faults"),
         # The copies are read back on their hosts; their files stay there (remote/agent.py).
         ('verify = "disk"\n', "verify"),

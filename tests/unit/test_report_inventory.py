@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from harness.core.terms import SERVER_TO_SERVER
 from harness.report.case_rows import CLOCK_MARK
 from harness.report.data import load_report_data
 from harness.report.html import render_html
+from harness.report.link_checks import link_checks
 from harness.report.text import print_summary
 from harness.results import RunStore
 from harness.run.remote import with_clock
@@ -160,3 +162,16 @@ def test_the_link_check_shows_the_real_paths_found(tmp_path: Path) -> None:
     out = console.export_text()
     assert "The real paths" in out and "40 of 4,000 (1 %)" in out
     assert render_html(load_report_data(make_lab_run(tmp_path / "other"))).count("real-paths") == 0
+
+
+def test_the_link_check_takes_the_rtt_an_inventory_primary_saw() -> None:
+    """On inventory hosts a record's RTT is the primary's TCP's to the host in the repeat
+    (extra.path, remote/pathwatch.py), not a sock_diag sample of its own (extra.tcp)."""
+    records = [
+        record("lab", CASE, repeat, 0.5, host="ns3", site="far",
+               extra={"path": {"connections": 1, "rtt_ms_min": rtt}})
+        for repeat, rtt in ((1, 80.3), (2, 80.2))
+    ]  # fmt: skip
+    (far,) = [c for c in link_checks(records, {}) if c.path == "far"]
+    assert far.rtt_min_s == pytest.approx(0.0802)
+    assert far.rtt_samples == 2
