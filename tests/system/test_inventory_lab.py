@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -150,6 +151,23 @@ def _run_on_lab(
     return run, records
 
 
+def _left_on_controller(run_id: str) -> list[str]:
+    """What the remote run `run_id` left on this machine: its registry record and its
+    folders under CONTROL_ROOT. Only this run's count: another test's lab may run beside
+    this one (pytest-xdist), with records and folders of its own."""
+    records = [
+        str(r.path)
+        for r in reg.load_all()[0]
+        if r.data.get("remote") and r.data.get("label") == f"remote run {run_id}"
+    ]
+    folders = [
+        str(p)
+        for p in (CONTROL_ROOT.glob(f"{run_id}-*") if CONTROL_ROOT.exists() else [])
+        if re.fullmatch(rf"{re.escape(run_id)}-[0-9a-f]{{6}}", p.name)
+    ]
+    return records + folders
+
+
 @dataclass
 class LabRun:
     result: subprocess.CompletedProcess[str]
@@ -247,8 +265,7 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
         ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
     }  # fmt: skip
     assert _wait_clean(lab) == []
-    assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
-    assert not CONTROL_ROOT.exists()  # no run's folder left on the controller, nor theirs
+    assert _left_on_controller("lab") == []  # no record, no folder of the run on the controller
 
 
 def test_each_hosts_samples_are_scraped_where_its_server_runs(lab: Lab, lab_run: LabRun) -> None:
@@ -416,7 +433,7 @@ def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
     hosts = json.loads((run / "run.json").read_text())["remote"]["inventory"]["hosts"]
     assert {h["root"] for h in hosts.values()} == {"/var/tmp/xfrbench"}
     assert _wait_clean(lab) == []
-    assert not [r for r in reg.load_all()[0] if r.data.get("remote")]
+    assert _left_on_controller(f"hand-{form}") == []
 
 
 def test_a_killed_run_whose_inventory_is_gone_is_torn_down_from_its_record(
