@@ -102,5 +102,10 @@ def test_one_answer_is_a_regression_of_duration_and_cpu(
 def test_the_same_servers_on_both_sides_are_no_regression(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Quiet: no regression. At 20 repeats the gate usually also reaches its power (exit
+    0); on a busy shared machine one figure's spread (the primary's CPU per transfer) can
+    leave it short, and then it must say "cannot tell" (exit 4), never "no change"."""
     status, data = compare(tmp_path, "same", SAME, 20, capsys)
-    assert status == 0, data["cannot_tell"] + data["regressions"]
+    assert data["regressions"] == [], data["regressions"]
+    assert status in (0, 4), (status, data["cannot_tell"])
+    assert (status == 4) == bool(data["cannot_tell"])
