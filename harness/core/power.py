@@ -116,9 +116,11 @@ def scale_of(a: Sequence[float], b: Sequence[float]) -> str:
 
 
 def yuen(a: Sequence[float], b: Sequence[float], scale: str | None = None) -> Effect | None:
-    """Yuen's trimmed Welch test of B against A on `scale` (chosen by `scale_of` when None);
+    """Yuen's trimmed Welch test of B against A on `scale` (chosen by `scale_of` when None;
+    a ratio asked of samples with a 0 in them falls back to ABSOLUTE, as `scale_of` would);
     None when a side has under 2 values left after trimming (under 2 values)."""
-    scale = scale or scale_of(a, b)
+    if scale is None or (scale == LOG and scale_of(a, b) != LOG):
+        scale = scale_of(a, b)
     way = math.log if scale == LOG else float
     side_a, side_b = trimmed([way(v) for v in a]), trimmed([way(v) for v in b])
     if side_a is None or side_b is None:

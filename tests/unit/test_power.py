@@ -52,6 +52,10 @@ def test_values_at_or_below_zero_are_compared_as_differences() -> None:
     effect = yuen([0.0, 0.001, 0.002, 0.001], [0.002, 0.003, 0.002, 0.004])
     assert effect is not None and effect.scale == ABSOLUTE and effect.estimate > 0
     assert yuen([1.0], [1.0, 2.0]) is None  # one value: no spread, no test
+    # A ratio asked of a figure that read 0 (a per-transfer counter on a remote host): a
+    # difference instead, never a crash (a lab-versus-netns compare hit this).
+    asked = yuen([0.0, 1.0, 2.0, 1.0], [1.0, 2.0, 1.0, 2.0], LOG)
+    assert asked is not None and asked.scale == ABSOLUTE
 
 
 def test_constant_samples_are_certain() -> None:
