@@ -9,7 +9,6 @@ words are the error, with its line numbers read back into the snippet's own.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from harness.core.errors import UserInputError
 from harness.core.terms import Role
 from harness.servers import server_class
 from harness.servers.base import ServerSetup, ZoneEntry
+from harness.servers.binaries import find_binary
 from harness.spec import LoadedScenario
 from harness.spec.hosts import ConfigSnippet, ServerSpec
 
@@ -78,15 +78,6 @@ def snippet_lines(checker_said: str, config: Path, rendered: str, snippet: str) 
     return re.sub(pattern, mapped, checker_said).replace(str(config), config.name)
 
 
-def _checker_binary(server: ServerSpec) -> Path | None:
-    if server.binary is not None and Path(server.binary).exists():
-        return Path(server.binary)
-    found = shutil.which(server_class(server.kind).daemon) or shutil.which(
-        server_class(server.kind).daemon, path="/usr/sbin:/usr/bin"
-    )
-    return Path(found) if found else None
-
-
 class NoChecker(UserInputError):
     """This host has no checker for a snippet's server (its servers run elsewhere)."""
 
@@ -95,7 +86,7 @@ def check_snippet(use: SnippetUse) -> str | None:
     """The checker's complaint about a snippet in place, or None when it passes. Raises
     NoChecker when this host has none, UserInputError when it cannot be run."""
     dialect = server_class(use.server.kind)
-    binary = _checker_binary(use.server)
+    binary = find_binary(use.server.kind, use.server.binary)
     if binary is None:
         raise NoChecker(
             f"cannot check the {use.server.kind} snippet {use.snippet.path}: no "

@@ -344,12 +344,14 @@ class Server(ABC):
         go where this dialect puts it)."""
 
     @classmethod
-    def check_snippet(cls, text: str) -> None:
-        """Raise SnippetError, naming the line, when the snippet sets what the harness
-        owns or cannot go where this dialect puts it."""
-        error = refused(cls.snippet_settings(text), cls.snippet_owned)
+    def check_snippet(cls, text: str) -> list[Setting]:
+        """The snippet's settings; SnippetError, naming the line, when it sets what the
+        harness owns or cannot go where this dialect puts it."""
+        settings = cls.snippet_settings(text)
+        error = refused(settings, cls.snippet_owned)
         if error is not None:
             raise error
+        return settings
 
     @classmethod
     def snippet_sections(cls, text: str) -> dict[str, str]:

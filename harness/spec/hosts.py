@@ -93,8 +93,7 @@ class ServerSpec(Strict):
             return self
         dialect = DIALECTS[self.kind]
         try:
-            dialect.check_snippet(self.config.text)
-            settings = dialect.snippet_settings(self.config.text)
+            settings = dialect.check_snippet(self.config.text)
         except SnippetError as exc:
             raise ValueError(
                 f"{self.config.path} {exc} ({self.kind} puts a snippet {dialect.snippet_place}); "

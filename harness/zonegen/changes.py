@@ -288,7 +288,12 @@ def change_set(
         build = _build_tld if spec.preset == "tld" else _build_small
         with cache.building(root, key) as tmp:
             meta = build(spec, k, changes, tmp, serial_to, whole_zone)
-    entry = root / key
+    return _from_meta(meta, root / key)
+
+
+def _from_meta(meta: dict[str, Any], entry: Path) -> ChangeSet:
+    """The change set a cache entry's meta describes (an own zone's: with its bytes and
+    version file)."""
     return ChangeSet(
         meta["origin"],
         meta["serial_from"],
@@ -297,6 +302,8 @@ def change_set(
         entry / meta["diff"],
         meta["added"],
         meta["deleted"],
+        meta.get("changed_bytes"),
+        meta.get("version"),
     )
 
 
@@ -308,15 +315,4 @@ def _own_change(
     meta = ownzone.version_change(
         chain, chain[0].serial, serial_to, whole_zone=whole_zone, cache_dir=cache_dir
     )
-    entry = Path(meta["entry"])
-    return ChangeSet(
-        meta["origin"],
-        meta["serial_from"],
-        meta["serial_to"],
-        entry / meta["zone"] if meta["files"] else None,
-        entry / meta["diff"],
-        meta["added"],
-        meta["deleted"],
-        meta["changed_bytes"],
-        meta["version"],
-    )
+    return _from_meta(meta, Path(meta["entry"]))
