@@ -23,6 +23,7 @@ from harness.observe.tcp_info import INFO_EXT, TcpConnection, connections_to, sa
 # SKNLGRP_INET6_TCP_DESTROY = 3, as the bits of a bind() mask.
 DESTROY_GROUPS = (1 << 0) | (1 << 2)
 RECEIVE_BUFFER = 4 << 20  # a fleet's connections may all close at once
+DRAIN_QUIET = 0.2  # seconds without a destroy event before the count is closed
 
 Connection = tuple[str, int, int]  # peer address, peer port, local port
 
@@ -87,6 +88,21 @@ class PathWatch:
                 continue
             self._keep(connections_to(parse_sockets([data]), None))
 
+    def _drain(self) -> None:
+        """The kernel sends destroy events from a workqueue, after the socket is gone: a
+        connection that ended just before counts() may not have been read yet. Read until
+        the group has been quiet for DRAIN_QUIET seconds."""
+        self._events.settimeout(DRAIN_QUIET)
+        while True:
+            try:
+                data = self._events.recv(1 << 16)
+            except TimeoutError:
+                return
+            except OSError as exc:
+                self.error = f"destroy events: {exc}"
+                return
+            self._keep(connections_to(parse_sockets([data]), None))
+
     def counts(self) -> dict[str, Any]:
         """Stop listening; the counts per peer, the connections still open included."""
         try:
@@ -100,6 +116,7 @@ class PathWatch:
             self.error = str(exc)
         self._stop.set()
         self._thread.join()
+        self._drain()
         self._events.close()
         with self._lock:
             return path_counts(self.last, self.peers)

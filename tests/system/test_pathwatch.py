@@ -57,5 +57,9 @@ def test_connections_of_a_millisecond_are_counted_as_they_ended(listener: socket
     assert set(counts) == {"127.0.0.1"}  # nothing to the peer that saw no connection
     seen = counts["127.0.0.1"]
     assert seen["connections"] == 3
-    assert seen["data_segs_out"] >= 3 and seen["retransmits"] == 0
+    assert seen["data_segs_out"] >= 3
+    # loopback loses nothing, but on a loaded machine a late ACK can fire a tail-loss probe,
+    # which the kernel counts as a retransmission: a few, never a share of the data
+    assert seen["retransmits"] <= 3
+    assert seen["retransmit_pct"] == round(100 * seen["retransmits"] / seen["data_segs_out"], 4)
     assert seen["rtt_ms_min"] is not None and seen["rtt_ms_min"] > 0
