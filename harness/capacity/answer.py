@@ -130,3 +130,16 @@ def moved_text(before: dict[str, Any], after: dict[str, Any], unit: str) -> str:
     if after["result"]["reached_max"]:
         change += f", at least: --max {load_text(new)} passed"
     return f"what if {after['label']}: capacity {change}; next limit: {binding_text(after)}"
+
+
+def compare_lines(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Two campaigns (an upgrade: did capacity move?): each one's answers, then how far its
+    first search's capacity moved; refused by the caller when they vary different keys."""
+    out = []
+    for name, data in (("A", before), ("B", after)):
+        for one in data["searches"]:
+            out.append(f"{name} {data['campaign']} ({one['label']}): {one['answer']}")
+    first, second = before["searches"][0], after["searches"][0]
+    moved = moved_text(first, second | {"label": f"B ({after['campaign']})"}, before["unit"])
+    out.append(moved.replace("what if ", "from A to ", 1))
+    return out

@@ -25,8 +25,42 @@ def _positive(flag: str) -> Any:
     return parse
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """Two campaigns' capacities and curves side by side."""
+    from harness.capacity.answer import compare_lines
+    from harness.capacity.command import print_answer
+    from harness.core import ui
+    from harness.core.errors import UserInputError
+    from harness.results.campaign import read_campaign
+
+    a, b = (read_campaign(Path(folder)) for folder in args.compare)
+    if (a["key"], a["sla"]["text"]) != (b["key"], b["sla"]["text"]):
+        raise UserInputError(
+            f"the campaigns answer different questions: {a['key']} within {a['sla']['text']} "
+            f"and {b['key']} within {b['sla']['text']}",
+            key="--compare",
+            fix="compare two searches of the same key and SLA",
+        )
+    console = ui.console()
+    for line in compare_lines(a, b):
+        console.print(line, soft_wrap=True, markup=False)
+    for data, folder in zip((a, b), args.compare, strict=True):
+        print_answer(data | {"folder": folder}, console)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from harness.capacity.command import Options, main
+    from harness.core.errors import UserInputError
+
+    if args.compare:
+        return _compare(args)
+    if args.scenario is None or args.vary is None:
+        raise UserInputError(
+            "a search needs a scenario and --vary KEY",
+            key="--vary",
+            fix="e.g. xfrbench capacity scenarios/capacity.toml --vary secondaries.edge.count",
+        )
 
     options = Options(
         scenario=args.scenario,
@@ -41,8 +75,6 @@ def _run(args: argparse.Namespace) -> int:
         campaign_id=args.campaign_id,
     )
     if options.factor <= 1:
-        from harness.core.errors import UserInputError
-
         raise UserInputError(
             f"--factor {options.factor:g} would never raise the load", key="--factor",
             fix="give more than 1, e.g. --factor 2",
@@ -60,10 +92,16 @@ def register(subparsers: Any) -> None:
         "folder (results/capacity-<id>/capacity.json). Prints the capacity and the limit that "
         "bound it first, then the curve and the evidence. See docs/capacity.md.",
     )
-    cap.add_argument("scenario", type=Path, help="scenario TOML file with one case")
+    cap.add_argument("scenario", type=Path, nargs="?", help="scenario TOML file with one case")
+    cap.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="instead of a search: two campaign folders' capacities and curves (did an "
+        "upgrade move capacity?)",
+    )
     cap.add_argument(
         "--vary",
-        required=True,
         metavar="KEY",
         help="the key path that scales the load, as [matrix] names it: "
         "secondaries.<site>.count, zones.zones, zones.records, stream.interval (its load is "

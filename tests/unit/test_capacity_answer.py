@@ -191,3 +191,14 @@ def test_a_campaign_links_its_steps_run_folders(tmp_path: Path) -> None:
     assert read_campaign(campaign) == {"key": "secondaries.edge.count"}
     with pytest.raises(UserInputError, match="not a capacity campaign"):
         read_campaign(run)
+
+
+def test_two_campaigns_compared_say_how_far_the_capacity_moved() -> None:
+    def campaign(name: str, capacity: float) -> dict[str, Any]:
+        one = searched([], capacity, capacity + 1, bound=quota_line(3))
+        one["answer"] = text.answer(one, "secondaries", SLA)
+        return {"campaign": name, "unit": "secondaries", "searches": [one]}
+
+    lines_out = text.compare_lines(campaign("old", 4), campaign("new", 9))
+    assert lines_out[0].startswith("A old (as written): capacity: 4 secondaries")
+    assert lines_out[-1].startswith("from A to B (new): capacity 4 -> 9 secondaries (+5)")
