@@ -225,7 +225,12 @@ def run_capacity(options: Options, console: Console, run: RunFn | None = None) -
     def save() -> None:
         data["searches"] = [s.to_dict() for s in searchers]
         for one in data["searches"]:
-            one["answer"] = text.answer(one, unit, data["sla"])
+            steps = len(one["result"]["steps"])
+            one["answer"] = (
+                text.answer(one, unit, data["sla"])
+                if one["finished"]
+                else f"searching: {steps} step(s) run so far"
+            )
         write_campaign(campaign, data)
 
     def progress(line: str) -> None:
