@@ -11,6 +11,9 @@ from typing import Any
 
 from harness.core import fmt
 
+# Candidates read as counts of what their servers logged (no share of a limit to show).
+COUNTED = {"quota", "retry", "harness-cpu"}
+
 
 def load_text(load: float | None) -> str:
     if load is None:
@@ -110,13 +113,13 @@ def evidence_rows(search: dict[str, Any]) -> list[list[str]]:
             if reading is None:
                 return "-"
             close = reading["closeness"]
-            near = "" if close is None else f"{close:.0%} of limit: "
-            return near + reading["text"]
+            if close is None or reading["candidate"] in COUNTED:
+                return str(reading["text"])
+            return f"{close:.0%} of its limit: {reading['text']}"
 
         title = line["title"] + (" <- binding" if line["candidate"] == named else "")
-        rows.append(
-            [title, cell(line["at_pass"]), cell(line["at_fail"]), "yes" if line["moved"] else "no"]
-        )
+        moved = "-" if line["at_pass"] is None else "yes" if line["moved"] else "no"
+        rows.append([title, cell(line["at_pass"]), cell(line["at_fail"]), moved])
     return rows
 
 
