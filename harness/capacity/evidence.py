@@ -153,8 +153,12 @@ def cpu(run: RunFolder) -> list[Reading]:
 
 
 def _port_count(text: str) -> int:
-    low, high = (int(x) for x in str(text).split()[:2])
-    return high - low + 1
+    """Ports in an ip_local_port_range value ("32768 60999"); Linux's default when unread."""
+    try:
+        low, high = (int(x) for x in str(text).split()[:2])
+    except ValueError:
+        low, high = (int(x) for x in DEFAULT_PORT_RANGE.split())
+    return max(1, high - low + 1)
 
 
 def ports(run: RunFolder) -> Reading:

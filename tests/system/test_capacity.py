@@ -64,7 +64,7 @@ def test_the_quota_binds_and_raising_it_moves_the_capacity(
     results = tmp_path / "results"
     status = main([
         "capacity", str(scenario), "--vary", "secondaries.edge.count", "--from", "2",
-        "--max", "4", "--sla", "p95 load time 5s",
+        "--max", "8", "--sla", "p95 load time 5s",
         "--then", "servers.primary.options.transfers-out=20",
         "--results", str(results), "--campaign-id", "cap", "--json",
     ])  # fmt: skip
@@ -82,7 +82,9 @@ def test_the_quota_binds_and_raising_it_moves_the_capacity(
     at_fail = tight["binding"]["at_fail"]
     assert at_fail["level"] > 0 and "refusals logged" in at_fail["text"]
     assert (
-        tight["answer"].startswith("capacity: 2 secondaries within p95 load time 5 s (3 fails: ")
+        tight["answer"].startswith(
+            f"capacity: {capacity} secondaries within p95 load time 5 s ({first_fail} fails: "
+        )
         and "binding: BIND transfers-out 2 (" in tight["answer"]
     )
 
