@@ -13,7 +13,8 @@ Its figure is one value per repeat, never per secondary (a repeat's secondaries 
 its NOTIFY, primary and links: results/fleet.py). An update's repeat: the fleet time by
 which that share of its secondaries served (results/fleet.py, nearest rank over all N, one
 that never served ranking last); a stream's: the 95th percentile over its serials of their
-load time at that share (results/stream.py). "no failures": the repeat's transfers that
+load time at that share (results/stream.py); records outside a fleet (a cold start): the
+share's time over the repeat's records. "no failures": the repeat's transfers that
 did not count. A figure never reached (not enough secondaries served) is infinitely late.
 
 A step's verdict sets the median's distribution-free interval against the SLA: the order
@@ -133,12 +134,29 @@ def repeat_figures(sla: Sla, records: Iterable[TransferRecord]) -> list[float]:
         return [float(sum(1 for r in measured if r.repeat == n and not r.counts)) for n in repeats]
     if any(r.trigger == "stream" for r in records):
         return _stream_figures(sla, records)
+    repeats = fleet_repeats(records)
+    if not repeats:
+        return _plain_figures(sla, records)
     figures = []
-    for repeat in fleet_repeats(records):
+    for repeat in repeats:
         if sla.kind == "all":
             figures.append(math.inf if repeat.last_s is None else repeat.last_s)
             continue
         value = fleet_percentile(sorted(repeat.times.values()), repeat.secondaries, sla.percentile)
+        figures.append(math.inf if value is None else value)
+    return figures
+
+
+def _plain_figures(sla: Sla, records: list[TransferRecord]) -> list[float]:
+    """Per repeat of records outside a fleet (one secondary, a cold start): the share's
+    time over its records by nearest rank, one that did not count ranking last."""
+    measured = [r for r in records if r.repeat >= 1 and r.failure != "unsupported"]
+    figures = []
+    for repeat in sorted({r.repeat for r in measured}):
+        mine = [r for r in measured if r.repeat == repeat]
+        times = sorted(r.duration_s for r in mine if r.counts and r.duration_s is not None)
+        share = 100.0 if sla.kind == "all" else sla.percentile
+        value = fleet_percentile(times, len(mine), share)
         figures.append(math.inf if value is None else value)
     return figures
 

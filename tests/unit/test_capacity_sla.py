@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -95,3 +96,9 @@ def test_a_step_passes_fails_or_is_too_noisy_to_call() -> None:
     many: list[Any] = [10.0] * 8 + [45.0]
     assert call(sla, many).verdict == "pass"
     assert call(sla, []).verdict == "fail"
+
+
+def test_records_outside_a_fleet_have_a_figure_per_repeat_too() -> None:
+    runs = [dataclasses.replace(r, site=None) for r in records({1: [1.0, 2.0], 2: [1.0, None]})]
+    assert repeat_figures(parse_sla("all served 3s"), runs) == [2.0, math.inf]
+    assert repeat_figures(parse_sla("p50 load time 3s"), runs) == [1.0, 1.0]
