@@ -83,7 +83,7 @@ def test_the_quota_binds_and_raising_it_moves_the_capacity(
     assert at_fail["level"] > 0 and "refusals logged" in at_fail["text"]
     assert (
         tight["answer"].startswith(
-            f"capacity: {capacity} secondaries within p95 load time 5 s ({first_fail} fails: "
+            f"capacity: {capacity:g} secondaries within p95 load time 5 s ({first_fail:g} fails: "
         )
         and "binding: BIND transfers-out 2 (" in tight["answer"]
     )
