@@ -32,7 +32,7 @@ from harness.capacity.sla import Sla
 from harness.core import fmt
 from harness.results.fleet import fleet_repeats
 from harness.results.folder import RunFolder
-from harness.servers import DIALECTS
+from harness.servers import DIALECTS, count_refusals
 
 CLOSE = 0.8  # a limit this near binds (when it moved with the load)
 MOVED = 1.1  # ...and its level at the first fail is this much above the last pass's
@@ -104,10 +104,21 @@ def quota(run: RunFolder) -> Reading:
     options = (_scenario(run).get("servers", {}).get("primary") or {}).get("options") or {}
     limit = int(options.get(option, default))
     counts = [r.refusals for r in fleet_repeats(run.records)]
-    if not counts or any(c is None for c in counts):
+    if dialect.refusals is None or any(c is None for c in counts):
         return Reading("quota", f"{title} {option} {limit}", None, 0.0, "refusals not logged")
-    refused = sum(int(c or 0) for c in counts)
+    in_repeats = sum(int(c or 0) for c in counts)
+    # The whole log too: a fleet's first copies, before the repeats, meet the quota first
+    # (all its secondaries start at once), and a secondary refused then is missing from
+    # every repeat while the repeats' own windows hold no refusal.
+    whole = sum(
+        count_refusals(kind, log.read_text(errors="replace"), 0.0).refusals or 0
+        for log in sorted(run.path.glob(f"cases/*/primary/{dialect.log_name}"))
+    )
+    refused = max(whole, in_repeats)
     text = f"{refused:,} refusals logged" if refused else "no refusal logged"
+    if refused > in_repeats:
+        before = "all" if not in_repeats else f"{refused - in_repeats:,}"
+        text += f", {before} before the measured repeats (first copies, warm-up)"
     return Reading("quota", f"{title} {option} {limit}", 1.0 if refused else 0.0, refused, text)
 
 
@@ -219,6 +230,8 @@ def retry(run: RunFolder) -> Reading:
     kinds: set[str] = set()
     for record in run.records:
         counts = (record.server_logged or {}).get("secondary_failures") or {}
+        # One that never got its first copy: its failures since its start (extra.missing).
+        counts = (record.extra.get("missing") or {}).get("secondary_failures") or counts
         if record.repeat >= 1 and not record.counts and int(counts.get("retry") or 0) > 0:
             waiting += 1
             kinds.add(str(counts.get("server") or record.secondary_kind))
