@@ -118,7 +118,7 @@ def quota(run: RunFolder) -> Reading:
     text = f"{refused:,} refusals logged" if refused else "no refusal logged"
     if refused > in_repeats:
         before = "all" if not in_repeats else f"{refused - in_repeats:,}"
-        text += f", {before} before the measured repeats (first copies, warm-up)"
+        text += f", {before} before the measured repeats"
     return Reading("quota", f"{title} {option} {limit}", 1.0 if refused else 0.0, refused, text)
 
 
