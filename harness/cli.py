@@ -1,4 +1,4 @@
-"""The `xfrbench` command: doctor, zones, run, link, report, compare, clean."""
+"""The `xfrbench` command: doctor, zones, run, link, report, compare, clean, capacity."""
 
 from __future__ import annotations
 
@@ -335,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(func=_cmd_doctor)
 
+    from harness.capacity import cli as capacity_cli
     from harness.commands import clean
     from harness.commands import zones as zones_cli
     from harness.compare import cli as compare_cli
@@ -445,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
     report_cli.register(sub)
     compare_cli.register(sub)
+    capacity_cli.register(sub)
     return parser
 
 

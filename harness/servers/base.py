@@ -269,6 +269,9 @@ class Server(ABC):
     # As a primary, the line it writes for each transfer it refuses for want of a slot
     # (servers/refusals.py); None while no such line is known: "not logged", never 0.
     refusals: ClassVar[RefusalWording | None] = None
+    # As a primary, the option that caps its outgoing transfers and its default (BIND:
+    # transfers-out, 10): what its refusals are refusals against; None: no such quota.
+    transfer_quota: ClassVar[tuple[str, int] | None] = None
     footprint: ClassVar[Footprint]  # its memory while it takes a zone (harness/plan/capacity.py)
     # The Debian packages of the server and the tools the harness runs with it, and the system
     # services they start (stopped: the harness runs its own). The Makefile's and the server

@@ -246,6 +246,7 @@ class Bind(PublishesByUpdate):
     }
     failures = FAILURES
     refusals = REFUSALS
+    transfer_quota = ("transfers-out", 10)
     fallback_wording = FALLBACKS
     # `rndc reconfig` makes every transport switch (research-switch/REPORT.md: all 12 from
     # each start, 76 switches, each seen on the wire and in the primary's log) and switches

@@ -27,7 +27,15 @@ from harness.spec.hosts import (
     ServersSpec,
 )
 from harness.spec.link import DirectionSpec, LinkSpec, LossSpec
-from harness.spec.loader import Case, LoadedScenario, expand, load, spec_hash
+from harness.spec.loader import (
+    Case,
+    LoadedScenario,
+    expand,
+    key_parts,
+    load,
+    spec_hash,
+    with_values,
+)
 from harness.spec.scenario import AutoRepeats, Scenario, ZonesSpec
 
 __all__ = [
@@ -51,6 +59,8 @@ __all__ = [
     "ZonesSpec",
     "expand",
     "fault_targets",
+    "key_parts",
     "load",
     "spec_hash",
+    "with_values",
 ]

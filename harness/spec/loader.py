@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import json
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -57,11 +58,11 @@ class LoadedScenario:
 _NAMED_BY_PAIR = {"servers.primary.kind", "servers.secondary.kind"}
 
 
-def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set a dotted key; a table value is merged into the table there, not replacing it.
-    In a list of named tables (the sites of [[secondaries]]) a part picks one by name:
-    "secondaries.seoul.count"."""
-    parts = dotted.split(".")
+def _set_path(data: dict[str, Any], dotted: str | Sequence[str], value: Any) -> None:
+    """Set a dotted key (or its parts, when a part holds dots: a sysctl's name); a table
+    value is merged into the table there, not replacing it. In a list of named tables (the
+    sites of [[secondaries]]) a part picks one by name: "secondaries.seoul.count"."""
+    parts = dotted.split(".") if isinstance(dotted, str) else list(dotted)
     node: Any = data
     for part in parts[:-1]:
         if isinstance(node, list):
@@ -317,6 +318,42 @@ def spec_hash(scenario: Scenario) -> str:
             dumped.pop(key, None)
     canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def key_parts(key: str) -> list[str]:
+    """A key path as TOML writes it: dotted, a part with dots in double quotes
+    (`hosts.secondary.sysctl."net.ipv4.tcp_tw_reuse"`). ValueError when it is not one."""
+    parts, part, quoted, closed = [], "", False, False
+    for char in key:
+        if char == '"':
+            quoted, closed = not quoted, quoted
+        elif char == "." and not quoted:
+            parts.append(part)
+            part, closed = "", False
+        elif closed:
+            raise ValueError(f"{key!r}: a quoted part must end at a dot")
+        else:
+            part += char
+    parts.append(part)
+    if quoted or not all(parts):
+        raise ValueError(f"{key!r} is not a key path such as secondaries.edge.count")
+    return parts
+
+
+def with_values(loaded: LoadedScenario, values: dict[str, Any], what: str) -> LoadedScenario:
+    """The scenario again with each key path set to its value (as [matrix] sets one, a
+    site of [[secondaries]] picked by name), validated and expanded as a file is; an error
+    names the key and `what` set it (a flag)."""
+    raw = copy.deepcopy(loaded.raw)
+    for key, value in values.items():
+        try:
+            _set_path(raw, key_parts(key), value)
+        except (KeyError, ValueError):
+            raise ScenarioError(
+                f"{loaded.path}: {what} {key}: {key} is not a table path of the scenario"
+            ) from None
+    base, cases = expand(zonefiles.resolve(raw, loaded.path), loaded.path)
+    return LoadedScenario(loaded.path, raw, base, spec_hash(base), cases)
 
 
 def load(path: str | Path) -> LoadedScenario:

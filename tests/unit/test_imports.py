@@ -12,7 +12,13 @@ import ast
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
-LAZY_ALLOWED = {"harness.cli", "harness.report.cli", "harness.compare.cli", "harness.linktest.cli"}
+LAZY_ALLOWED = {
+    "harness.cli",
+    "harness.report.cli",
+    "harness.compare.cli",
+    "harness.linktest.cli",
+    "harness.capacity.cli",
+}
 
 
 def module_name(path: Path) -> str:
@@ -122,7 +128,7 @@ LAYERS: list[set[str]] = [
     {"measure", "metrics", "report", "compare"},  # records made; records read back
     {"remote"},  # measure's operations on real hosts, through an agent each
     {"run"},  # a run end to end: it chooses the backend, so it sits above them all
-    {"commands", "linktest"},  # the subcommands beside run
+    {"commands", "linktest", "capacity"},  # the subcommands beside run
     {"cli"},  # the entry point
     {"__main__"},  # python -m harness
 ]
