@@ -150,6 +150,14 @@ class Place(Protocol):
         """A file of this host as text ("" when it cannot be read)."""
         ...
 
+    def put(self, path: Path, data: bytes, mode: int = 0o644) -> None:
+        """A file the engine wrote (a rendered config, a key), put whole on this host."""
+        ...
+
+    def remove(self, path: Path) -> None:
+        """A file or folder of this host gone (nothing when it is not there)."""
+        ...
+
     # --- TCP settings and sampling -------------------------------------------------------
 
     def port_range(self) -> PortRange:
