@@ -32,7 +32,7 @@ from harness.remote.agent_measures import proc_start
 from harness.xfr.name_sample import served
 from harness.xfr.primary_check import check_primary_serves
 from harness.xfr.rrsum import ZoneSum
-from harness.xfr.update import query_soa
+from harness.xfr.update import exchange_wire, query_soa
 
 STOP_WAIT = 10.0
 KILL_SETTLE = 5.0  # seconds a killed cgroup's children may take to die after their parent
@@ -191,6 +191,11 @@ class Primitives:
         }
 
     # --- probes next to the server -----------------------------------------------------------
+
+    def op_exchange(self, address: str, data: str, timeout: float) -> str:
+        """A DNS message (base64 wire) sent to this host's server over TCP; the answer's
+        wire back (the controller checks it and its TSIG)."""
+        return base64.b64encode(exchange_wire(address, base64.b64decode(data), timeout)).decode()
 
     def op_soa(self, address: str, zone: str, timeout: float) -> list[Any]:
         """Its server's SOA of `zone`: [owner, ttl, rdata text]."""

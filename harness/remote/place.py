@@ -278,9 +278,17 @@ class AgentPlace:
     # --- probes next to the server ---------------------------------------------------------
 
     def reach(self, timeout: float) -> Reach:
-        """A signed update is sent from the controller (netns None: its own), control tools
-        run on the host."""
-        return Reach(self.address, None, timeout, lambda argv: self.run(argv, timeout=timeout))
+        """A signed update relayed by the agent (sent next to the server, its answer and
+        TSIG checked here), control tools run on the host."""
+
+        def exchange(wire: bytes) -> bytes:
+            data = base64.b64encode(wire).decode()
+            answer = self.channel.call("exchange", address=self.address, data=data,
+                                       timeout=timeout, wait=timeout)  # fmt: skip
+            return base64.b64decode(answer)
+
+        return Reach(self.address, None, timeout, lambda argv: self.run(argv, timeout=timeout),
+                     exchange)  # fmt: skip
 
     def soa(self, zone: str, timeout: float) -> dns.rrset.RRset:
         return soa_rrset(self.channel.call("soa", address=self.address, zone=zone,

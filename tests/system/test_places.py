@@ -13,7 +13,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -21,14 +21,18 @@ import dns.name
 import dns.rdatatype
 import pytest
 
+from harness import spec, zonegen
 from harness.core.transport import Transport
+from harness.measure.live import LiveCase
 from harness.place import Place, Places
+from harness.plan.case import plan_case
 from harness.remote.channel import AgentChannel
 from harness.remote.place import AgentPlaces
+from harness.run.runner import NETNS, resolve_binaries
 from harness.spec import LinkSpec
 from harness.testbed import Testbed
 from harness.testbed import place as testbed_place
-from harness.testbed.topology import two_hosts
+from harness.testbed.topology import Endpoint, two_hosts
 
 pytestmark = [
     pytest.mark.root,
@@ -75,26 +79,33 @@ zone:
 """
 
 
+MakePlaces = Callable[[Sequence[Endpoint]], tuple[Places, Path]]
+
+
 @pytest.fixture(params=["namespace", "agent"])
-def places(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Places, Path]]:
-    """The testbed's two hosts as places of the kind asked for, and their run's folder."""
+def make_places(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakePlaces]:
+    """A testbed of the endpoints given, its hosts as places of the kind asked for (an
+    agent per host, run in the host's namespace), and their run's folder."""
     run_dir = tmp_path / "run"
     with ExitStack() as stack:
-        testbed = stack.enter_context(Testbed.of(two_hosts(LinkSpec()), tmp_path / "tb"))
-        if request.param == "namespace":
-            yield testbed_place.TestbedPlaces(testbed), run_dir
-            return
-        hosts = {}
-        for name, host in testbed.hosts.items():
-            argv = ["ip", "netns", "exec", host.netns, "env", f"PYTHONPATH={REPOSITORY}",
-                    sys.executable, "-m", "harness.remote.agent", str(run_dir / name),
-                    secrets.token_hex(3)]  # fmt: skip
-            channel = AgentChannel(name, argv)
-            stack.callback(channel.close)
-            channel.call("hello", wait=30)
-            hosts[name] = (host.address, channel, str(run_dir / name))
-        readings = {name: hosts[name][1].measure_clock(5) for name in hosts}
-        yield AgentPlaces(hosts, readings.__getitem__), run_dir
+
+        def make(endpoints: Sequence[Endpoint]) -> tuple[Places, Path]:
+            testbed = stack.enter_context(Testbed.of(endpoints, tmp_path / "tb"))
+            if request.param == "namespace":
+                return testbed_place.TestbedPlaces(testbed), run_dir
+            hosts = {}
+            for name, host in testbed.hosts.items():
+                argv = ["ip", "netns", "exec", host.netns, "env", f"PYTHONPATH={REPOSITORY}",
+                        sys.executable, "-m", "harness.remote.agent", str(run_dir),
+                        secrets.token_hex(3)]  # fmt: skip
+                channel = AgentChannel(name, argv)
+                stack.callback(channel.close)
+                channel.call("hello", wait=30)
+                hosts[name] = (host.address, channel, str(run_dir))
+            readings = {name: hosts[name][1].measure_clock(5) for name in hosts}
+            return AgentPlaces(hosts, readings.__getitem__), run_dir
+
+        yield make
 
 
 def connects(primary: Place, peer: str, wire: object, since: float) -> list[int]:
@@ -108,9 +119,9 @@ def connects(primary: Place, peer: str, wire: object, since: float) -> list[int]
 
 
 def test_a_server_put_started_probed_pulled_and_crashed_on_a_place(
-    places: tuple[Places, Path],
+    make_places: MakePlaces,
 ) -> None:
-    both, run_dir = places
+    both, run_dir = make_places(two_hosts(LinkSpec()))
     primary, secondary = both.place("primary"), both.place("secondary")
     folder = run_dir / "primary" / "knot"
     control = primary.control_socket()
@@ -156,3 +167,56 @@ def test_a_server_put_started_probed_pulled_and_crashed_on_a_place(
         assert "started" in primary.read(folder / "knot.log").lower()
     finally:
         primary.stop(proc)
+
+
+ENGINE_SCENARIO = """
+repeats = 1
+timeout = "30s"
+transports = ["tcp"]
+xfr = ["ixfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 300
+origin = "engine.test."
+ixfr_changes = 5
+[servers.primary]
+kind = "knot"
+[servers.secondary]
+kind = "nsd"
+"""
+
+
+def test_the_case_engine_runs_a_case_on_either_place(
+    make_places: MakePlaces, tmp_path: Path
+) -> None:
+    """LiveCase over the places: first copies, a change set published by a signed update
+    sent next to the primary, its NOTIFY seen on the primary's wire, the IXFR served and
+    verified, the servers' logs read, the primary held to what was published."""
+    path = tmp_path / "s.toml"
+    path.write_text(ENGINE_SCENARIO)
+    loaded = spec.load(path)
+    plan = plan_case(loaded.cases[0])
+    binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
+    zones = zonegen.generate(plan.zone_spec)
+    places, run_dir = make_places(plan.endpoints())
+    with LiveCase(plan, run_dir, places, binaries, zones, None, None) as live:
+        live.start_primary()
+        live.prepare_secondaries()
+        live.start_secondaries()
+        names = [host.name for host in plan.secondaries]
+        first = live.base_serial
+        assert set(live.wait_served(names, live.first_zone, first, live.clock() + 60)) == {*names}
+        assert all(live.verify(name, live.first_zone, first).ok for name in names)
+        publication = live.publish(first + 1)
+        assert publication.method == "dynamic update"
+        assert publication.issued <= publication.served <= live.clock()
+        notified = live.notifications(first + 1, publication.issued - 0.1, 10)
+        served = live.wait_served(names, live.first_zone, first + 1, live.clock() + 30)
+        for name in names:
+            assert publication.issued <= notified[name] <= served[name] <= live.clock()
+            check = live.verify(name, live.first_zone, first + 1)
+            assert check.ok and check.records == 302, check
+            logged = live.logged(name, live.first_zone, first + 1, time.time() - 60)
+            assert logged.primary is not None and logged.primary["xfr"] == "ixfr"
+        assert live.check_primary(first + 1) is None
