@@ -21,18 +21,16 @@ import dns.name
 import dns.rdatatype
 import pytest
 
-from harness import spec, zonegen
 from harness.core.transport import Transport
 from harness.measure.live import LiveCase
 from harness.place import Place, Places
-from harness.plan.case import plan_case
 from harness.remote.channel import AgentChannel
 from harness.remote.place import AgentPlaces
-from harness.run.runner import NETNS, resolve_binaries
 from harness.spec import LinkSpec
 from harness.testbed import Testbed
 from harness.testbed import place as testbed_place
 from harness.testbed.topology import Endpoint, two_hosts
+from tests.system.live_cases import first_case
 
 pytestmark = [
     pytest.mark.root,
@@ -193,12 +191,7 @@ def test_the_case_engine_runs_a_case_on_either_place(
     """LiveCase over the places: first copies, a change set published by a signed update
     sent next to the primary, its NOTIFY seen on the primary's wire, the IXFR served and
     verified, the servers' logs read, the primary held to what was published."""
-    path = tmp_path / "s.toml"
-    path.write_text(ENGINE_SCENARIO)
-    loaded = spec.load(path)
-    plan = plan_case(loaded.cases[0])
-    binaries = resolve_binaries([plan], NETNS, loaded.path)[0][plan.name]
-    zones = zonegen.generate(plan.zone_spec)
+    plan, binaries, zones = first_case(tmp_path, ENGINE_SCENARIO)
     places, run_dir = make_places(plan.endpoints())
     with LiveCase(plan, run_dir, places, binaries, zones, None, None) as live:
         live.start_primary()
