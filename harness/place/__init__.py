@@ -22,8 +22,16 @@ Three implementations:
 - a container of a compose project: the same `TestbedPlace` over compose's `ContainerHost`
   (compose/provider.py), whose tools come from the container's file system (nsenter); the
   container's namespace is attached by name, so probes are the namespace's;
-- a host of an inventory reached through its agent over SSH: not yet; RemoteCase
-  (remote/bench.py) still drives the agents itself (the ops it uses are mapped below).
+- a host of an inventory reached through its agent over SSH (remote/place.py `AgentPlace`
+  over remote/channel.py): the agent executes primitives only (remote/agent_place.py:
+  spawn in a cgroup with a pid file, poll, signal, halt, kill, put, mkdir, remove, exec,
+  and the probes next to the server: SOA, sampled names, the primary's check, a signed
+  update relayed as wire bytes, copies read back, a client's pull, zone and serial waits,
+  the wire watcher); every time it reports is put on the engine's clock (`HostClock`).
+  tests/system/test_places.py runs LiveCase over it, agents in a testbed's namespaces
+  on this machine's file system (so the engine's local renders and reads reach them:
+  real hosts need them through put/read, below).
+  Not yet: `run --inventory` still drives RemoteCase (remote/bench.py), see below.
 
 What LiveCase used of a testbed host before this interface (each now a place operation):
 `Host.run_tool` (control commands, reconfigurations, a dialect's publish tools, a disk
@@ -37,24 +45,37 @@ range), and of the testbed as a whole `wait_for_serials` and `SerialFollower` ov
 (address, netns) pairs, `flush_route_metrics`, `link_counters`, `link_queued`, the link's
 directions and linkem's control (`Places`).
 
-What RemoteCase asks an agent for, and the place operation each becomes:
-- `run`, `control`, `reconfig` (the engine renders, the place runs the argv) -> `run`;
-- `start` (a `ServerSetup` rebuilt from JSON and rendered on the host) -> `put` (to add:
-  the files the engine rendered) and `start`; `stop`, `alive` -> `stop`, `Proc.poll`;
+What RemoteCase asks an agent for, and the place operation it becomes (done: the agent op
+behind each AgentPlace operation exists; left: run/remote.py calling LiveCase with them):
+- `run`, `control`, `reconfig` (the engine renders, the place runs the argv) -> `run`
+  (agent `exec`);
+- `start` (a `ServerSetup` rebuilt from JSON and rendered on the host) -> `put` of the
+  files the engine rendered, then `start` (agent `spawn`); `stop`, `alive` -> `stop`
+  (`halt`), `kill` (`kill`), `Proc.poll` (`poll`);
 - `fresh`, `read` -> `fresh`, `read`; `sysctls` -> `port_range` (applying a visit's TCP
-  settings, today push.yml's, is to add); `flush_metrics` -> `flush_route_metrics`;
+  settings, today push.yml's, is still to add); `flush_metrics` -> `flush_route_metrics`;
 - `soa_serial`, `verify`, `verify_zones`, `pull`, `wait_zones`, `wait_listening` ->
   `soa`, `read_copy`, `read_copies`, `pull_from`, `wait_zones`, `wait_listening`;
+  `served`, `check_serves` (new) -> `served_names`, `check_serves`;
 - `wait_serials` -> `Places.wait_serials` (each agent polls its own server);
-- `wire_start/notify/events/forget/stop` -> `wire` (a proxy of `WireWatch`);
-- `sample_watch/mark/unwatch` -> the sampler over `cgroup_of` (the agent's own sampler,
-  its lines relayed);
+- `wire_start/notify/events/last/forget/stop` -> `wire` (remote/place.py `AgentWire`);
 - `publish` (a dialect's publish decided on the host) -> the engine's publish through
-  `reach` (a signed update sent next to the server, its tools by `run`);
-- `paths_start/stop`, `iperf_*`, `metrics_serve`, `hello`, `time`: the agent's own (the
-  real path, Prometheus, the clock exchange), not place operations.
-Times a remote place reports are its host's clock; the place puts them on the engine's
-(remote/observing.py `to_bench`).
+  `reach`: a signed update's wire relayed by the agent (`exchange`), tools by `run`.
+
+What stage 2 (run/remote.py over LiveCase, RemoteCase and the agent's `start`, `reconfig`,
+`control`, `publish`, `setup_from` retired) still needs, each a decision of the engine's:
+- files: `Server.render()`, `processes.primary_zones` (links), `restart`'s forgotten
+  state, `remove_control_socket`, a whole-file publish (`Server.publish`'s link) and
+  `disk_copy` (reads the copy) write or read the controller's file system; on an agent
+  place they must go through `put`/`remove`/`read` (zone files and TLS stay push.yml's);
+- sampling: `cgroup_of` is None on an agent place, so the controller's Sampler cannot
+  read a remote server; the agent's own sampler (`sample_watch` by server name) must take
+  pid targets and its lines be relayed (RemoteCase's `Observing`);
+- sockets: `sock_diag`, `tcp_sockets`, `connection_watch` are refused (SockDiagRefused):
+  settle's looker and the observer must read them through the agent, or do without;
+- `follow_serials` (a stream) is refused (NotOnAgents): an agent-side follower;
+- the link: `link_counters`/`link_directions` from each host's linkem (`link_stats`,
+  remote/hostlink.py), and the records' clock errors (run/remote.py `with_clock`).
 """
 
 from __future__ import annotations
@@ -148,6 +169,14 @@ class Place(Protocol):
 
     def read(self, path: Path) -> str:
         """A file of this host as text ("" when it cannot be read)."""
+        ...
+
+    def put(self, path: Path, data: bytes, mode: int = 0o644) -> None:
+        """A file the engine wrote (a rendered config, a key), put whole on this host."""
+        ...
+
+    def remove(self, path: Path) -> None:
+        """A file or folder of this host gone (nothing when it is not there)."""
         ...
 
     # --- TCP settings and sampling -------------------------------------------------------

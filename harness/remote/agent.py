@@ -33,11 +33,11 @@ from typing import IO, Any
 from harness.core.stopping import stop_process
 from harness.core.transport import Transport
 from harness.metrics.exporter import Exporter
-from harness.observe import cgroup as cgroups
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.remote.agent_link import LinkOps
 from harness.remote.agent_measures import Measures, proc_start, real_minus_mono
+from harness.remote.agent_place import STOP_WAIT, Primitives, Spawned
 from harness.remote.pathwatch import PathWatch
 from harness.results.folder import SAMPLES
 from harness.servers import Server, ServerSetup, ZoneEntry, make_server
@@ -49,8 +49,6 @@ from harness.xfr.update import query_soa, with_serial
 from harness.xfr.verify import verify_copy
 from harness.xfr.wire_watch import WireWatch
 from harness.zonegen.model import ChangeSet
-
-STOP_WAIT = 10.0
 
 
 def setup_from(data: dict[str, Any]) -> ServerSetup:
@@ -94,13 +92,14 @@ class Running:
         self.group = group
 
 
-class Agent(Measures, LinkOps):
+class Agent(Measures, LinkOps, Primitives):
     def __init__(self, run_dir: Path, tag: str, out: IO[str]) -> None:
         self.run_dir = run_dir
         self.tag = tag
         self.out = out
         self.lock = threading.Lock()
-        self.servers: dict[str, Running] = {}
+        self.servers: dict[str, Running] = {}  # what op_start rendered and started
+        self.spawned: dict[int, Spawned] = {}  # pid -> what op_spawn started
         self.wire: WireWatch | None = None
         self.sampler: Sampler | None = None
         self.lines: list[dict[str, Any]] = []  # sample lines not yet sent
@@ -197,28 +196,11 @@ class Agent(Measures, LinkOps):
         # Knot and NSD refuse to start when its folder is missing.
         server.setup.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         server.render()
-        workdir = server.setup.workdir
-        argv = server.argv()
-        group = None
-        layout = cgroups.detect()
-        record: dict[str, Any] = {"name": name, "argv": argv, "cgroup": []}
-        full = argv
-        if layout.kind != "proc":
-            cg_name = f"xfb-{self.tag}-{name}"
-            record["cgroup"] = cgroups.cgroup_dirs(cg_name, layout)
-            self._pidfile(name, record)  # written before the groups exist
-            group = cgroups.Cgroup.create(cg_name, layout)
-            full = cgroups.attach_argv(group.procs_files, argv)
-        with (workdir / "stdout.log").open("ab") as out, (workdir / "stderr.log").open("ab") as err:
-            proc = subprocess.Popen(
-                full, stdout=out, stderr=err, cwd=workdir, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-        record |= {"pid": proc.pid, "start": proc_start(proc.pid)}
-        self._pidfile(name, record)
-        self.servers[name] = Running(name, server, proc, group)
+        spawned = self._spawn(name, server.argv(), server.setup.workdir)
+        proc = spawned.proc
+        self.servers[name] = Running(name, server, proc, spawned.group)
         return {"pid": proc.pid, "started_at": time.time(), "log": str(server.log_path),
-                "workdir": str(workdir), "argv": argv}  # fmt: skip
+                "workdir": str(server.setup.workdir), "argv": server.argv()}  # fmt: skip
 
     def _pidfile(self, name: str, record: dict[str, Any]) -> None:
         path = self.run_dir / "pids" / f"{name}.json"
@@ -248,11 +230,8 @@ class Agent(Measures, LinkOps):
             return None
         proc = running.proc
         stop_process(proc, STOP_WAIT)
-        if running.group is not None:
-            cgroups.remove(running.group.paths)
+        self._forget(Spawned(name, proc, running.group))
         running.server.remove_control_socket()
-        with contextlib.suppress(FileNotFoundError):
-            (self.run_dir / "pids" / f"{name}.json").unlink()
         return proc.returncode
 
     def _tool(self, argv: list[str], timeout: float) -> dict[str, Any]:
@@ -357,6 +336,12 @@ class Agent(Measures, LinkOps):
         return [{"at": e.at + shift, "kind": e.kind, "peer": e.peer, "serial": e.serial,
                  "port": e.port, "to_port": e.to_port} for e in events]  # fmt: skip
 
+    def op_wire_last(self, kinds: list[str], peer: str | None = None) -> float | None:
+        """When the latest event of one of `kinds` (of `peer`, or any) was seen."""
+        assert self.wire is not None
+        at = self.wire.last(kinds, peer)
+        return None if at is None else at + real_minus_mono()
+
     def op_wire_forget(self, before: float) -> None:
         if self.wire is not None:
             self.wire.forget_before(before - real_minus_mono())
@@ -422,6 +407,7 @@ class Agent(Measures, LinkOps):
         for name in list(self.servers):
             with contextlib.suppress(Exception):
                 self.op_stop(name)
+        self.halt_spawned()
         if self.wire is not None:
             self.wire.__exit__(None, None, None)
             self.wire = None

@@ -35,12 +35,19 @@ def real_minus_mono() -> float:
     return time.time() - time.monotonic()
 
 
+def counts(seen: Any) -> dict[str, Any]:
+    """How a cold start's zones were polled (ZonesServed's counts, as JSON)."""
+    names = ("rounds", "queries", "answers", "resends", "round_s")
+    return {name: getattr(seen, name) for name in names}
+
+
 class Measures:
     """The measuring half of the agent: its state, and the pid files it records for
     teardown (_pidfile), are the Agent's."""
 
     run_dir: Path
     servers: dict[str, Any]  # name -> Running (remote/agent.py)
+    spawned: dict[int, Any]  # pid -> Spawned (remote/agent_place.py)
     paths: PathWatch | None
     iperf: subprocess.Popen[Any] | None
 
@@ -63,11 +70,12 @@ class Measures:
         serial: int,
         timeout: float,
         max_rate: float,
+        pid: int | None = None,
     ) -> dict[str, Any]:
-        """Every zone of the secondary `name` polled on this host until it serves `serial`
-        (xfr/poll_zones.py), while it runs; when each was first served, and how it was
-        polled."""
-        running = self.servers.get(name)
+        """Every zone of the secondary `name` (or the process `pid` spawned) polled on this
+        host until it serves `serial` (xfr/poll_zones.py), while it runs; when each was
+        first served, and how it was polled."""
+        running = self.servers.get(name) if pid is None else self.spawned.get(pid)
 
         def alive(done: int, total: int) -> None:
             status = running.proc.poll() if running is not None else -1
@@ -86,6 +94,7 @@ class Measures:
             "served": {zone: at + shift for zone, at in seen.served.items()},
             "unserved": {zone: at + shift for zone, at in seen.unserved.items()},
             "polling": polling_summary(seen),
+            "counts": counts(seen),
             "error": error,
         }
 

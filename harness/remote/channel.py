@@ -1,7 +1,7 @@
 """The controller's end of an agent: an SSH channel to one host, requests and answers as
 JSON lines, and the clock exchange that puts the host's times on the controller's clock.
 
-    channel = AgentChannel(host, python="/usr/bin/python3", bundle=..., run_dir=..., tag=...)
+    channel = open_channel(host, python="/usr/bin/python3", bundle=..., run_dir=..., tag=...)
     channel.call("wait_serials", timeout=30, targets={...}, zone="example.", ...)
     clock = channel.measure_clock()          # offset and its error, NTP-style
 
@@ -69,12 +69,18 @@ def best_exchange(exchanges: list[tuple[float, float, float]]) -> ClockReading:
     return ClockReading(host - (sent + rtt / 2), rtt / 2, rtt, received, len(exchanges))
 
 
+def agent_argv(python: str, bundle: str, run_dir: str, tag: str) -> list[str]:
+    """The command that runs an agent with `python`, its modules from `bundle`."""
+    return ["env", f"PYTHONPATH={bundle}", python, "-m", "harness.remote.agent", run_dir, tag]
+
+
 class AgentChannel:
-    def __init__(self, host: InventoryHost, *, python: str, bundle: str, run_dir: str, tag: str):
-        self.host = host
-        command = ["env", f"PYTHONPATH={bundle}", python, "-m", "harness.remote.agent",
-                   run_dir, tag]  # fmt: skip
-        self.argv = host.ssh.argv(command)
+    """Requests to the agent that `argv` starts (over ssh: open_channel), answers back;
+    `name` is its host's, for messages."""
+
+    def __init__(self, name: str, argv: list[str]):
+        self.name = name
+        self.argv = argv
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
@@ -90,7 +96,7 @@ class AgentChannel:
             bufsize=1,
             start_new_session=True,
         )
-        threading.Thread(target=self._read, name=f"agent-{host.name}", daemon=True).start()
+        threading.Thread(target=self._read, name=f"agent-{name}", daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
     def _read(self) -> None:
@@ -142,12 +148,12 @@ class AgentChannel:
                 self._waiting.pop(rid, None)
             why = "closed" if self._closed else f"no answer within {wait + CALL_SLACK:g} s"
             raise AgentError(
-                f"the agent on {self.host.name} ({op}): channel {why}: {self.stderr_tail()}"
+                f"the agent on {self.name} ({op}): channel {why}: {self.stderr_tail()}"
             )
         message = box[0]
         if message.get("ok"):
             return message.get("result")
-        error = f"{self.host.name}: {message.get('error')}"
+        error = f"{self.name}: {message.get('error')}"
         if message.get("type") in ("XfrTimeout",):
             raise XfrTimeout(error)
         if message.get("type") in ("XfrError",):
@@ -173,8 +179,10 @@ class AgentChannel:
             stop_process(self.proc, 15, signalled=True)  # asked by "shutdown" and EOF
 
 
-def open_channel(host: InventoryHost, **options: Any) -> AgentChannel:
-    channel = AgentChannel(host, **options)
+def open_channel(
+    host: InventoryHost, *, python: str, bundle: str, run_dir: str, tag: str
+) -> AgentChannel:
+    channel = AgentChannel(host.name, host.ssh.argv(agent_argv(python, bundle, run_dir, tag)))
     try:
         channel.call("hello", wait=30)
     except AgentError as exc:

@@ -128,12 +128,14 @@ class NewVersion:
 class Reach:
     """How a dialect reaches the primary it runs as: its address and network namespace,
     the step timeout, and its host's way of running a control tool there (namespaces or a
-    container: the dialect never knows which)."""
+    container: the dialect never knows which); `exchange`, when its host sends a DNS
+    message for the harness (an agent: xfr/update.py send_update)."""
 
     address: str
     netns: str | None
     timeout: float
     run_tool: Callable[[list[str]], Any]
+    exchange: Callable[[bytes], bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -565,5 +567,6 @@ class PublishesByUpdate(Server):
         update = serial_update(
             version.zone, version.soa, version.serial, key, deleted=deleted, added=added
         )
-        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout)
+        send_update(update, reach.address, netns=reach.netns, timeout=reach.timeout,
+                    exchange=reach.exchange)  # fmt: skip
         return "dynamic update"

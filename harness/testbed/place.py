@@ -141,6 +141,17 @@ class TestbedPlace:
         except OSError:
             return ""
 
+    def put(self, path: Path, data: bytes, mode: int = 0o644) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+
+    def remove(self, path: Path) -> None:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
     # --- TCP settings and sampling -------------------------------------------------------
 
     def port_range(self) -> PortRange:

@@ -10,7 +10,7 @@ update is pure (`serial_update`); sending it is thin I/O (`send_update`).
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dns.message
@@ -82,15 +82,46 @@ def query_soa(
 
 
 def send_update(
-    update: dns.update.UpdateMessage, address: str, *, netns: str | None, timeout: float
+    update: dns.update.UpdateMessage,
+    address: str,
+    *,
+    netns: str | None,
+    timeout: float,
+    exchange: Callable[[bytes], bytes] | None = None,
 ) -> None:
-    """Send the update over TCP and require NOERROR (its TSIG answer is verified)."""
-    answer = _exchange(update, address, netns, timeout)
+    """Send the update over TCP and require NOERROR (its TSIG answer is verified). With
+    `exchange` (the update's wire in, the answer's out: a host's agent sends it next to
+    its server), the bytes go that way instead of from `netns`."""
+    if exchange is None:
+        answer = _exchange(update, address, netns, timeout)
+    else:
+        wire = update.to_wire()
+        answer = dns.message.from_wire(exchange(wire), keyring=update.keyring,
+                                       request_mac=update.mac)  # fmt: skip
     if answer.rcode() != dns.rcode.NOERROR:
         raise XfrError(
             f"{address} refused the update of {update.origin}: "
             f"{dns.rcode.to_text(answer.rcode())} (is allow-update set for the per-run key?)"
         )
+
+
+def exchange_wire(address: str, wire: bytes, timeout: float) -> bytes:
+    """One DNS message over TCP from here, its answer's wire back unparsed (an agent's
+    relay: the sender checks the answer and its TSIG)."""
+    with socket.create_connection((address, 53), timeout=timeout) as sock:
+        sock.sendall(len(wire).to_bytes(2, "big") + wire)
+        size = int.from_bytes(_read_exactly(sock, 2), "big")
+        return _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise XfrError(f"the answer ended after {len(data)} of {size} bytes")
+        data += chunk
+    return bytes(data)
 
 
 def _exchange(query: dns.message.Message, address: str, netns: str | None, timeout: float) -> Any:
