@@ -51,6 +51,16 @@ class ZoneEntry:
     format: str = "text"  # a primary's file: "text", or its dialect's own (BIND's "raw")
 
 
+@dataclass(frozen=True)
+class CatalogConsumer:
+    """A secondary that provisions its member zones from a catalog (RFC 9432): the catalog
+    is one of its `zones`; its members come and go as the catalog says, their copies kept
+    in `members_dir`."""
+
+    zone: str
+    members_dir: Path
+
+
 @dataclass
 class ServerSetup:
     """Everything a dialect needs to render one server of the relation.
@@ -97,6 +107,8 @@ class ServerSetup:
     # The operator's own configuration snippet ([servers.<role>] config), verbatim; the
     # dialect puts it at its documented place (Server.snippet_sections).
     config: str = ""
+    # A secondary consuming a catalog (trigger "catalog"); None otherwise.
+    catalog: CatalogConsumer | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -322,6 +334,12 @@ class Server(ABC):
     def capabilities(cls, version: str) -> Capabilities: ...
 
     @classmethod
+    def catalog_consumer_problem(cls, version: str) -> str | None:
+        """Why this version cannot be a catalog consumer the harness configures, or None
+        (a dialect that configures one overrides this)."""
+        return f"xfrbench does not configure {cls.title} {version} as a catalog consumer yet"
+
+    @classmethod
     def switches_by_reconfig(
         cls, started: ServerSetup, before: ServerSetup, after: ServerSetup
     ) -> bool:
@@ -467,6 +485,7 @@ class Server(ABC):
             "control_socket": s.socket_path,
             "update_key": s.update_key,
             "snippet": self.snippet_sections(s.config) if s.config.strip() else {},
+            "catalog": s.catalog,
         }
 
     def _render(self, template: str, target: Path) -> Path:
@@ -476,6 +495,8 @@ class Server(ABC):
     def render(self) -> list[Path]:
         """Write the config files into the workdir; returns them."""
         self.setup.workdir.mkdir(parents=True, exist_ok=True)
+        if self.setup.catalog is not None:
+            self.setup.catalog.members_dir.mkdir(parents=True, exist_ok=True)
         return self._render_files()
 
     @abstractmethod
