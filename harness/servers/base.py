@@ -309,6 +309,11 @@ class Server(ABC):
     # settings it may not make: name (or "section.name") -> why the harness sets it.
     snippet_place: ClassVar[str]
     snippet_owned: ClassVar[dict[str, str]] = {}
+    # As a catalog consumer, its lines about a catalog it could not take whole (a member
+    # refused, a duplicate, a bad property), kept in its own words (measure/catalog.py).
+    catalog_wording: ClassVar[re.Pattern[str]] = re.compile(
+        r"(catz|catalog).*(error|fail|invalid|duplicat|already|ignor|conflict|reject)", re.I
+    )
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 class CatalogSpec(Strict):
     members: int = Field(ge=1, le=MAX_ZONES // 2)
-    add: int = Field(default=1, ge=0, le=10_000)
-    remove: int = Field(default=1, ge=0, le=10_000)
+    # At most 1,000 a version: one dynamic update (a 64 KB message) carries them.
+    add: int = Field(default=1, ge=0, le=1000)
+    remove: int = Field(default=1, ge=0, le=1000)
     interval: Duration = 2.0
     restart_secondary: bool = False
     sample: int = Field(default=8, ge=0, le=10_000)
