@@ -212,6 +212,10 @@ def _measure(
     catalog = plan.catalog
     assert catalog is not None
     deadline = bench.clock() + plan.timeout
+    # CPU is the phase's (a restarted or fresh consumer's from its start); the memory peak
+    # is the highest since the consumer started.
+    before = {h: (bench.usage(h).cpu_s or 0.0) if phase.origin_is != "consumer started" else 0.0
+              for h in hosts}  # fmt: skip
     with bench.spent.phase("transfer"):
         if removed:
             seen = bench.wait_gone(hosts, zones, deadline)
@@ -240,8 +244,12 @@ def _measure(
             "catalog_serial": phase.serial,
             "origin": phase.origin_is,
             **figures,
+            # Every served member's latency, in ms, sorted (the summary pools them).
+            "latencies_ms": sorted(
+                round(v * 1000) for v in mine.latencies.values() if v is not None
+            ),
             "verified_sample": len(sample),
-            "consumer_cpu_s": usage.cpu_s,
+            "consumer_cpu_s": None if usage.cpu_s is None else round(usage.cpu_s - before[host], 3),
             "consumer_peak_bytes": usage.peak_bytes,
             "failures": failures[:FAILURES_KEPT],
         }

@@ -55,6 +55,8 @@ class LiveCatalogCase(LiveCase):
         self.pool = zones  # the hosting zones alone: their sums are cached beside them
         zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members)
         super().__init__(plan, case_dir, places, binaries, zones, *args, **kwargs)
+        self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
+        self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
 
     # --- the consumers ------------------------------------------------------------------
 
@@ -78,7 +80,20 @@ class LiveCatalogCase(LiveCase):
         self.prepare_secondaries()
         started = self.clock()
         self.start_secondaries()
+        for host in self.secondaries:
+            self._baseline(host)
         return started
+
+    def _baseline(self, host: str) -> None:
+        """A server's cgroup outlives its restarts (testbed/core.py reuses it): its CPU so
+        far and its memory peak are set aside at each start, so usage() is this start's."""
+        running = self.secondaries[host]
+        group = running.place.cgroup_of(running.proc) if running.proc is not None else None
+        if group is None:
+            return
+        read = group.read()
+        self.cpu_before[host] = read.cpu_user_s + read.cpu_system_s
+        self.peak_reset[host] = group.reset_peak()
 
     def restart_consumer(self, host: str) -> float:
         running = self.secondaries[host]
@@ -86,6 +101,7 @@ class LiveCatalogCase(LiveCase):
         started = self.clock()
         srv.spawn(running, render=False)
         self._watch()
+        self._baseline(host)
         return started
 
     def sleep(self, seconds: float) -> None:
@@ -175,7 +191,10 @@ class LiveCatalogCase(LiveCase):
         if group is None:
             return Usage(None, None)
         read = group.read()
-        return Usage(round(read.cpu_user_s + read.cpu_system_s, 3), read.charged_peak_bytes)
+        cpu = read.cpu_user_s + read.cpu_system_s - self.cpu_before.get(host, 0.0)
+        # The peak since this start where the kernel resets one, else since the first.
+        peak = read.peak_since_reset_bytes if self.peak_reset.get(host) else None
+        return Usage(round(cpu, 3), peak if peak is not None else read.charged_peak_bytes)
 
     def member_transfers(self, host: str, since: float) -> int | None:
         running = self.secondaries[host]

@@ -12,6 +12,7 @@ from harness import spec
 from harness.measure.catalog import Usage, catalog_repeat
 from harness.measure.records import RecordContext
 from harness.plan.case import CasePlan, plan_case
+from harness.results.catalog import ALL, catalog_summary
 from harness.results.model import TransferRecord
 from harness.zonegen.catalog import Member
 from tests.unit.test_flows import FakeBench
@@ -176,3 +177,25 @@ def test_a_member_named_twice_fails_the_records_with_the_catalogs_problem(
         assert record.extra["catalog"]["catalog_problems"] == [
             f"member zone {twice} is named 2 times"
         ]
+
+
+def test_the_summary_pools_every_consumer_and_member_never_dropping_one(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, "members = 19\nadd = 0\nremove = 0\nnames = ['absent.example.']")
+
+    def fast(zone: str) -> float | None:
+        return None if zone == "absent.example." else 0.1
+
+    def slow(zone: str) -> float | None:
+        return None if zone == "absent.example." else 2.0
+
+    _, records = _run(plan, member_s={"b": fast, "k": slow})
+    rows = {(r["phase"], r["consumer"]): r for r in catalog_summary(records)}
+    assert set(rows) == {("provision", "b"), ("provision", "k"), ("provision", ALL)}
+    pooled = rows[("provision", ALL)]
+    assert (pooled["members"], pooled["served"], pooled["failed"]) == (40, 38, 2)
+    # 40 pairs: 19 at 0.1 s, 19 at 2 s, 2 never served; p95 is the 38th: 2 s; the last
+    # falls on a member never served: not reached.
+    assert (pooled["p50_s"], pooled["p95_s"], pooled["last_s"]) == (2.0, 2.0, None)
+    assert rows[("provision", "b")]["p50_s"] == 0.1
