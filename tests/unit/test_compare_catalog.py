@@ -13,6 +13,7 @@ from rich.console import Console
 from harness.compare.gate import NO_CHANGE, REGRESSION, load_and_compare
 from harness.measure.catalog import catalog_repeat
 from harness.measure.records import RecordContext
+from harness.metrics.openmetrics import write_openmetrics
 from harness.report.data import load_report_data
 from harness.report.html import render_html
 from harness.report.text import print_summary
@@ -66,3 +67,10 @@ def test_the_report_shows_each_phase_per_consumer_and_for_all(tmp_path: Path) ->
     html = render_html(data)
     assert html.count('data-phase="provision"') == 3  # b, k and all
     assert 'href="#catalog"' in html
+
+
+def test_openmetrics_of_a_catalog_fleet_run_has_no_propagation_figure(tmp_path: Path) -> None:
+    run = catalog_run(tmp_path, "a", k_step=0.01)
+    write_openmetrics(run)  # the run's records are a fleet's (two consumers)
+    text = (run / "metrics.om").read_text()
+    assert "xfrbench_fleet_propagation_seconds{" not in text
