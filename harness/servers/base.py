@@ -312,7 +312,7 @@ class Server(ABC):
     # As a catalog consumer, its lines about a catalog it could not take whole (a member
     # refused, a duplicate, a bad property), kept in its own words (measure/catalog.py).
     catalog_wording: ClassVar[re.Pattern[str]] = re.compile(
-        r"(catz|catalog).*(error|fail|invalid|duplicat|already|ignor|conflict|reject)", re.I
+        r"\b(warning|error)\b.*(catz|catalog|member)", re.I
     )
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:

@@ -405,6 +405,11 @@ class Bind(PublishesByUpdate):
     def snippet_sections(cls, text: str) -> dict[str, str]:
         return {"options": indented(text, 4)}
 
+    # Its catalog complaints are catz lines at warning or error severity, e.g. "warning:
+    # catz: catz_addmodzone_taskaction: zone '...' will not be added because another
+    # catalog zone already contains an entry with that zone" (a member named twice).
+    catalog_wording = re.compile(r" (warning|error): catz: ")
+
     @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:
         """catalog-zones since 9.11, schema version 2 since 9.18 (the harness's catalogs are

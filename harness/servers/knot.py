@@ -301,6 +301,10 @@ class Knot(PublishesByUpdate):
         parts = yaml_sections(text, SNIPPET_SECTIONS)
         return {name: indented(part, 4) for name, part in parts.items()}
 
+    # Its catalog complaints, e.g. "error: [<member>.] duplicate addition/removal of the
+    # member node, ignoring" (a member named twice).
+    catalog_wording = re.compile(r" (warning|error): .*\b(catalog|member)\b")
+
     @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:
         """catalog-role interpret since 3.1 (version 2 catalogs)."""

@@ -302,8 +302,8 @@ class Pdns(PublishesByUpdate):
     # Its catalog lines ("Catalog-Zone create zone ...") and an IXFR of a consumer zone
     # that it cannot apply, in its words.
     catalog_wording = re.compile(
-        r"(Catalog-Zone|catalog).*(error|fail|invalid|duplicat|already|ignor|conflict|reject|"
-        r"can't|not configured)",
+        r"(Catalog-Zone|catalog).*(error|fail|exception|duplicat|conflict|reject|can't|"
+        r"not configured)",
         re.I,
     )
     footprint = Footprint(base_mib=62, record_bytes=230, zone_bytes=3_000)

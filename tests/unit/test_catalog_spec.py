@@ -101,3 +101,31 @@ def test_bind_and_knot_render_their_consumers(tmp_path: Path) -> None:
     knot = _rendered("knot", tmp_path / "knot")
     assert "catalog-role: interpret\n    catalog-template: catalog_member" in knot
     assert "- id: catalog_member" in knot
+
+
+@pytest.mark.parametrize(
+    ("kind", "line", "kept"),
+    [
+        ("bind", "2026-11-28T15:19:43.676 general: warning: catz: catz_addmodzone_taskaction: "
+         "zone 'a.example' will not be added because another catalog zone already contains "
+         "an entry with that zone", True),
+        ("bind", "2026-11-28T15:19:43.672 general: info: catz: catalog.invalid: reload start",
+         False),
+        ("knot", "2026-11-28T15:19:43+0000 error: [a.example.] duplicate addition/removal of "
+         "the member node, ignoring", True),
+        ("knot", "2026-11-28T15:19:43+0000 info: [catalog.invalid.] failed to parse zone file "
+         "'/x/catalog.invalid.zone' (not exists)", False),
+        ("pdns", "Nov 28 14:57:37 AXFR-in zone: 'catalog.invalid', primary: '198.18.8.2', "
+         "Catalog-Zone PDNSException Database error trying to delete domain 'a.example': "
+         "Error while retrieving SQLite query results: database is locked (5)", True),
+        ("pdns", "Nov 28 14:50:04 IXFR-in zone 'catalog.invalid', primary '198.19.134.2', "
+         "can't determine backend, not configured as slave", True),
+        ("pdns", "Nov 28 14:49:56 AXFR-in zone: 'catalog.invalid', primary: '198.19.134.2', "
+         "Catalog-Zone create zone 'a.example'", False),
+    ],
+)  # fmt: skip
+def test_each_dialect_keeps_its_catalog_complaints_in_its_words(
+    kind: str, line: str, kept: bool
+) -> None:
+    """Lines captured from the runs of docs/catalog.md."""
+    assert bool(server_class(kind).catalog_wording.search(line)) is kept
