@@ -34,7 +34,7 @@ from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
 from harness.servers.snippet import Setting, refused
 from harness.xfr import TsigKey
-from harness.xfr.secrets import TlsFiles, write_private
+from harness.xfr.secrets import TlsFiles, write_private_text
 from harness.xfr.update import send_update, serial_update
 from harness.xfr.zone_copy import DiskCopy
 from harness.zonegen.cache import link_or_copy
@@ -495,7 +495,7 @@ class Server(ABC):
 
     def _render(self, template: str, target: Path) -> Path:
         # Configs may hold the TSIG secret: owner-only, like every other secret.
-        return write_private(target, _env.get_template(template).render(self._context()))
+        return write_private_text(target, _env.get_template(template).generate(self._context()))
 
     def render(self) -> list[Path]:
         """Write the config files into the workdir; returns them."""
