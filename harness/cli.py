@@ -61,7 +61,9 @@ def _print_cases(loaded: object, console: Console, alpha: float) -> None:
             zone = f"{zones.origin} {Path(zones.file).name} {zones.record_count:,} rec"
             if zones.versions:
                 zone += f", {len(zones.versions)} versions"
-        if zones.preset == "hosting":
+        if plan.catalog is not None:  # the pool: the members and those the repeats add
+            zone += f" x {plan.zone_spec.zones:,} zones, catalog of {plan.catalog.members:,}"
+        elif zones.preset == "hosting":
             zone += f" x {zones.zones:,} zones"
         fleet = case.scenario.fleet
         sites = [f"{s.name} x{s.count} ({s.kind})" if s.count > 1 else f"{s.name} ({s.kind})"

@@ -42,23 +42,31 @@ FAILURES = "failures"
 FLEET_FIGURES = ("fleet last", "fleet p95")  # a fleet's propagation, one value per repeat
 STREAM_LOAD = "stream load time"  # a stream's load time at a site, one value per repeat
 STREAM_MISSED = "stream serials over the SLA"  # share of a repeat's serials, one per repeat
+# A catalog's, one value per repeat and consumer (compare/catalog.py).
+CATALOG_P95 = "catalog p95"  # its members' provisioning p95 in a phase
+CATALOG_LAST = "catalog last"  # ...and the last member's
+CATALOG_CPU = "catalog CPU per change"  # the consumer's CPU for a one-member add
+CATALOG_RETRANSFERS = "catalog re-transfers"  # members transferred again after a restart
+CATALOG_FIGURES = (CATALOG_P95, CATALOG_LAST, CATALOG_CPU, CATALOG_RETRANSFERS)
 # per_transfer()'s keys (harness/results/resources.py) and the records' extra["sockets"]
 # keys (per role) each figure is read from.
 PER_TRANSFER_KEYS = {CPU: "cpu_s", MEMORY: "memory_peak"}
 SOCKETS = "sockets"
 SOCKET_KEYS = {CONNECTIONS: "connections", TIME_WAIT: "time_wait_left"}
 # The order the figures are printed in, and what each one's values are in.
-KINDS = (DURATION, *FLEET_FIGURES, STREAM_LOAD, STREAM_MISSED, CPU, MEMORY, CONNECTIONS,
-         TIME_WAIT, PEAK_MEMORY, FAILURES)  # fmt: skip
+KINDS = (DURATION, *FLEET_FIGURES, STREAM_LOAD, STREAM_MISSED, *CATALOG_FIGURES, CPU, MEMORY,
+         CONNECTIONS, TIME_WAIT, PEAK_MEMORY, FAILURES)  # fmt: skip
 # The figures a run may not have recorded (an older harness, a backend without samples).
 RECORDED_KINDS = (CPU, MEMORY, CONNECTIONS, TIME_WAIT)
 UNITS = {DURATION: "s", CPU: "s", MEMORY: "bytes", PEAK_MEMORY: "bytes", CONNECTIONS: "count",
          TIME_WAIT: "sockets", FAILURES: "attempts", STREAM_LOAD: "s",
          STREAM_MISSED: "share"}  # fmt: skip
 UNITS |= {figure: "s" for figure in FLEET_FIGURES}
+UNITS |= {CATALOG_P95: "s", CATALOG_LAST: "s", CATALOG_CPU: "s", CATALOG_RETRANSFERS: "count"}
 # Counts and shares are compared as differences (a connection more per transfer), the rest
 # as ratios of trimmed geometric means.
-SCALES = {CONNECTIONS: ABSOLUTE, TIME_WAIT: ABSOLUTE, STREAM_MISSED: ABSOLUTE}
+SCALES = {CONNECTIONS: ABSOLUTE, TIME_WAIT: ABSOLUTE, STREAM_MISSED: ABSOLUTE,
+          CATALOG_RETRANSFERS: ABSOLUTE}  # fmt: skip
 MIB = 1024.0 * 1024.0
 # The smallest absolute change that matters whatever the ratio. Counts: one socket or
 # connection per transfer. Memory: 4 MiB. In the reference run (quick20-a) one secondary's
@@ -67,7 +75,8 @@ MIB = 1024.0 * 1024.0
 # two runs, or the two sides of an A/B run, never share a process, so a change of that size
 # is the process's, not the server's. Half the floor (2 MiB) is the least a regression may
 # be (harness/core/power.py FLOOR_SHARE).
-FLOORS = {MEMORY: 4 * MIB, CONNECTIONS: 1.0, TIME_WAIT: 1.0, STREAM_MISSED: 0.05}
+FLOORS = {MEMORY: 4 * MIB, CONNECTIONS: 1.0, TIME_WAIT: 1.0, STREAM_MISSED: 0.05,
+          CATALOG_RETRANSFERS: 1.0}  # fmt: skip
 
 
 # CPU and memory per transfer are judged against a threshold of their own: in the reference
@@ -119,10 +128,11 @@ Key = tuple[str, str, str | None, str]  # case, method, site (fleets), figure
 
 def duration_values(records: Iterable[TransferRecord]) -> dict[Key, Values]:
     """Each case's (and fleet site's) counted durations, per host for the drift check. A
-    stream's records are its serials' latencies: compare/stream.py takes them per repeat."""
+    stream's records are its serials' latencies: compare/stream.py takes them per repeat; a
+    catalog's, its phases: compare/catalog.py."""
     out: dict[Key, Values] = {}
     for record in records:
-        if record.trigger == "stream":
+        if record.trigger in ("stream", "catalog"):
             continue
         key = (record.case, record.method, record.site, DURATION)
         entry = out.setdefault(key, Values([], 0))

@@ -61,6 +61,7 @@ from harness.compare.case import (  # the verdicts, for callers of the gate
     fleet_comparisons,
     side_of,
 )
+from harness.compare.catalog import catalog_comparisons
 from harness.compare.family import Family, judge, overall_comparisons, power_words, undecided
 from harness.compare.figures import (
     DEFAULT_RESOURCE_THRESHOLD,
@@ -237,10 +238,11 @@ def _label(key: Group) -> str:
 def _groups(records: list[TransferRecord]) -> dict[Group, list[TransferRecord]]:
     """Records by case and method, and by site in a fleet: a fleet case's sites are
     compared one by one (a slower far site hides in a fleet-wide median). A stream's
-    records are compared per repeat (compare/stream.py)."""
+    records are compared per repeat (compare/stream.py), a catalog's per repeat and
+    consumer (compare/catalog.py)."""
     groups: dict[Group, list[TransferRecord]] = {}
     for record in records:
-        if record.trigger != "stream":
+        if record.trigger not in ("stream", "catalog"):
             groups.setdefault((record.case, record.method, record.site), []).append(record)
     return groups
 
@@ -407,7 +409,7 @@ def compare_runs(
         if same_run:
             break
     durations, groups_a, groups_b = _duration_comparisons(a, b, threshold, alpha)
-    if not durations and not any(r.trigger == "stream" for r in a.records):
+    if not durations and not any(r.trigger in ("stream", "catalog") for r in a.records):
         raise UserInputError(
             f"no case of {a.path} ({len(groups_a)} cases) is in {b.path} "
             f"({len(groups_b)} cases): nothing to compare",
@@ -415,6 +417,7 @@ def compare_runs(
         )
     extra = durations + fleet_comparisons(a.records, b.records, threshold=threshold, alpha=alpha)
     extra += stream_comparisons(a.records, b.records, threshold=threshold, alpha=alpha)
+    extra += catalog_comparisons(a.records, b.records, threshold=threshold, alpha=alpha)
     judged = gate_values(
         resource_values(a),
         resource_values(b),

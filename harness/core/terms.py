@@ -11,7 +11,7 @@ from typing import Literal, get_args
 # A transport's name; harness/core/transport.py says what each means (`Transport`).
 TransportName = Literal["tcp", "tcp-tsig", "xot", "xot-tsig"]
 XfrKind = Literal["axfr", "ixfr"]
-Trigger = Literal["notify", "retransfer", "cold-start", "stream"]
+Trigger = Literal["notify", "retransfer", "cold-start", "stream", "catalog"]
 Role = Literal["primary", "secondary"]  # a server's part in the relation
 Method = Literal["server-to-server", "client-pull-own", "client-pull-kdig"]
 ServerKind = Literal["bind", "knot", "nsd", "pdns"]

@@ -275,7 +275,9 @@ class MetricState:
         every secondary of the repeat has a record."""
         if record.method != SERVER_TO_SERVER or record.site is None or record.repeat < 1:
             return []
-        if record.trigger == "stream":  # a stream's figures are per serial: results/stream.py
+        if record.trigger in ("stream", "catalog"):
+            # A stream's figures are per serial (results/stream.py), a catalog's per phase
+            # (results/catalog.py): neither is one propagation per repeat.
             return []
         case = record.case
         repeat, records = self._fleet.get(case, (0, []))

@@ -20,10 +20,12 @@ from typing import Any
 from harness import zonegen
 from harness.core.terms import Method, Role, Trigger, XfrKind
 from harness.core.transport import Transport
+from harness.plan.catalog import CatalogPlan
 from harness.plan.endpoint import Endpoint
 from harness.plan.stream import StreamPlan
 from harness.servers.capabilities import Capabilities, Support
 from harness.spec import Case, FaultSpec, HostSpec, LinkSpec, ServerSpec
+from harness.spec.catalog import pool_size
 from harness.spec.scenario import DEFAULT_COLD_START_POLL
 
 # A tiny zone has one NS to replace: 2 changes at most.
@@ -64,6 +66,7 @@ class CasePlan:
     cold_start_poll: int | str = DEFAULT_COLD_START_POLL
     fault: FaultSpec | None = None  # what breaks in each repeat (harness/measure/faults.py)
     stream: StreamPlan | None = None  # trigger "stream": its schedule and target
+    catalog: CatalogPlan | None = None  # trigger "catalog": its members and versions
     # How copies are verified: "disk" or "served"; None: disk where the secondary's dialect
     # keeps a copy on disk, served otherwise (measure/disk_copy.py)
     verify: str | None = None
@@ -88,7 +91,7 @@ class CasePlan:
     @property
     def notify(self) -> bool:
         """The primary NOTIFYs its secondaries (when that is the trigger, or in a stream)."""
-        return self.trigger in ("notify", "stream")
+        return self.trigger in ("notify", "stream", "catalog")
 
     @property
     def ixfr(self) -> bool:
@@ -110,6 +113,8 @@ class CasePlan:
         per_repeat = len(self.secondaries)
         if self.stream is not None:
             per_repeat *= len(self.stream.offsets(self.name, 1))
+        if self.catalog is not None:
+            per_repeat *= len(self.catalog.phases())
         return self.repeats * (per_repeat + len(self.client_pulls))
 
     def endpoints(self) -> tuple[Endpoint, ...]:
@@ -140,7 +145,7 @@ def zone_spec(case: Case) -> zonegen.ZoneSpec:
         records=z.record_count,
         origin=z.origin,
         seed=z.seed,
-        zones=z.zones,
+        zones=pool_size(c, case.scenario.max_repeats) if (c := case.scenario.catalog) else z.zones,
         signed=z.signed,
         serial=z.serial,
         file=z.file,
@@ -164,6 +169,19 @@ def plan_case(case: Case) -> CasePlan:
             given.arrival,
             given.sla,
             scenario.schedule_seed,
+        )
+    catalog = None
+    if (given_catalog := scenario.catalog) is not None:
+        catalog = CatalogPlan(
+            given_catalog.zone,
+            given_catalog.members,
+            given_catalog.add,
+            given_catalog.remove,
+            given_catalog.interval,
+            given_catalog.restart_secondary,
+            given_catalog.sample,
+            given_catalog.group,
+            tuple(given_catalog.names),
         )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)
@@ -192,6 +210,7 @@ def plan_case(case: Case) -> CasePlan:
         cold_start_poll=scenario.cold_start_poll,
         fault=case.fault,
         stream=stream,
+        catalog=catalog,
         verify=scenario.verify,
     )
 

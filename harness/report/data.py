@@ -36,6 +36,7 @@ from harness.report.resources_rows import CaseResources, case_resources
 from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
+from harness.results.catalog import catalog_summary
 from harness.results.failures import FailureSummary, reason_text, summarize_failures
 from harness.results.folder import (
     SAMPLES,
@@ -149,6 +150,8 @@ class ReportData:
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
     faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
     stream: StreamData | None = None  # change streams (report/streamview.py)
+    # Catalog zones: summary.json's "catalog" rows, from the records (results/catalog.py).
+    catalog: list[dict[str, Any]] = field(default_factory=list)
 
     @cached_property
     def labels(self) -> Labels:
@@ -160,6 +163,7 @@ class ReportData:
         names += [x.case for x in self.fleet.cases] if self.fleet else []
         names += [x.case for x in self.faults.cases] if self.faults else []
         names += [x.case for x in self.stream.cases] if self.stream else []
+        names += [row["case"] for row in self.catalog]
         return Labels(*short_labels(list(dict.fromkeys(names))))
 
     @cached_property
@@ -447,6 +451,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         ],
         faults=fault_data(records),
         stream=stream_data(summary, records),
+        catalog=catalog_summary(records),
     )
 
 

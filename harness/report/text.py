@@ -10,6 +10,7 @@ from rich.markup import escape
 from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.case_rows import CLOCK_MARK, clock_note
+from harness.report.catalog_text import print_catalog
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
 from harness.report.phases import XOT_NOTE, XOT_WHY
@@ -393,6 +394,7 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
     print_fleet(data, console, short)
     print_faults(data, console)
     print_stream(data, console, short)
+    print_catalog(data, console, short)
 
     logged = data.failures_logged
     table = folding_table(

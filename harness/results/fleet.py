@@ -186,12 +186,12 @@ def _missing(record: TransferRecord) -> dict[str, Any]:
 
 def _fleet_update(record: TransferRecord) -> bool:
     """A fleet secondary's record of a measured update (a stream's, one per serial, has
-    results/stream.py's figures)."""
+    results/stream.py's figures; a catalog's, one per phase, results/catalog.py's)."""
     return (
         record.method == SERVER_TO_SERVER
         and record.site is not None
         and record.repeat >= 1
-        and record.trigger != "stream"
+        and record.trigger not in ("stream", "catalog")
     )
 
 

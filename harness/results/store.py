@@ -34,6 +34,7 @@ from harness.results.access import (
     hand_over,
     write_text_atomic,
 )
+from harness.results.catalog import catalog_summary
 from harness.results.fleet import fleet_summary
 from harness.results.folder import (
     CASE_JSON,
@@ -205,6 +206,7 @@ class RunStore:
                     "resources": summarize_resources(samples, records),
                     "fleet": fleet_summary(records, samples),
                     "stream": stream_summary(records),
+                    "catalog": catalog_summary(records),
                 },
             )
             write_text_atomic(self.folder / SUMMARY_CSV, to_csv(summaries))

@@ -66,13 +66,14 @@ def check_scenario(loaded: LoadedScenario) -> None:
             if site.link.impaired and site.link.backend == "netem":
                 refuse(f"{key}.backend", "inventory hosts emulate a site's link with linkem",
                        "remove link.backend or set it to 'linkem'")  # fmt: skip
-        if scenario.trigger == "stream":
+        if scenario.trigger in ("stream", "catalog"):
+            what = "change streams" if scenario.trigger == "stream" else "catalog cases"
             refuse(
                 "trigger",
-                "change streams are not run on inventory hosts: their flow drives the servers "
+                f"{what} are not run on inventory hosts: their flow drives the servers "
                 "of a namespace testbed",
-                "use trigger = 'notify', 'retransfer' or 'cold-start', or run the stream on "
-                "the netns backend (without --inventory)",
+                "use trigger = 'notify', 'retransfer' or 'cold-start', or run the scenario "
+                "on the netns backend (without --inventory)",
             )
         if scenario.trigger == "cold-start" and scenario.cold_start_poll == "off":
             refuse(

@@ -22,7 +22,7 @@ from rich.markup import escape
 
 from harness.compose.backend import Backend, prepare
 from harness.core import ui
-from harness.core.errors import UserInputError
+from harness.core.errors import ScenarioError, UserInputError
 from harness.core.terms import SERVER_TO_SERVER
 from harness.link.probe import probe_kernel
 from harness.measure import wall
@@ -62,6 +62,7 @@ from harness.run.campaign import Key, Slot, auto_slots, execute, fixed_slots
 from harness.run.remote import RemoteSession, finish_fleet, open_fleet, serve_host_metrics
 from harness.run.session import Binaries, GroupSession, RunContext, fail_record
 from harness.run.snippets import snippet_uses
+from harness.servers import server_class
 from harness.servers.binaries import ServerBinary
 from harness.spec import LoadedScenario
 from harness.xfr.rrsum_native import digest_warning
@@ -220,6 +221,25 @@ class Tally:
         return [float(r.duration_s) for r in records if r.counts and r.duration_s is not None]
 
 
+def check_catalog_consumers(
+    plans: list[CasePlan], binaries: dict[str, Binaries], scenario_path: object
+) -> None:
+    """Refuse a catalog scenario whose secondaries cannot consume a catalog (their dialect
+    says why: NSD 4.6 has none), before any server starts."""
+    for plan in plans:
+        if plan.catalog is None:
+            continue
+        for host in plan.secondaries:
+            binary = binaries[plan.name][host.name]
+            problem = server_class(binary.kind).catalog_consumer_problem(binary.version)
+            if problem is not None:
+                raise ScenarioError(
+                    f"{scenario_path}: secondaries: {host.name} ({binary.kind} "
+                    f"{binary.version}) cannot be a catalog consumer: {problem}",
+                    fix='choose a BIND 9.18+ or Knot 3.1+ secondary for trigger = "catalog"',
+                )
+
+
 def unsupported_cases(
     plans: list[CasePlan],
     binaries: dict[str, Binaries],
@@ -341,6 +361,7 @@ def run_scenario(
             check_memory(plans, host_memory_bytes(), loaded.path)
             check_versions(plans, loaded.path)
             per_case, distinct = resolve_binaries(plans, backend, loaded.path)
+            check_catalog_consumers(plans, per_case, loaded.path)
         else:
             per_case, distinct = {}, {}
         placement = cpu_placement(backend, remote=inventory is not None)

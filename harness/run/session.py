@@ -24,11 +24,13 @@ from harness.compose.backend import Backend
 from harness.core.errors import ToolFailed
 from harness.core.transport import Transport
 from harness.link.path import compute_bound, configured_rtt, through
+from harness.measure.catalog import catalog_repeat
 from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.cold_start_flow import cold_start_repeat
 from harness.measure.faults import fault_repeat
 from harness.measure.first_copies import prepare_updates
 from harness.measure.live import LiveCase, Switched
+from harness.measure.live_catalog import LiveCatalogCase
 from harness.measure.live_faults import LiveFaults
 from harness.measure.live_stream import LiveStreamCase
 from harness.measure.measured import Missing, NoneServed
@@ -161,7 +163,11 @@ class GroupSession:
                 if group.tls:
                     tls = new_tls(self.dir / "tls", TLS_HOSTNAME, self.bed.primary.address)
                 self._bounds()
-            live = LiveStreamCase if group.first.stream is not None else LiveCase
+            live: type[LiveCase] = LiveCase
+            if group.first.stream is not None:
+                live = LiveStreamCase
+            elif group.first.catalog is not None:
+                live = LiveCatalogCase
             by_case = {case.name: run.binaries[case.name] for case in group.cases}
             places = TestbedPlaces(self.bed)
             self.live = live(
@@ -234,7 +240,10 @@ class GroupSession:
             extra["schedule"]["switched"] = bool(switched)
             emit = self._emitter(per_host)
             status = self.run_ctx.status
-            if plan.cold_start:
+            if isinstance(self.live, LiveCatalogCase):
+                status(f"{plan.name}: repeat {repeat}: consumers provisioning the catalog")
+                catalog_repeat(self.live, ctx, repeat, emit, extra)
+            elif plan.cold_start:
                 status(f"{plan.name}: repeat {repeat}: cold start")
                 cold_start_repeat(self.live, ctx, repeat, emit, extra)
             else:

@@ -34,7 +34,7 @@ from harness.servers.failures import FailureWording
 from harness.servers.refusals import RefusalWording
 from harness.servers.snippet import Setting, refused
 from harness.xfr import TsigKey
-from harness.xfr.secrets import TlsFiles, write_private
+from harness.xfr.secrets import TlsFiles, write_private_text
 from harness.xfr.update import send_update, serial_update
 from harness.xfr.zone_copy import DiskCopy
 from harness.zonegen.cache import link_or_copy
@@ -49,6 +49,16 @@ class ZoneEntry:
     origin: str
     file: Path  # primary: the file it serves; secondary: where it keeps its copy
     format: str = "text"  # a primary's file: "text", or its dialect's own (BIND's "raw")
+
+
+@dataclass(frozen=True)
+class CatalogConsumer:
+    """A secondary that provisions its member zones from a catalog (RFC 9432): the catalog
+    is one of its `zones`; its members come and go as the catalog says, their copies kept
+    in `members_dir`."""
+
+    zone: str
+    members_dir: Path
 
 
 @dataclass
@@ -97,6 +107,8 @@ class ServerSetup:
     # The operator's own configuration snippet ([servers.<role>] config), verbatim; the
     # dialect puts it at its documented place (Server.snippet_sections).
     config: str = ""
+    # A secondary consuming a catalog (trigger "catalog"); None otherwise.
+    catalog: CatalogConsumer | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -302,6 +314,11 @@ class Server(ABC):
     # settings it may not make: name (or "section.name") -> why the harness sets it.
     snippet_place: ClassVar[str]
     snippet_owned: ClassVar[dict[str, str]] = {}
+    # As a catalog consumer, its lines about a catalog it could not take whole (a member
+    # refused, a duplicate, a bad property), kept in its own words (measure/catalog.py).
+    catalog_wording: ClassVar[re.Pattern[str]] = re.compile(
+        r"\b(warning|error)\b.*(catz|catalog|member)", re.I
+    )
 
     def __init__(self, setup: ServerSetup, binary: Path, *, in_container: bool = False) -> None:
         """`in_container`: `binary` is a path in a container's file system (compose backend),
@@ -325,6 +342,12 @@ class Server(ABC):
     @classmethod
     @abstractmethod
     def capabilities(cls, version: str) -> Capabilities: ...
+
+    @classmethod
+    def catalog_consumer_problem(cls, version: str) -> str | None:
+        """Why this version cannot be a catalog consumer the harness configures, or None
+        (a dialect that configures one overrides this)."""
+        return f"xfrbench does not configure {cls.title} {version} as a catalog consumer yet"
 
     @classmethod
     def switches_by_reconfig(
@@ -472,15 +495,18 @@ class Server(ABC):
             "control_socket": s.socket_path,
             "update_key": s.update_key,
             "snippet": self.snippet_sections(s.config) if s.config.strip() else {},
+            "catalog": s.catalog,
         }
 
     def _render(self, template: str, target: Path) -> Path:
         # Configs may hold the TSIG secret: owner-only, like every other secret.
-        return write_private(target, _env.get_template(template).render(self._context()))
+        return write_private_text(target, _env.get_template(template).generate(self._context()))
 
     def render(self) -> list[Path]:
         """Write the config files into the workdir; returns them."""
         self.setup.workdir.mkdir(parents=True, exist_ok=True)
+        if self.setup.catalog is not None:
+            self.setup.catalog.members_dir.mkdir(parents=True, exist_ok=True)
         return self._render_files()
 
     @abstractmethod

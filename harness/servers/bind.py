@@ -406,6 +406,19 @@ class Bind(PublishesByUpdate):
     def snippet_sections(cls, text: str) -> dict[str, str]:
         return {"options": indented(text, 4)}
 
+    # Its catalog complaints are catz lines at warning or error severity, e.g. "warning:
+    # catz: catz_addmodzone_taskaction: zone '...' will not be added because another
+    # catalog zone already contains an entry with that zone" (a member named twice).
+    catalog_wording = re.compile(r" (warning|error): catz: ")
+
+    @classmethod
+    def catalog_consumer_problem(cls, version: str) -> str | None:
+        """catalog-zones since 9.11, schema version 2 since 9.18 (the harness's catalogs are
+        version 2)."""
+        if parse_semver(version) < (9, 18, 0):
+            return f"BIND {version} reads catalog schema version 1 only; 9.18 reads version 2"
+        return None
+
     def check_config_argv(self) -> list[str]:
         return [self._tool("named-checkconf"), str(self.config)]
 

@@ -301,6 +301,17 @@ class Knot(PublishesByUpdate):
         parts = yaml_sections(text, SNIPPET_SECTIONS)
         return {name: indented(part, 4) for name, part in parts.items()}
 
+    # Its catalog complaints, e.g. "error: [<member>.] duplicate addition/removal of the
+    # member node, ignoring" (a member named twice).
+    catalog_wording = re.compile(r" (warning|error): .*\b(catalog|member)\b")
+
+    @classmethod
+    def catalog_consumer_problem(cls, version: str) -> str | None:
+        """catalog-role interpret since 3.1 (version 2 catalogs)."""
+        if parse_semver(version) < (3, 1, 0):
+            return f"Knot {version} has no catalog zones; 3.1 added catalog-role: interpret"
+        return None
+
     def check_config_argv(self) -> list[str]:
         return [self._tool("knotc"), "-c", str(self.config), "conf-check"]
 

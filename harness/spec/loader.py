@@ -21,6 +21,7 @@ from harness.core.errors import ScenarioError
 from harness.core.terms import XfrKind
 from harness.core.transport import Transport
 from harness.spec import zonefiles
+from harness.spec.catalog import catalog_problem
 from harness.spec.faults import FaultSpec
 from harness.spec.hosts import DEFAULT_SUITE
 from harness.spec.link import DIRECTION_KEYS, LinkSpec
@@ -208,7 +209,7 @@ def _only_kinds(key: str, value: Any) -> bool:
 
 
 def _check_stream(scenario: Scenario, path: Path, where: str) -> None:
-    problem = stream_problem(scenario)
+    problem = stream_problem(scenario) or catalog_problem(scenario)
     if problem is not None:
         key, text = problem
         raise ScenarioError(f"{path}: {key}: {text}{where}")
@@ -295,6 +296,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "prove": "once",
     "cold_start_poll": DEFAULT_COLD_START_POLL,
     "stream": None,
+    "catalog": None,
     "verify": None,
 }
 

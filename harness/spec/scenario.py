@@ -20,6 +20,7 @@ from pydantic import (
 from harness.core.stats import check_auto_repeats
 from harness.core.terms import TransportName, Trigger, XfrKind
 from harness.servers import DIALECTS
+from harness.spec.catalog import CatalogSpec
 from harness.spec.faults import FaultSpec, check_faults
 from harness.spec.fields import Duration, Percent, Strict
 from harness.spec.fleet import MAX_SECONDARIES, SiteSpec, fill_site_defaults
@@ -188,6 +189,8 @@ class Scenario(Strict):
     faults: list[FaultSpec] = Field(default_factory=list)
     # A change stream (trigger = "stream"): its schedule, its changes, its target.
     stream: StreamSpec | None = None
+    # Catalog zones (trigger = "catalog"): the members, the versions after them, restarts.
+    catalog: CatalogSpec | None = None
     # How each copy is verified: "disk", the secondary's own file of it summed and what it
     # serves checked at a sample of names; "served", the copy read back by AXFR. Absent:
     # disk where the secondary's server keeps such a file (every dialect does), served in a

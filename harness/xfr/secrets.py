@@ -11,6 +11,7 @@ import datetime
 import ipaddress
 import os
 import secrets as random_source
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,19 @@ def write_private(path: Path, data: bytes | str) -> Path:
         os.write(fd, raw)
     finally:
         os.close(fd)
+    os.replace(tmp, path)
+    return path
+
+
+def write_private_text(path: Path, chunks: Iterable[str]) -> Path:
+    """write_private() of text given in pieces, written as they come: a config rendered for
+    100 k zones is some 40 MB, whose whole string and its pieces together held 76 MB."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+        for chunk in chunks:
+            out.write(chunk)
     os.replace(tmp, path)
     return path
 

@@ -1,0 +1,249 @@
+"""The live case of a catalog run: `LiveCase` plus what `catalog.CatalogBench` needs.
+
+The primary serves the catalog zone first (so it is `first_zone`, whose versions the
+dialect publishes: a signed update adding and removing member PTRs, or a new file and a
+reload) and every hosting zone of the pool after it, all loaded before the catalog names
+any of them. Each secondary is configured with the catalog zone alone, as a consumer
+(`ServerSetup.catalog`: its dialect renders what it needs, BIND's catalog-zones with
+allow-new-zones, Knot's catalog-role and member template).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness import zonegen
+from harness.measure import processes as srv
+from harness.measure.bench import PublishFailed, Verification
+from harness.measure.catalog import Usage
+from harness.measure.cold_start import check_copies
+from harness.measure.live import LiveCase
+from harness.measure.zone_waits import wait_all_zones
+from harness.servers.base import CatalogConsumer, NewVersion
+from harness.servers.failures import classify
+from harness.xfr import XfrError, XfrTimeout
+from harness.xfr.update import with_serial
+from harness.xfr.zonefile_sum import zone_set_sums
+from harness.zonegen.catalog import Member, catalog_change, write_catalog
+
+GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are gone
+
+
+def with_catalog(
+    zones: zonegen.GeneratedZones, folder: Path, zone: str, members: list[Member]
+) -> zonegen.GeneratedZones:
+    """The hosting pool with the catalog naming `members` first, at the pool's serial."""
+    folder.mkdir(parents=True, exist_ok=True)
+    serial = zones.files[0].serial
+    catalog = write_catalog(folder / f"{zone}zone", zone, serial, members)
+    return dataclasses.replace(zones, files=(catalog, *zones.files))
+
+
+class LiveCatalogCase(LiveCase):
+    """A LiveCase whose secondaries consume the catalog its primary serves."""
+
+    def __init__(self, plan: Any, case_dir: Path, places: Any, binaries: Any, zones: Any,
+                 *args: Any, **kwargs: Any) -> None:  # fmt: skip
+        first = plan.first if hasattr(plan, "first") else plan
+        catalog = first.catalog
+        assert catalog is not None, "a catalog case has a catalog plan"
+        spec = first.zone_spec
+        self.members = catalog.first_members(spec.origin, spec.seed)
+        self.catalog_dir = case_dir / "catalog"
+        self.pool = zones  # the hosting zones alone: their sums are cached beside them
+        zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members)
+        super().__init__(plan, case_dir, places, binaries, zones, *args, **kwargs)
+        self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
+        self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
+
+    # --- the consumers ------------------------------------------------------------------
+
+    def _setup(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> srv.ServerSetup:
+        setup = super()._setup(name, zones, workdir)
+        if setup.role == "secondary":
+            setup.catalog = CatalogConsumer(self.first_zone, workdir / "members")
+        return setup
+
+    def prepare_secondaries(self) -> None:
+        """Every consumer with the catalog zone alone, nothing on disk."""
+        self.stop_secondaries()
+        for host in self.plan.secondaries:
+            workdir = self.case_dir / host.name
+            zones = srv.fresh_secondary_zones(self._place(host.name), [self.first_zone], workdir)
+            running = self._server(host.name, zones, workdir)
+            running.server.render()
+            self.secondaries[host.name] = running
+
+    def start_consumers(self) -> float:
+        self.prepare_secondaries()
+        started = self.clock()
+        self.start_secondaries()
+        for host in self.secondaries:
+            self._baseline(host)
+        return started
+
+    def _baseline(self, host: str) -> None:
+        """A server's cgroup outlives its restarts (testbed/core.py reuses it): its CPU so
+        far and its memory peak are set aside at each start, so usage() is this start's."""
+        running = self.secondaries[host]
+        group = running.place.cgroup_of(running.proc) if running.proc is not None else None
+        if group is None:
+            return
+        read = group.read()
+        self.cpu_before[host] = read.cpu_user_s + read.cpu_system_s
+        self.peak_reset[host] = group.reset_peak()
+
+    def restart_consumer(self, host: str) -> float:
+        running = self.secondaries[host]
+        srv.stop(running)
+        started = self.clock()
+        srv.spawn(running, render=False)
+        self._watch()
+        self._baseline(host)
+        return started
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    # --- the catalog on the primary -----------------------------------------------------
+
+    def catalog_members(self) -> list[Member]:
+        return list(self.members)
+
+    def catalog_serial(self) -> int:
+        return self.serving
+
+    def put_catalog(self, members: list[Member]) -> tuple[int, float]:
+        primary = self.primary
+        assert primary is not None and self.wire is not None
+        zone, serial = self.first_zone, self.serving + 1
+        folder = self.catalog_dir / "versions"
+        change = catalog_change(folder, zone, self.serving, serial, self.members, members)
+        place = primary.place
+        soa = place.soa(zone, timeout=self.plan.timeout)
+        issued = self.clock()
+        self.wire.forget_before(issued - 1.0)  # older events are no version's any more
+        try:
+            primary.server.publish(
+                NewVersion(zone, with_serial(soa, serial), change), place.reach(self.plan.timeout)
+            )
+        except XfrError as exc:
+            raise PublishFailed(
+                f"the primary did not take catalog serial {serial}: {exc}"
+            ) from None
+        served = self._poll(primary, zone, serial, issued + self.plan.timeout)
+        if served is None:
+            raise XfrTimeout(
+                f"timeout after {self.plan.timeout:g} s: the primary never served catalog "
+                f"{zone} serial {serial}"
+            )
+        self.serving, self.members, self.change = serial, list(members), change
+        self.references.pop(zone, None)
+        return serial, served
+
+    # --- what the consumers serve -------------------------------------------------------
+
+    def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Verification]:
+        """Members read back whole against the sums of the pool's files (never the
+        catalog's, which changes within a run)."""
+        # Only the sample's sums: the whole pool's (100 k zones) would hold some 200 MB.
+        wanted = [zone for zone in zones if zone not in self.references]
+        if wanted:
+            files = {f.origin: f.path for f in self.pool.files}
+            self.references.update(zone_set_sums([(files[zone], zone) for zone in wanted]))
+        copies = self.secondaries[host].place.read_copies(zones, timeout=self.plan.timeout)
+        return check_copies(self.references, copies, zones, serial)
+
+    def wait_members(
+        self, hosts: list[str], zones: list[str], deadline: float
+    ) -> dict[str, dict[str, float]]:
+        """Every host's members polled concurrently at the pool's serial (zone_waits.py)."""
+        running = {name: self.secondaries[name] for name in hosts}
+        rate = self.plan.cold_start_poll
+        served, errors, seen = wait_all_zones(
+            running, zones, self.base_serial, deadline, rate, self.clock
+        )
+        out = dict(served)
+        for host, result in seen.items():  # a timeout keeps what it did see
+            out.setdefault(host, dict(result.served))
+        return out
+
+    def wait_gone(
+        self, hosts: list[str], zones: list[str], deadline: float
+    ) -> dict[str, dict[str, float]]:
+        gone: dict[str, dict[str, float]] = {host: {} for host in hosts}
+        while self.clock() < deadline:
+            self._alive()
+            for host in hosts:
+                place = self.secondaries[host].place
+                for zone in zones:
+                    if zone in gone[host]:
+                        continue
+                    try:
+                        place.soa(zone, timeout=1.0)
+                    except XfrError:  # REFUSED, NOTAUTH, SERVFAIL: it no longer serves it
+                        gone[host][zone] = self.clock()
+            if all(len(gone[host]) == len(zones) for host in hosts):
+                break
+            time.sleep(GONE_POLL_S)
+        return gone
+
+    def usage(self, host: str) -> Usage:
+        running = self.secondaries[host]
+        group = running.place.cgroup_of(running.proc) if running.proc is not None else None
+        if group is None:
+            return Usage(None, None)
+        read = group.read()
+        cpu = read.cpu_user_s + read.cpu_system_s - self.cpu_before.get(host, 0.0)
+        # The peak since this start where the kernel resets one, else since the first.
+        peak = read.peak_since_reset_bytes if self.peak_reset.get(host) else None
+        return Usage(round(cpu, 3), peak if peak is not None else read.charged_peak_bytes)
+
+    def _log_since(self, host: str, since: float) -> Iterator[str]:
+        """`host`'s log lines from the first stamped at or after `since` (unix), read a line
+        at a time where the log is a file here (a consumer of 100 k members writes over
+        100 MB; read whole, it held some 400 MB of the driver), else through its place."""
+        running = self.secondaries[host]
+        wording = type(running.server).failures
+        path = running.server.log_path
+        if path.is_file():
+            lines: Iterable[str] = path.open(encoding="utf-8", errors="replace")
+        else:
+            lines = srv.log_of(running).splitlines(keepends=True)
+        started = False
+        try:
+            for line in lines:
+                if not started:
+                    stamp = wording.timestamp(line, None, since)
+                    if stamp is None or stamp < since - wording.resolution_s:
+                        continue
+                    started = True
+                yield line
+        finally:
+            if isinstance(lines, io.IOBase):
+                lines.close()
+
+    def member_transfers(self, host: str, since: float) -> int | None:
+        running = self.secondaries[host]
+        logged = type(running.server).parse_log("".join(self._log_since(host, since)))
+        stamped = [t for t in logged if t.direction == "in" and t.zone != self.first_zone]
+        if any(t.at_unix is None for t in stamped):
+            return None
+        return sum(1 for t in stamped if t.at_unix is not None and t.at_unix >= since)
+
+    def member_failures(self, host: str, since: float) -> list[str]:
+        """Its failed attempts (servers/failures.py) and its catalog complaints, since
+        `since`, each line as it wrote it."""
+        dialect = type(self.secondaries[host].server)
+        wording = dialect.failures
+        said = []
+        for line in self._log_since(host, since):
+            category = classify(wording, line)
+            if (category not in (None, "follow-up")) or dialect.catalog_wording.search(line):
+                said.append(line.strip())
+        return said

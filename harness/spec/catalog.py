@@ -1,0 +1,90 @@
+"""Catalog zones ([catalog], with `trigger = "catalog"`): the primary serves a catalog
+(RFC 9432 v2) naming `members` hosting zones, and each secondary is a consumer that
+provisions its members from it (docs/catalog.md).
+
+    [catalog]
+    members = 1000          # member zones the catalog names (the [zones] hosting preset)
+    add = 1                 # members one later catalog version adds (0: none)
+    remove = 1              # members the version after it removes (0: none)
+    interval = "2s"         # between those versions, once the one before is served
+    restart_secondary = true  # stop and start each consumer once all are served
+    sample = 8              # members read back whole and verified (every SOA is checked)
+    zone = "catalog.invalid."
+    group = "tpl"           # optional: a group property on every member
+    names = ["own.example."]  # optional: zones named beside the generated ones
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field, field_validator
+
+from harness.spec.fields import Duration, Strict
+from harness.zonegen.catalog import DEFAULT_CATALOG
+from harness.zonegen.model import MAX_ZONES
+
+if TYPE_CHECKING:
+    from harness.spec.scenario import Scenario
+
+
+class CatalogSpec(Strict):
+    members: int = Field(ge=1, le=MAX_ZONES // 2)
+    # At most 1,000 a version: one dynamic update (a 64 KB message) carries them.
+    add: int = Field(default=1, ge=0, le=1000)
+    remove: int = Field(default=1, ge=0, le=1000)
+    interval: Duration = 2.0
+    restart_secondary: bool = False
+    sample: int = Field(default=8, ge=0, le=10_000)
+    zone: str = DEFAULT_CATALOG
+    group: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,63}$")
+    names: list[str] = Field(default_factory=list)
+
+    @field_validator("zone", "names")
+    @classmethod
+    def _absolute(cls, value: str | list[str]) -> str | list[str]:
+        def fix(name: str) -> str:
+            return name.lower() if name.endswith(".") else name.lower() + "."
+
+        return fix(value) if isinstance(value, str) else [fix(v) for v in value]
+
+
+def catalog_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """(key, what is wrong) when the scenario's catalog cannot run as written."""
+    catalog = scenario.catalog
+    if scenario.trigger == "catalog" and catalog is None:
+        return "catalog", 'trigger = "catalog" needs a [catalog] table, e.g. members = 1000'
+    if catalog is None:
+        return None
+    if scenario.trigger != "catalog":
+        return "catalog", (
+            f'[catalog] applies to trigger = "catalog" only (this scenario\'s trigger is '
+            f"{scenario.trigger!r}); set the trigger or remove the table"
+        )
+    if scenario.zones.preset != "hosting":
+        return "zones.preset", (
+            f'a catalog\'s members are hosting zones; set preset = "hosting" (not '
+            f"{scenario.zones.preset!r})"
+        )
+    if scenario.zones.zones != 1:
+        return "zones.zones", (
+            "the catalog decides how many member zones there are; remove zones.zones and "
+            "set catalog.members"
+        )
+    if catalog.remove > catalog.members + catalog.add:
+        return "catalog.remove", (
+            f"{catalog.remove} members cannot be removed from a catalog of "
+            f"{catalog.members + catalog.add}; give at most that many"
+        )
+    if scenario.xfr != ["ixfr"] and scenario.xfr != ["axfr"]:
+        return (
+            "xfr",
+            'a catalog case transfers as its consumers choose; give one kind, e.g. ["ixfr"]',
+        )
+    return None
+
+
+def pool_size(catalog: CatalogSpec, repeats: int) -> int:
+    """Hosting zones the primary loads: the members and every member a later version adds
+    over the run (each repeat adds new ones, so no consumer sees a zone come back)."""
+    return catalog.members + catalog.add * repeats

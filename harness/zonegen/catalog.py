@@ -1,0 +1,120 @@
+"""Catalog zones (RFC 9432, schema version 2): the zone that names a fleet's member zones,
+and the change sets between two of its versions. Pure: text in, text out.
+
+A version-2 catalog holds its SOA and an NS (required by the zone format, never used:
+`invalid.`), `version.<catalog> TXT "2"`, and one PTR per member at
+`<unique-id>.zones.<catalog>` naming the member zone. A member's unique id is a label of its
+own (RFC 9432 §4.1: any label unique within the catalog; changing it tells consumers to
+reset the member); here `m<index>` of the member's index among the hosting zones, so a
+member keeps its id from version to version. Optional properties: `group.<id>.zones TXT`
+(consumers map it to a configuration of theirs) and `coo.<id>.zones PTR <other catalog>`
+(a change of ownership, §5.2).
+
+A new version's change set is an RFC 1995-style diff (old SOA, deletions, new SOA,
+additions: zonegen/diff.py reads it) beside the whole new version, so a primary that takes
+updates gets the PTRs added or removed and one that reloads files gets the file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.zonegen.model import ChangeSet, ZoneFile
+
+TTL = 0  # a catalog's records are never looked up by resolvers; RFC 9432 §4.1 suggests 0
+SCHEMA_VERSION = "2"
+DEFAULT_CATALOG = "catalog.invalid."
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a catalog: its unique id label, its zone, its optional properties."""
+
+    id: str
+    zone: str  # absolute, with the final dot
+    group: str | None = None
+    coo: str | None = None  # the catalog it moves to (change of ownership)
+
+
+def member_id(index: int) -> str:
+    return f"m{index}"
+
+
+def member_records(catalog: str, member: Member) -> list[str]:
+    """The lines that put `member` in `catalog` (tab-separated: owner, TTL, class, type,
+    data)."""
+    owner = f"{member.id}.zones.{catalog}"
+    lines = [f"{owner}\t{TTL}\tIN\tPTR\t{member.zone}\n"]
+    if member.group is not None:
+        lines.append(f'group.{owner}\t{TTL}\tIN\tTXT\t"{member.group}"\n')
+    if member.coo is not None:
+        lines.append(f"coo.{owner}\t{TTL}\tIN\tPTR\t{member.coo}\n")
+    return lines
+
+
+def soa_line(catalog: str, serial: int) -> str:
+    return f"{catalog}\t{TTL}\tIN\tSOA\tinvalid. invalid. {serial} 3600 600 2147483646 0\n"
+
+
+def catalog_lines(catalog: str, serial: int, members: Iterable[Member]) -> list[str]:
+    """The whole catalog at `serial`: SOA, NS, version, then each member in order."""
+    lines = [
+        soa_line(catalog, serial),
+        f"{catalog}\t{TTL}\tIN\tNS\tinvalid.\n",
+        f'version.{catalog}\t{TTL}\tIN\tTXT\t"{SCHEMA_VERSION}"\n',
+    ]
+    for member in members:
+        lines.extend(member_records(catalog, member))
+    return lines
+
+
+def catalog_problems(members: Sequence[Member]) -> list[str]:
+    """What makes a list of members no valid catalog: a zone named twice (RFC 9432 §4.1:
+    a consumer must not configure it twice; which one wins is undefined), an id used
+    twice."""
+    problems = []
+    for zone, count in Counter(m.zone for m in members).items():
+        if count > 1:
+            problems.append(f"member zone {zone} is named {count} times")
+    for ident, count in Counter(m.id for m in members).items():
+        if count > 1:
+            problems.append(f"unique id {ident} is used {count} times")
+    return problems
+
+
+def write_catalog(path: Path, catalog: str, serial: int, members: Sequence[Member]) -> ZoneFile:
+    text = "".join(catalog_lines(catalog, serial, members))
+    path.write_text(text, encoding="ascii")
+    return ZoneFile(catalog, path, serial, text.count("\n"), len(text))
+
+
+def catalog_change(
+    folder: Path,
+    catalog: str,
+    serial_from: int,
+    serial_to: int,
+    old: Sequence[Member],
+    new: Sequence[Member],
+) -> ChangeSet:
+    """The change set from the catalog with `old` members at `serial_from` to `new` at
+    `serial_to`: its diff (members removed, then added; a member whose properties changed
+    is both) and the whole new version, written in `folder`."""
+    before = {line for m in old for line in member_records(catalog, m)}
+    after_lines = [line for m in new for line in member_records(catalog, m)]
+    after = set(after_lines)
+    deleted = [line for m in old for line in member_records(catalog, m) if line not in after]
+    added = [line for line in after_lines if line not in before]
+    folder.mkdir(parents=True, exist_ok=True)
+    diff = folder / f"{catalog}{serial_to}.diff"
+    diff.write_text(
+        "".join([soa_line(catalog, serial_from), *deleted, soa_line(catalog, serial_to), *added]),
+        encoding="ascii",
+    )
+    whole = write_catalog(folder / f"{catalog}{serial_to}.zone", catalog, serial_to, new)
+    changed = sum(len(line) for line in (*deleted, *added))
+    return ChangeSet(
+        catalog, serial_from, serial_to, whole.path, diff, len(added), len(deleted), changed
+    )

@@ -1,0 +1,152 @@
+"""Catalog zones on real servers: a BIND primary publishes a 1,000-member catalog (RFC 9432
+v2) to a BIND, a Knot and a PowerDNS consumer; every member's SOA serial is checked at each
+consumer and a sample read back whole; a one-member add and a one-member removal are measured, and a
+consumer restart counts what it transferred again. Bad input written by hand (a member
+named twice, a member the primary does not serve) is reported in the servers' words and the
+run exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.results.folder import read_run
+from harness.results.model import TransferRecord
+from harness.run.runner import run_scenario
+from harness.zonegen.small import hosting_zone_name
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.netns,
+    pytest.mark.servers,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
+]
+
+# A BIND primary, a BIND and a Knot consumer; each scenario adds its name, timeout, [catalog].
+SERVERS = """
+name = "{name}"
+timeout = "{timeout}"
+repeats = 1
+trigger = "catalog"
+xfr = ["ixfr"]
+[zones]
+preset = "hosting"
+origin = "hosting.example."
+[servers.primary]
+kind = "bind"
+[[secondaries]]
+name = "berlin"
+kind = "bind"
+[[secondaries]]
+name = "prague"
+kind = "knot"
+"""
+
+THOUSAND = """
+[[secondaries]]
+name = "lisbon"
+kind = "pdns"
+[catalog]
+members = 1000
+add = 1
+remove = 1
+interval = "1s"
+restart_secondary = true
+sample = 16
+"""
+
+BAD = """
+[catalog]
+members = 20
+add = 0
+remove = 0
+names = ["{twice}", "absent.example."]
+"""
+
+
+def _phase(record: TransferRecord) -> str:
+    return str(record.extra["catalog"]["phase"])
+
+
+def test_a_bind_primary_provisions_1000_members_at_bind_and_knot(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_text(SERVERS.format(name="catalog-1000", timeout="180s") + THOUSAND)
+    run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
+    records = read_run(run_dir)[1]
+    by = {(r.host, _phase(r)): r for r in records}
+    hosts = ("berlin", "prague", "lisbon")
+    assert set(by) == {
+        (host, phase) for host in hosts for phase in ("provision", "add", "remove", "restart")
+    }
+    for record in records:
+        assert record.trigger == "catalog" and record.zone == "catalog.invalid."
+        if (record.host, _phase(record)) == ("lisbon", "remove") and not record.ok:
+            # PowerDNS 4.7.3 on sqlite may fail to delete a member: in its own words.
+            said = " ".join(record.extra["catalog"]["failures"])
+            assert "database is locked" in said and "Catalog-Zone" in said, said
+            continue
+        assert record.ok and record.verified, (record.host, _phase(record), record.error)
+    for host in hosts:
+        provision = by[(host, "provision")].extra["catalog"]
+        # Every member's SOA served at its serial; 16 of them read back whole and verified.
+        assert provision["members"] == provision["served"] == 1000
+        assert provision["verified_sample"] == 16
+        assert 0 < provision["p50_s"] <= provision["p95_s"] <= provision["last_s"]
+        assert provision["consumer_peak_bytes"] > 0 and provision["consumer_cpu_s"] > 0
+        for phase in ("add", "remove"):
+            if not by[(host, phase)].ok:
+                continue  # (PowerDNS's removal, above)
+            figures = by[(host, phase)].extra["catalog"]
+            assert figures["members"] == figures["served"] == 1
+            assert figures["origin"] == "primary served"
+        # The add and the removal were published as versions 2 and 3 of the catalog.
+        assert by[(host, "add")].serial == 2 and by[(host, "remove")].serial == 3
+        restart = by[(host, "restart")].extra["catalog"]
+        assert restart["served"] == 1000
+        assert isinstance(restart["transfers_after_restart"], int)
+    # BIND keeps its members' files and the catalog: a restart transfers nothing again.
+    assert by[("berlin", "restart")].extra["catalog"]["transfers_after_restart"] == 0
+
+
+def test_a_duplicate_and_an_absent_member_are_reported_and_exit_1(tmp_path: Path) -> None:
+    twice = hosting_zone_name("hosting.example.", 1, 3)
+    path = tmp_path / "scenario.toml"
+    path.write_text(SERVERS.format(name="catalog-bad", timeout="30s") + BAD.format(twice=twice))
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "--results", str(results)],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = results.iterdir()
+    records = read_run(run_dir)[1]
+    assert {r.host for r in records} == {"berlin", "prague"}
+    for record in records:
+        facts = record.extra["catalog"]
+        assert not record.ok
+        assert f"member zone {twice} is named 2 times" in facts["catalog_problems"]
+        # The absent member was never served: counted, not dropped.
+        assert facts["members"] == 21 and facts["served"] == 20
+        assert facts["not_served"] == ["absent.example."]
+        assert record.failure == "timeout"
+        assert "served 20 of 21 members (provision)" in (record.error or ""), record.error
+        # ...and the consumer said why, in its own words: the primary refused the absent
+        # zone, and the duplicate was not added twice.
+        said = " ".join(facts["failures"])
+        assert "absent.example" in said, said
+        duplicate = {
+            "berlin": f"zone '{twice.rstrip('.')}' will not be added because another catalog "
+            "zone already contains an entry with that zone",
+            "prague": f"[{twice}] duplicate addition/removal of the member node, ignoring",
+        }
+        assert duplicate[record.host] in said, said

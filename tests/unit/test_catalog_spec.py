@@ -1,0 +1,131 @@
+"""[catalog] as a user writes it: what it plans, what it refuses (exit 2, naming the key
+and the fix), and what each dialect renders for a consumer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import spec
+from harness.core.errors import ScenarioError
+from harness.plan.case import plan_case
+from harness.run.runner import check_catalog_consumers
+from harness.servers import server_class
+from harness.servers.base import CatalogConsumer, ServerSetup, ZoneEntry
+from harness.servers.binaries import ServerBinary
+
+HEAD = 'trigger = "catalog"\nxfr = ["ixfr"]\nrepeats = 3\n'
+HOSTING = '[zones]\npreset = "hosting"\norigin = "h.example."\n'
+
+
+def _load(tmp_path: Path, text: str) -> spec.LoadedScenario:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return spec.load(path)
+
+
+def test_the_pool_holds_every_member_each_repeat_adds(tmp_path: Path) -> None:
+    loaded = _load(tmp_path, HEAD + HOSTING + "[catalog]\nmembers = 100\nadd = 2\n")
+    plan = plan_case(loaded.cases[0])
+    assert plan.zone_spec.zones == 100 + 2 * 3
+    assert plan.catalog is not None and plan.catalog.phases() == ("provision", "add", "remove")
+    assert plan.notify and plan.transfers() == 3 * 3  # one secondary, 3 phases, 3 repeats
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (HEAD + HOSTING, "needs a [catalog] table"),
+        (HEAD + "[catalog]\nmembers = 10\n", "zones.preset: a catalog's members are hosting"),
+        (HEAD + HOSTING + "zones = 5\n[catalog]\nmembers = 10\n", "zones.zones"),
+        (HEAD + HOSTING + "[catalog]\nmembers = 2\nadd = 0\nremove = 3\n", "catalog.remove"),
+        (HEAD + HOSTING + "[catalog]\nmembers = 10\nadd = 5000\n", "catalog.add"),
+        ('trigger = "notify"\n' + HOSTING + "[catalog]\nmembers = 10\n", "applies to trigger"),
+    ],
+)
+def test_a_catalog_that_cannot_run_is_refused_naming_its_key(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        _load(tmp_path, text)
+    assert words in str(caught.value)
+    assert caught.value.exit_status == 2
+
+
+def test_nsd_46_as_a_consumer_is_refused_before_any_server_starts(tmp_path: Path) -> None:
+    loaded = _load(
+        tmp_path,
+        HEAD + HOSTING + '[servers.primary]\nkind = "bind"\n[servers.secondary]\nkind = "nsd"\n'
+        "[catalog]\nmembers = 10\n",
+    )
+    plans = [plan_case(case) for case in loaded.cases]
+    binaries = {
+        p.name: {
+            "primary": ServerBinary("bind", Path("/usr/sbin/named"), "9.18.49"),
+            "secondary": ServerBinary("nsd", Path("/usr/sbin/nsd"), "4.6.1"),
+        }
+        for p in plans
+    }
+    with pytest.raises(ScenarioError) as caught:
+        check_catalog_consumers(plans, binaries, loaded.path)
+    assert "secondary (nsd 4.6.1) cannot be a catalog consumer" in str(caught.value)
+    assert "NSD 4.6.1 has no catalog zones" in str(caught.value)
+    assert caught.value.exit_status == 2
+    for kind, version in (("bind", "9.18.49"), ("knot", "3.2.6")):
+        assert server_class(kind).catalog_consumer_problem(version) is None
+    assert server_class("pdns").catalog_consumer_problem("4.7.3") is None
+
+
+def _rendered(kind: str, tmp_path: Path) -> str:
+    setup = ServerSetup(
+        role="secondary",
+        address="10.0.0.2",
+        peers=("10.0.0.1",),
+        zones=[ZoneEntry("catalog.invalid.", tmp_path / "catalog.invalid.zone")],
+        workdir=tmp_path,
+        catalog=CatalogConsumer("catalog.invalid.", tmp_path / "members"),
+    )
+    server = server_class(kind)(setup, Path("/usr/sbin/x"))
+    (config,) = [p for p in server.render() if p.suffix == ".conf" and "key" not in p.name
+                 and "rndc" not in p.name]  # fmt: skip
+    assert (tmp_path / "members").is_dir()
+    return config.read_text()
+
+
+def test_bind_and_knot_render_their_consumers(tmp_path: Path) -> None:
+    bind = _rendered("bind", tmp_path / "bind")
+    assert 'catalog-zones {\n        zone "catalog.invalid."' in bind
+    assert "default-primaries { 10.0.0.1 port 53; }" in bind
+    assert "allow-new-zones yes;" in bind
+    knot = _rendered("knot", tmp_path / "knot")
+    assert "catalog-role: interpret\n    catalog-template: catalog_member" in knot
+    assert "- id: catalog_member" in knot
+
+
+@pytest.mark.parametrize(
+    ("kind", "line", "kept"),
+    [
+        ("bind", "2026-11-28T15:19:43.676 general: warning: catz: catz_addmodzone_taskaction: "
+         "zone 'a.example' will not be added because another catalog zone already contains "
+         "an entry with that zone", True),
+        ("bind", "2026-11-28T15:19:43.672 general: info: catz: catalog.invalid: reload start",
+         False),
+        ("knot", "2026-11-28T15:19:43+0000 error: [a.example.] duplicate addition/removal of "
+         "the member node, ignoring", True),
+        ("knot", "2026-11-28T15:19:43+0000 info: [catalog.invalid.] failed to parse zone file "
+         "'/x/catalog.invalid.zone' (not exists)", False),
+        ("pdns", "Nov 28 14:57:37 AXFR-in zone: 'catalog.invalid', primary: '198.18.8.2', "
+         "Catalog-Zone PDNSException Database error trying to delete domain 'a.example': "
+         "Error while retrieving SQLite query results: database is locked (5)", True),
+        ("pdns", "Nov 28 14:50:04 IXFR-in zone 'catalog.invalid', primary '198.19.134.2', "
+         "can't determine backend, not configured as slave", True),
+        ("pdns", "Nov 28 14:49:56 AXFR-in zone: 'catalog.invalid', primary: '198.19.134.2', "
+         "Catalog-Zone create zone 'a.example'", False),
+    ],
+)  # fmt: skip
+def test_each_dialect_keeps_its_catalog_complaints_in_its_words(
+    kind: str, line: str, kept: bool
+) -> None:
+    """Lines captured from the runs of docs/catalog.md."""
+    assert bool(server_class(kind).catalog_wording.search(line)) is kept
