@@ -24,6 +24,7 @@ from harness.core.fmt import short_labels
 from harness.core.terms import ROLES, SERVER_TO_SERVER
 from harness.link.describe import describe_direction, describe_link
 from harness.report.case_rows import CaseRow, case_rows
+from harness.report.coldview import ColdStartCase, cold_starts
 from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
 from harness.report.link_checks import PathCheck, link_checks
@@ -33,6 +34,7 @@ from harness.report.logged_failures import (
 from harness.report.phases import CasePhases, case_phases
 from harness.report.real_paths import RealPath, real_paths
 from harness.report.resources_rows import CaseResources, case_resources
+from harness.report.screen import FirstScreen, first_screen
 from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
@@ -149,6 +151,12 @@ class ReportData:
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
     faults: FaultData | None = None  # a run whose cases broke something (faultview.py)
     stream: StreamData | None = None  # change streams (report/streamview.py)
+    cold_starts: list[ColdStartCase] = field(default_factory=list)  # report/coldview.py
+
+    @cached_property
+    def screen(self) -> FirstScreen:
+        """The first screen: this run's answer first, what does not apply named once."""
+        return first_screen(self)
 
     @cached_property
     def labels(self) -> Labels:
@@ -160,6 +168,7 @@ class ReportData:
         names += [x.case for x in self.fleet.cases] if self.fleet else []
         names += [x.case for x in self.faults.cases] if self.faults else []
         names += [x.case for x in self.stream.cases] if self.stream else []
+        names += [x.case for x in self.cold_starts]
         return Labels(*short_labels(list(dict.fromkeys(names))))
 
     @cached_property
@@ -447,6 +456,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
         ],
         faults=fault_data(records),
         stream=stream_data(summary, records),
+        cold_starts=cold_starts(records),
     )
 
 

@@ -228,6 +228,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
         .get_template(TEMPLATE)
         .render(
             data=data,
+            screen=data.screen,
             lede=lede(data),
             shared=shared,
             short=short,
