@@ -269,7 +269,9 @@ def _path_counts(items: list[TransferRecord], links: CaseLinks) -> dict[str, _Pa
                 where.transfers = len(longest)
                 spec_link, duration = links.uplink, longest[record.repeat]
             else:
-                where, duration = counts, float(record.duration_s or 0.0)
+                # A stream's or cold start's counters cover more than its duration.
+                span = record.extra.get("link_span_s") or record.duration_s or 0.0
+                where, duration = counts, float(span)
                 spec_link = links.hosts.get(owner or host)
             where.ways.setdefault(way, []).append((entry, duration))
             if spec_link is not None:

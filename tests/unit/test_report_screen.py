@@ -10,6 +10,7 @@ import html
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -150,3 +151,39 @@ def test_a_new_question_plugs_in_ahead_of_the_transports(tmp_path: Path) -> None
         screen.SECTIONS.clear()
         screen.SECTIONS.update(sections)
         screen.ORDER = order
+
+
+def test_a_stream_records_its_links_over_the_stream_and_the_check_reads_them(
+    tmp_path: Path,
+) -> None:
+    """Each secondary's final record holds the link's counters over the stream (what the
+    bench's observation gave), and the link check sums them per site."""
+    from harness.measure.records import RecordContext
+    from harness.measure.stream import stream_repeat
+    from harness.results import TransferRecord
+    from tests.unit.test_stream_flow import FakeStreamBench, _plan
+
+    class Counted(FakeStreamBench):
+        def observation(self, host: str, t0: float, served: float) -> dict[str, Any]:
+            lost = 10 if host.startswith("far") else 0
+            entry = {"passed": 990, "dropped": lost, "dropped_loss": lost, "emulated": 1000}
+            facts = super().observation(host, t0, served)
+            return facts | {"link": {f"{host} forward": entry}}
+
+    plan = _plan(tmp_path, ["near-1", "far-1"], 'interval = "200ms"\nupdates = 5')
+    bench = Counted(plan, transfer_s={"near-1": 0.05, "far-1": 0.5})
+    records: list[TransferRecord] = []
+    stream_repeat(bench, RecordContext("s1", plan), 1, 11, records.append, {})
+    finals = [r for r in records if r.counts]
+    assert {r.host for r in finals} == {"near-1", "far-1"}
+    for item in records:
+        assert ("link" in item.extra) == (item in finals)
+        assert "wire" not in item.extra  # one transfer's facts mean nothing over a stream
+    assert all(r.extra["link_span_s"] > 0 for r in finals)
+    with RunStore.create(tmp_path / "results", "s1", None, dict(RUN_META)) as store:
+        for item in records:
+            store.append(item)
+    checks = {c.path: c for c in load_report_data(store.folder).links}
+    (far,) = checks["far"].directions
+    assert (far.dropped, far.packets, far.measured_pct) == (10, 1000, 1.0)
+    assert checks["near"].directions[0].dropped == 0
