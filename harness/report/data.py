@@ -27,6 +27,7 @@ from harness.report.case_rows import CaseRow, case_rows
 from harness.report.coldview import ColdStartCase, cold_starts
 from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
+from harness.report.labels import readable, readable_labels
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.logged_failures import (
     unlogged_note,
@@ -121,6 +122,11 @@ class Labels:
         return self.short.get(name, name)
 
 
+def _worded(shared: str, short: dict[str, str]) -> Labels:
+    """The shortened names in words (report/labels.py): "tld 10 k · XoT · IXFR"."""
+    return Labels(readable(shared), readable_labels(short))
+
+
 @dataclass
 class ReportData:
     run: RunInfo
@@ -169,12 +175,12 @@ class ReportData:
         names += [x.case for x in self.faults.cases] if self.faults else []
         names += [x.case for x in self.stream.cases] if self.stream else []
         names += [x.case for x in self.cold_starts]
-        return Labels(*short_labels(list(dict.fromkeys(names))))
+        return _worded(*short_labels(list(dict.fromkeys(names))))
 
     @cached_property
     def transport_labels(self) -> Labels:
         """The transport table's pair keys, shortened once."""
-        return Labels(*short_labels([g.key for g in self.transports]))
+        return _worded(*short_labels([g.key for g in self.transports]))
 
     @property
     def whole_zone_notes(self) -> list[str]:
