@@ -141,7 +141,28 @@ class LiveFaults:
 
     # --- begin and end ------------------------------------------------------------------------
 
+    def _note(self, fault: FaultSpec, active: bool) -> None:
+        """The fault's window in samples.jsonl (role "fault"), and so live in Prometheus:
+        the dashboard's Faults row draws it as an annotation."""
+        sampler = self.live.sampler
+        if sampler is not None:
+            line = {
+                "role": "fault",
+                "fault": fault.label,
+                "kind": fault.kind,
+                "active": int(active),
+            }
+            sampler.note(self.live.plan.name, [line])
+
     def fault_begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
+        self._note(fault, True)
+        try:
+            return self._begin(fault, hosts)
+        finally:
+            if fault.kind == "reset":  # one event: its window closes as it happens
+                self._note(fault, False)
+
+    def _begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         if fault.on_link:
             self._armed_at = time.time()
             answers, error = self._send_all(self._commands(fault, hosts))
@@ -153,14 +174,17 @@ class LiveFaults:
         return self._kill_secondaries(hosts)
 
     def fault_end(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
-        if fault.on_link:
-            answers, error = self._restore(fault, hosts)
-            taken = [a["answer"]["at_unix"] for a in answers if "answer" in a]
-            at = self._to_clock(max(taken)) if taken else self.live.clock()
-            return FaultAct(at, {"linkem": answers}, error)
-        if fault.on_primary:
-            return self._start_primary()
-        return self._start_secondaries(hosts)
+        try:
+            if fault.on_link:
+                answers, error = self._restore(fault, hosts)
+                taken = [a["answer"]["at_unix"] for a in answers if "answer" in a]
+                at = self._to_clock(max(taken)) if taken else self.live.clock()
+                return FaultAct(at, {"linkem": answers}, error)
+            if fault.on_primary:
+                return self._start_primary()
+            return self._start_secondaries(hosts)
+        finally:
+            self._note(fault, False)
 
     def fault_cleanup(self, fault: FaultSpec, hosts: list[str]) -> dict[str, Any]:
         """Links as configured, every server running, the primary serving its zone."""
@@ -180,6 +204,7 @@ class LiveFaults:
             deadline = live.clock() + PRIMARY_BACK
             back = live._poll(live.primary, live.first_zone, live.base_serial, deadline)
             done["primary_serving_s"] = None if back is None else round(back - live.clock(), 3)
+        self._note(fault, False)  # whatever happened, no fault lasts past its repeat
         return done
 
     def _secondaries(self) -> list[tuple[str, RunningServer]]:
