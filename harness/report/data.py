@@ -458,7 +458,7 @@ def build_report_data(folder: RunFolder) -> ReportData:
                 number=failures.number(r),
             )
             for r in records
-            if not r.counts and not r.unsupported
+            if not r.counts and not r.unsupported and not r.unchecked  # a stream's earlier serials
         ],
         faults=fault_data(records),
         stream=stream_data(summary, records),
