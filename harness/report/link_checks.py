@@ -60,10 +60,13 @@ def _clean(value: Any) -> Any:
     keys a loss model does not use, even as null), rates with their unit (a bare number
     of bits is refused as ambiguous)."""
     if isinstance(value, dict):
+        # A loss model other than random dumps its unused correlation as 0.0, which the
+        # schema refuses for it: a Gilbert-Elliott link read back as no link at all.
+        unused = {"correlation"} if value.get("model") not in (None, "random") else set()
         return {
             k: f"{v}bit" if k == "rate" and isinstance(v, int) else _clean(v)
             for k, v in value.items()
-            if v is not None
+            if v is not None and not (k in unused and not v)
         }
     return value
 

@@ -188,3 +188,15 @@ def test_a_stream_records_its_links_over_the_stream_and_the_check_reads_them(
     (far,) = checks["far"].directions
     assert (far.dropped, far.packets, far.measured_pct) == (10, 1000, 1.0)
     assert checks["near"].directions[0].dropped == 0
+
+
+def test_a_gilbert_elliott_link_is_read_back_from_case_json() -> None:
+    """stream.toml's Beijing: case.json dumps the model with its unused correlation (0.0),
+    which the schema refuses for gemodel; the link check read it as no link ("none")."""
+    from harness.report.link_checks import _link_spec
+
+    way = {"delay": 0.12, "jitter": 0.0, "mtu": 1500, "rate": None}
+    loss = {"model": "gemodel", "p": 1.0, "correlation": 0.0, "r": 30.0, "h": None}
+    spec = _link_spec({"forward": way | {"loss": loss}, "reverse": way | {"loss": loss}})
+    assert spec is not None and spec.forward.loss.model == "gemodel"
+    assert spec.forward.loss.r == 30.0
