@@ -21,6 +21,7 @@ from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
 from harness.report.labels import readable
+from harness.report.link_checks import first_rows
 from harness.report.outliers import MARK as OUTLIER_MARK
 from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
@@ -234,6 +235,7 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
         .render(
             data=data,
             screen=data.screen,
+            link_first_rows=first_rows(data.links),
             lede=lede(data),
             shared=shared,
             short=short,

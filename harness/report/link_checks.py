@@ -323,3 +323,13 @@ def link_checks(records: Iterable[TransferRecord], metas: dict[str, CaseMeta]) -
         if case not in by_case
     ]
     return totals + per_case + missing
+
+
+def first_rows(checks: list[PathCheck]) -> list[PathCheck]:
+    """The rows the first screen shows: the sums over cases configured alike, each case's
+    own row on a path no sum covers (a fault run's sites differ from case to case), then
+    the cases without a result."""
+    totals = [c for c in checks if c.cases > 1]
+    covered = {c.path for c in totals}
+    singles = [c for c in checks if c.cases == 1 and not c.missing and c.path not in covered]
+    return totals + singles + [c for c in checks if c.missing]

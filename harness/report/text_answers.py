@@ -11,6 +11,7 @@ from harness.core import fmt
 from harness.core.ui import folding_table, print_table
 from harness.report.data import ReportData
 from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
+from harness.report.link_checks import first_rows
 from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
@@ -104,9 +105,7 @@ def print_link(data: ReportData, console: Console, short: dict[str, str]) -> Non
     """Did the link do what was asked: RTT and loss, set against measured, per path."""
     if data.real_paths:
         print_real_paths(data, console)
-    missing = [c for c in data.links if c.missing]
-    checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
-    checks += missing
+    checks = first_rows(data.links)
     if checks:
         table = folding_table(
             "Did the link do what was asked: RTT set / smallest measured; loss per "

@@ -200,3 +200,28 @@ def test_a_gilbert_elliott_link_is_read_back_from_case_json() -> None:
     spec = _link_spec({"forward": way | {"loss": loss}, "reverse": way | {"loss": loss}})
     assert spec is not None and spec.forward.loss.model == "gemodel"
     assert spec.forward.loss.r == 30.0
+
+
+def test_the_link_check_keeps_each_path_no_sum_covers() -> None:
+    """A fault run's sites heal in different cases: the sum over two cases on one path must
+    not hide the rows of the others (as the terminal did)."""
+    from harness.report.link_checks import PathCheck, first_rows
+
+    def check(case: str, path: str, cases: int = 1, missing: str | None = None) -> PathCheck:
+        return PathCheck(case, path, 1, 0.02, 0.02, 1, [], cases=cases, missing=missing)
+
+    rows = [
+        check("all 2 cases", "nsd", 2),
+        check("reset", "nsd"),
+        check("restart", "nsd"),
+        check("restart", "knot"),
+        check("link-down", "bind"),
+        check("reset", "link", missing="no verified transfer: 3 timed out"),
+    ]
+    got = [(c.case, c.path) for c in first_rows(rows)]
+    assert got == [
+        ("all 2 cases", "nsd"),
+        ("restart", "knot"),
+        ("link-down", "bind"),
+        ("reset", "link"),
+    ]
