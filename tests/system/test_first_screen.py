@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from harness.report.data import ReportData, load_report_data
 from harness.report.html import render_html
 from harness.report.text import print_summary
 from harness.run.runner import run_scenario
+from tests.unit.test_report_screen import first_heading
 
 pytestmark = [
     pytest.mark.root,
@@ -126,13 +126,6 @@ def run(tmp_path: Path, text: str) -> tuple[Path, ReportData]:
     path.write_text(text)
     folder = run_scenario(spec.load(path), results_root=tmp_path / "results")
     return folder, load_report_data(folder)
-
-
-def first_heading(page: str) -> str:
-    answers = page[page.index('<div class="answers">') :]
-    found = re.search(r'<h2 id="([^"]+)"', answers)
-    assert found is not None
-    return found.group(1)
 
 
 def terminal(data: ReportData, tmp_path: Path) -> str:
