@@ -58,6 +58,7 @@ class LiveFaults:
         # unix time - bench time, once: linkem's event times convert alike every time.
         self._offset = time.time() - live.clock()
         self._armed_at = 0.0  # unix time linkem was armed (its later events are this fault's)
+        self._fired_noted = False  # whether the armed fault's window was noted as begun
         self._timeline: dict[str, list[list[float]]] = {}
         self._timeline_hosts: list[str] = []
         self._stop = threading.Event()
@@ -115,6 +116,7 @@ class LiveFaults:
     def fault_arm(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         assert fault.after_bytes is not None
         self._armed_at = time.time()
+        self._fired_noted = False
         answers, error = self._send_all(self._commands(fault, hosts, fault.after_bytes))
         return FaultAct(None, {"armed": answers}, error)
 
@@ -130,6 +132,14 @@ class LiveFaults:
         ]
         if not found:
             return None
+        # An armed fault began inside linkem: its window opens here, as the flow first sees
+        # it fired (within a bytes poll; asked again later, it is no new window), and a
+        # reset's closes at once.
+        if not self._fired_noted:
+            self._fired_noted = True
+            self._note(fault, True)
+            if fault.kind == "reset":
+                self._note(fault, False)
         where: dict[str, float] = {}
         unsent: dict[str, str] = {}
         for event in found:
