@@ -31,12 +31,19 @@ def cold_start_repeat(
     with spent.phase("testbed") as prepare:
         bench.prepare_secondaries()
     started_at = bench.wall()
-    with spent.phase("cold_start") as cold:
-        t0 = bench.clock()
-        bench.start_secondaries()
-        bench.mark("transfer-start", repeat)
-        served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
-        bench.mark("transfer-end", repeat)
+    # The wire over the cold start (the link's counters, each site's watched TCP), so
+    # that the link check sets what the link did against what was set, as for updates.
+    bench.begin_observation()
+    try:
+        with spent.phase("cold_start") as cold:
+            t0 = bench.clock()
+            bench.start_secondaries()
+            bench.mark("transfer-start", repeat)
+            served, errors = bench.wait_all_zones(hosts, origins, serial, t0 + plan.timeout)
+            bench.mark("transfer-end", repeat)
+    finally:
+        bench.finish_observation()
+    ended = bench.clock()
     for host in hosts:
         if host not in served:
             # Timed out: what the secondary logged (the cliff's failures, their first time)
@@ -64,6 +71,7 @@ def cold_start_repeat(
         with spent.phase("observe") as observe:
             log = bench.cold_start_log(host)
             polling = bench.cold_start_polling(host)
+            wire = bench.observation(host, t0, ended)
         wall = {
             "settle_s": seconds.settle,
             "prepare_s": prepare.seconds,
@@ -91,6 +99,9 @@ def cold_start_repeat(
                 "served_error_s": error_summary(late.values()),
                 "polling": polling,
                 "wall": {k: round(v, 4) for k, v in wall.items()},
+                # the link over the whole cold start, for the link check
+                **{k: v for k, v in wire.items() if k in ("link", "tcp")},
+                "link_span_s": round(ended - t0, 6),
             }
             | extra,
         )

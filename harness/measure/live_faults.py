@@ -58,6 +58,7 @@ class LiveFaults:
         # unix time - bench time, once: linkem's event times convert alike every time.
         self._offset = time.time() - live.clock()
         self._armed_at = 0.0  # unix time linkem was armed (its later events are this fault's)
+        self._fired_noted = False  # whether the armed fault's window was noted as begun
         self._timeline: dict[str, list[list[float]]] = {}
         self._timeline_hosts: list[str] = []
         self._stop = threading.Event()
@@ -115,6 +116,7 @@ class LiveFaults:
     def fault_arm(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         assert fault.after_bytes is not None
         self._armed_at = time.time()
+        self._fired_noted = False
         answers, error = self._send_all(self._commands(fault, hosts, fault.after_bytes))
         return FaultAct(None, {"armed": answers}, error)
 
@@ -130,6 +132,14 @@ class LiveFaults:
         ]
         if not found:
             return None
+        # An armed fault began inside linkem: its window opens here, as the flow first sees
+        # it fired (within a bytes poll; asked again later, it is no new window), and a
+        # reset's closes at once.
+        if not self._fired_noted:
+            self._fired_noted = True
+            self._note(fault, True)
+            if fault.kind == "reset":
+                self._note(fault, False)
         where: dict[str, float] = {}
         unsent: dict[str, str] = {}
         for event in found:
@@ -141,7 +151,28 @@ class LiveFaults:
 
     # --- begin and end ------------------------------------------------------------------------
 
+    def _note(self, fault: FaultSpec, active: bool) -> None:
+        """The fault's window in samples.jsonl (role "fault"), and so live in Prometheus:
+        the dashboard's Faults row draws it as an annotation."""
+        sampler = self.live.sampler
+        if sampler is not None:
+            line = {
+                "role": "fault",
+                "fault": fault.label,
+                "kind": fault.kind,
+                "active": int(active),
+            }
+            sampler.note(self.live.plan.name, [line])
+
     def fault_begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
+        self._note(fault, True)
+        try:
+            return self._begin(fault, hosts)
+        finally:
+            if fault.kind == "reset":  # one event: its window closes as it happens
+                self._note(fault, False)
+
+    def _begin(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
         if fault.on_link:
             self._armed_at = time.time()
             answers, error = self._send_all(self._commands(fault, hosts))
@@ -153,14 +184,17 @@ class LiveFaults:
         return self._kill_secondaries(hosts)
 
     def fault_end(self, fault: FaultSpec, hosts: list[str]) -> FaultAct:
-        if fault.on_link:
-            answers, error = self._restore(fault, hosts)
-            taken = [a["answer"]["at_unix"] for a in answers if "answer" in a]
-            at = self._to_clock(max(taken)) if taken else self.live.clock()
-            return FaultAct(at, {"linkem": answers}, error)
-        if fault.on_primary:
-            return self._start_primary()
-        return self._start_secondaries(hosts)
+        try:
+            if fault.on_link:
+                answers, error = self._restore(fault, hosts)
+                taken = [a["answer"]["at_unix"] for a in answers if "answer" in a]
+                at = self._to_clock(max(taken)) if taken else self.live.clock()
+                return FaultAct(at, {"linkem": answers}, error)
+            if fault.on_primary:
+                return self._start_primary()
+            return self._start_secondaries(hosts)
+        finally:
+            self._note(fault, False)
 
     def fault_cleanup(self, fault: FaultSpec, hosts: list[str]) -> dict[str, Any]:
         """Links as configured, every server running, the primary serving its zone."""
@@ -180,6 +214,7 @@ class LiveFaults:
             deadline = live.clock() + PRIMARY_BACK
             back = live._poll(live.primary, live.first_zone, live.base_serial, deadline)
             done["primary_serving_s"] = None if back is None else round(back - live.clock(), 3)
+        self._note(fault, False)  # whatever happened, no fault lasts past its repeat
         return done
 
     def _secondaries(self) -> list[tuple[str, RunningServer]]:

@@ -146,6 +146,13 @@ def run_stream(bench: StreamBench, plan: CasePlan, first: int, offsets: list[flo
     return seen
 
 
+def _over_the_stream(facts: dict[str, Any]) -> dict[str, Any]:
+    """What the link check reads of a stream's observation: the link's counters and the
+    watched connection's TCP; the per-transfer facts (the SOA query and connect after a
+    NOTIFY, the sockets one transfer left) mean nothing over many transfers."""
+    return {k: v for k, v in facts.items() if k in ("link", "tcp")}
+
+
 def stream_repeat(
     bench: StreamBench,
     ctx: RecordContext,
@@ -168,8 +175,15 @@ def stream_repeat(
     with spent.phase("generate") as generate:
         bench.prepare_stream([first + k for k in range(len(offsets))])
     bench.mark("transfer-start", repeat)
-    with spent.phase("transfer") as transfer:
-        seen = run_stream(bench, plan, first, offsets)
+    # The wire over the whole stream: each link's counters per direction and the TCP of
+    # each site's watched secondary, so that the link check sets the loss and the RTT the
+    # stream met against what was set (in each secondary's final record).
+    bench.begin_observation()
+    try:
+        with spent.phase("transfer") as transfer:
+            seen = run_stream(bench, plan, first, offsets)
+    finally:
+        bench.finish_observation()
     bench.mark("transfer-end", repeat)
     last = seen.published[-1].serial if seen.published else first - 1
     wrong = None
@@ -193,6 +207,11 @@ def stream_repeat(
             h.name: bench.logged(h.name, bench.first_zone, last, since).failures
             for h in plan.secondaries
         }
+        wire = {
+            h.name: _over_the_stream(bench.observation(h.name, seen.start, seen.waited_until))
+            for h in plan.secondaries
+        }
+        span = round(seen.waited_until - seen.start, 6)
     wall = {
         "settle_s": seconds.settle,
         "generate_s": generate.seconds,
@@ -201,7 +220,7 @@ def stream_repeat(
         "observe_s": observe.seconds,
     }
     extra = extra | {"wall": {k: round(v, 4) for k, v in wall.items()}}
-    logs = StreamLogs(transfers, failures)
+    logs = StreamLogs(transfers, failures, {h: w | {"link_span_s": span} for h, w in wire.items()})
     for record in stream_records(ctx, repeat, bench.first_zone, seen, checks, logs, extra):
         emit(record)
     if seen.publish_error is not None:

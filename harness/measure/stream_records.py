@@ -165,6 +165,9 @@ class StreamLogs:
 
     transfers: dict[str, list[StreamTransfer]]  # host -> its incoming transfers
     failures: dict[str, dict[str, Any]]  # host -> its failed attempts (FailureCounts json)
+    # host -> the link's counters and its TCP over the whole stream (extra.link, extra.tcp,
+    # and extra.link_span_s, the seconds they cover), in its final serial's record
+    wire: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def first_serving(changes: list[SerialChange], serial: int) -> SerialChange | None:
@@ -303,7 +306,8 @@ def stream_records(
                 },
                 server_logged=logged,
                 extra=record_extra
-                | (checks[host].facts() if serial == last and host in checks else {}),
+                | (checks[host].facts() if serial == last and host in checks else {})
+                | (logs.wire.get(host, {}) if serial == last else {}),
                 duration_error_s=max(0.0, first.at - low),
             )
             out.append(transfer_record(ctx, host=host, repeat=repeat, zone=zone,

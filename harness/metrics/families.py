@@ -295,6 +295,28 @@ FAMILIES: tuple[Family, ...] = (
         "seconds",
     ),
     Family(
+        "xfrbench_fault_active",
+        "gauge",
+        "1 while a [[faults]] fault lasts (from the moment it began to the one it ended, as "
+        "the fault flow acted), 0 otherwise: the dashboard's fault windows.",
+        (*C_LABELS, "fault"),
+    ),
+    Family(
+        "xfrbench_fault_heal_seconds",
+        "gauge",
+        "Latest faulted repeat: seconds from the fault's end until the secondary served the "
+        "new serial, verified; absent when it did not heal (stuck) or was unaffected.",
+        (*C_LABELS, "fault", "host", "site"),
+        "seconds",
+    ),
+    Family(
+        "xfrbench_fault_stuck",
+        "gauge",
+        "Latest faulted repeat: 1 when the secondary did not serve the new serial within "
+        "the scenario's timeout after the fault's end, else 0.",
+        (*C_LABELS, "fault", "host", "site"),
+    ),
+    Family(
         "xfrbench_primary_repeat_cpu_seconds",
         "gauge",
         "CPU the primary spent in the latest repeat (between its start and end marks).",

@@ -50,6 +50,7 @@ from harness.results.summary import transfer_rate
 
 _SAFE_VALUE = re.compile(r"^[a-z0-9_]{1,32}$")  # state and bound names taken from data
 _SAFE_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")  # host and site names (spec.SITE_NAME)
+_SAFE_FAULT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # a fault's name (its label)
 
 SeriesKey = tuple[str, tuple[str, ...]]  # (family name, label values in Family.labels order)
 
@@ -220,6 +221,7 @@ class MetricState:
                 )
         changed += self._loss_checks(record, host, site)
         changed += self._fleet_figures(record)
+        changed += self._fault_figures(record, host, site)
         if not record.counts:
             return changed
         duration = record.duration_s
@@ -238,6 +240,29 @@ class MetricState:
                     self._set("xfrbench_transfer_throughput_bytes_per_second", t_values, rate / 8)
                 )
         return changed
+
+    def _fault_figures(self, record: TransferRecord, host: str, site: str) -> list[SeriesKey]:
+        """A faulted repeat's healing of one secondary (measure/faults.py extra.fault)."""
+        fault = record.extra.get("fault")
+        if not isinstance(fault, dict) or not _SAFE_FAULT.match(str(fault.get("name", ""))):
+            return []
+        labels = (self.run_id, record.case, str(fault["name"]), host, site)
+        changed = [self._set("xfrbench_fault_stuck", labels, float(bool(fault.get("stuck"))))]
+        key: SeriesKey = ("xfrbench_fault_heal_seconds", labels)
+        if _finite(fault.get("heal_s")):
+            changed.append(self._set(*key, fault["heal_s"]))
+        else:  # stuck or unaffected this repeat: no heal time stands for it
+            self.values.pop(key, None)
+        return changed
+
+    def _add_fault(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
+        """A fault began (active 1) or ended (0), as the fault flow noted it."""
+        name = sample.get("fault")
+        if not isinstance(name, str) or not _SAFE_FAULT.match(name):
+            raise ValueError(f"fault sample with a bad fault name {name!r}")
+        if not _finite(sample.get("active")):
+            return []
+        return [self._set("xfrbench_fault_active", (self.run_id, case, name), sample["active"])]
 
     def _loss_checks(self, record: TransferRecord, host: str, site: str) -> list[SeriesKey]:
         """Each direction's loss check of the transfer: configured and measured rate, verdict.
@@ -340,7 +365,9 @@ class MetricState:
             return self._add_server(case, role, sample)
         if role == "stream":
             return self._add_stream(case, sample)
-        raise ValueError(f"sample role {role!r} is not primary, secondary, link or stream")
+        if role == "fault":
+            return self._add_fault(case, sample)
+        raise ValueError(f"sample role {role!r} is not primary, secondary, link, stream or fault")
 
     def _add_stream(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
         """A change stream's lag of one secondary (measure/live_stream.py writes them)."""

@@ -24,8 +24,10 @@ from harness.core.fmt import short_labels
 from harness.core.terms import ROLES, SERVER_TO_SERVER
 from harness.link.describe import describe_direction, describe_link
 from harness.report.case_rows import CaseRow, case_rows
+from harness.report.coldview import ColdStartCase, cold_starts
 from harness.report.faultview import FaultData, fault_data
 from harness.report.fleetview import FleetData, fleet_data
+from harness.report.labels import readable, readable_labels
 from harness.report.link_checks import PathCheck, link_checks
 from harness.report.logged_failures import (
     unlogged_note,
@@ -33,6 +35,7 @@ from harness.report.logged_failures import (
 from harness.report.phases import CasePhases, case_phases
 from harness.report.real_paths import RealPath, real_paths
 from harness.report.resources_rows import CaseResources, case_resources
+from harness.report.screen import FirstScreen, first_screen
 from harness.report.streamview import StreamData, stream_data
 from harness.report.throughput_bound import BoundRow, bound_rows
 from harness.report.transport_costs import TransportGroup, transport_costs
@@ -120,6 +123,11 @@ class Labels:
         return self.short.get(name, name)
 
 
+def _worded(shared: str, short: dict[str, str]) -> Labels:
+    """The shortened names in words (report/labels.py): "tld 10 k · XoT · IXFR"."""
+    return Labels(readable(shared), readable_labels(short))
+
+
 @dataclass
 class ReportData:
     run: RunInfo
@@ -152,6 +160,12 @@ class ReportData:
     stream: StreamData | None = None  # change streams (report/streamview.py)
     # Catalog zones: summary.json's "catalog" rows, from the records (results/catalog.py).
     catalog: list[dict[str, Any]] = field(default_factory=list)
+    cold_starts: list[ColdStartCase] = field(default_factory=list)  # report/coldview.py
+
+    @cached_property
+    def screen(self) -> FirstScreen:
+        """The first screen: this run's answer first, what does not apply named once."""
+        return first_screen(self)
 
     @cached_property
     def labels(self) -> Labels:
@@ -164,12 +178,13 @@ class ReportData:
         names += [x.case for x in self.faults.cases] if self.faults else []
         names += [x.case for x in self.stream.cases] if self.stream else []
         names += [row["case"] for row in self.catalog]
-        return Labels(*short_labels(list(dict.fromkeys(names))))
+        names += [x.case for x in self.cold_starts]
+        return _worded(*short_labels(list(dict.fromkeys(names))))
 
     @cached_property
     def transport_labels(self) -> Labels:
         """The transport table's pair keys, shortened once."""
-        return Labels(*short_labels([g.key for g in self.transports]))
+        return _worded(*short_labels([g.key for g in self.transports]))
 
     @property
     def whole_zone_notes(self) -> list[str]:
@@ -447,11 +462,12 @@ def build_report_data(folder: RunFolder) -> ReportData:
                 number=failures.number(r),
             )
             for r in records
-            if not r.counts and not r.unsupported
+            if not r.counts and not r.unsupported and not r.unchecked  # a stream's earlier serials
         ],
         faults=fault_data(records),
         stream=stream_data(summary, records),
         catalog=catalog_summary(records),
+        cold_starts=cold_starts(records),
     )
 
 

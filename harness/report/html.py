@@ -20,6 +20,9 @@ from harness.report.data import ReportData, RunInfo
 from harness.report.faultview import cell_text
 from harness.report.figures import build_figures, render_svg
 from harness.report.figures_common import TRANSPORT_COLOURS, Figure
+from harness.report.labels import readable
+from harness.report.link_checks import first_rows
+from harness.report.outliers import MARK as OUTLIER_MARK
 from harness.report.phases import SEEN, XOT_NOTE, XOT_WHY
 from harness.report.throughput_bound import STEADY_BDPS
 from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost, TransportGroup
@@ -83,6 +86,8 @@ def transport_notes(groups: list[TransportGroup]) -> list[str]:
             f"p below {ALPHA:g} (the smallest possible is {smallest:.2g}): run at least "
             f"{repeats_for_alpha(ALPHA)} repeats per case to tell a real cost from noise."
         )
+    far = {o.case: o for g in groups for c in g.costs for o in c.outliers}
+    notes += [o.line(readable(o.case)) for o in far.values()]
     drifting = [c.case for g in groups for c in g.costs if c.drift]
     if drifting:
         notes.append(f"{len(drifting)} case(s) drift: their medians move while they run.")
@@ -94,7 +99,8 @@ def index_text(cost: TransportCost) -> str:
     if cost.index is None:
         return fmt.NONE
     text = f"{cost.index:.0f}"
-    return text if cost.spread is None else f"{text} ±{cost.spread:.0f}"
+    text = text if cost.spread is None else f"{text} ±{cost.spread:.0f}"
+    return text + (OUTLIER_MARK if cost.outliers else "")
 
 
 @dataclass
@@ -228,6 +234,8 @@ def render_html(data: ReportData, figures: list[Figure] | None = None) -> str:
         .get_template(TEMPLATE)
         .render(
             data=data,
+            screen=data.screen,
+            link_first_rows=first_rows(data.links),
             lede=lede(data),
             shared=shared,
             short=short,

@@ -60,10 +60,13 @@ def _clean(value: Any) -> Any:
     keys a loss model does not use, even as null), rates with their unit (a bare number
     of bits is refused as ambiguous)."""
     if isinstance(value, dict):
+        # A loss model other than random dumps its unused correlation as 0.0, which the
+        # schema refuses for it: a Gilbert-Elliott link read back as no link at all.
+        unused = {"correlation"} if value.get("model") not in (None, "random") else set()
         return {
             k: f"{v}bit" if k == "rate" and isinstance(v, int) else _clean(v)
             for k, v in value.items()
-            if v is not None
+            if v is not None and not (k in unused and not v)
         }
     return value
 
@@ -269,7 +272,9 @@ def _path_counts(items: list[TransferRecord], links: CaseLinks) -> dict[str, _Pa
                 where.transfers = len(longest)
                 spec_link, duration = links.uplink, longest[record.repeat]
             else:
-                where, duration = counts, float(record.duration_s or 0.0)
+                # A stream's or cold start's counters cover more than its duration.
+                span = record.extra.get("link_span_s") or record.duration_s or 0.0
+                where, duration = counts, float(span)
                 spec_link = links.hosts.get(owner or host)
             where.ways.setdefault(way, []).append((entry, duration))
             if spec_link is not None:
@@ -318,3 +323,13 @@ def link_checks(records: Iterable[TransferRecord], metas: dict[str, CaseMeta]) -
         if case not in by_case
     ]
     return totals + per_case + missing
+
+
+def first_rows(checks: list[PathCheck]) -> list[PathCheck]:
+    """The rows the first screen shows: the sums over cases configured alike, each case's
+    own row on a path no sum covers (a fault run's sites differ from case to case), then
+    the cases without a result."""
+    totals = [c for c in checks if c.cases > 1]
+    covered = {c.path for c in totals}
+    singles = [c for c in checks if c.cases == 1 and not c.missing and c.path not in covered]
+    return totals + singles + [c for c in checks if c.missing]

@@ -40,6 +40,10 @@ def print_stream(data: ReportData, console: Console, short: dict[str, str]) -> N
     stream = data.stream
     if stream is None:
         return
+    for item in stream.cases:  # the answer first: the SLA share, then how it came about
+        if item.sla:
+            label = escape(short.get(item.case, item.case))
+            console.print(f"Change stream {label}: [bold]{escape(item.sla)}[/]", soft_wrap=True)
     table = folding_table(
         "Change stream: publication latency, from the primary serving a serial to a "
         "secondary serving it (nearest rank over every pair, the never served ranking last: "
@@ -84,8 +88,6 @@ def print_stream(data: ReportData, console: Console, short: dict[str, str]) -> N
     print_table(console, secondaries)
     for item in stream.cases:
         label = escape(short.get(item.case, item.case))
-        if item.sla:
-            console.print(f"{label}: {escape(item.sla)}", soft_wrap=True)
         if item.late_publishes:
             console.print(
                 f"{label}: {item.late_publishes} of {item.serials} serials published late "

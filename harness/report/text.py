@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -12,12 +13,15 @@ from harness.core.ui import folding_table, print_table
 from harness.report.case_rows import CLOCK_MARK, clock_note
 from harness.report.catalog_text import print_catalog
 from harness.report.data import ReportData
-from harness.report.html import TRANSPORT_NAMES, index_text, transport_notes
-from harness.report.phases import XOT_NOTE, XOT_WHY
 from harness.report.stream_text import print_stream
+from harness.report.text_answers import (
+    print_bound,
+    print_cold_start,
+    print_link,
+    print_phases,
+    print_transports,
+)
 from harness.report.text_faults import print_faults
-from harness.report.throughput_bound import STEADY_BDPS
-from harness.report.transport_costs import ALPHA, CONFIDENCE, TransportCost
 from harness.results.fleet import NOT_CONVERGED, refused_text
 from harness.results.folder import TRANSFERS
 from harness.results.resources import MEMORY_NOTE, SOCKETS_NOTE
@@ -50,183 +54,6 @@ CPU_WINDOW_SHORT = (
 
 def _method(method: str) -> str:
     return method.replace("server-to-server", "server").replace("client-pull-", "pull ")
-
-
-def _short_missing(why: str | None) -> str:
-    """A table cell's reason: "unsupported" (the first lines say by what), or the failures."""
-    if why is None:
-        return "-"
-    return "unsupported" if why.startswith("unsupported") else why
-
-
-def _transport_cell(cost: TransportCost) -> str:
-    if cost.index is None:
-        return f"- ({_short_missing(cost.missing)})" if cost.missing else "-"
-    text = index_text(cost)
-    if cost.p_value is not None:
-        text += f" p{cost.p_value:.2g}" + ("*" if cost.significant else "")
-    if cost.drift:
-        text += " [yellow]drift[/]"
-    return text
-
-
-def print_answers(data: ReportData, console: Console, short: dict[str, str]) -> None:
-    """The first screen's four answers, as report.html's top shows them."""
-    if data.transports:
-        shown = [
-            t
-            for t in TRANSPORT_NAMES
-            if any(c.transport == t for g in data.transports for c in g.costs)
-        ]
-        keys = data.transport_labels.short
-        table = folding_table(
-            f"What each transport costs: median duration, TCP = 100 per pair, zone and kind; "
-            f"± {CONFIDENCE:.0%} bootstrap interval of the ratio; p Mann-Whitney against TCP, "
-            f"* below {ALPHA:g}",
-            ["pair / zone / kind", *(TRANSPORT_NAMES[t] for t in shown)],
-            names=max(len(label) for label in keys.values()),
-        )
-        for group in data.transports:
-            cells = []
-            for t in shown:
-                cost = next((c for c in group.costs if c.transport == t), None)
-                cells.append("-" if cost is None else _transport_cell(cost))
-            tcp = next(c for c in group.costs if c.transport == "tcp")
-            if group.baseline_median_s is not None:
-                cells[0] = f"100 ({fmt.duration(group.baseline_median_s)})"
-                cells[0] += " [yellow]drift[/]" if tcp.drift else ""
-            table.add_row(escape(keys[group.key]), *cells)
-        print_table(console, table)
-        for note in [*transport_notes(data.transports), *data.compare_plan]:
-            console.print(escape(note), soft_wrap=True)
-    else:
-        console.print(
-            "What each transport costs: no pair, zone and kind ran TCP and another transport",
-            soft_wrap=True,
-        )
-    for note in data.whole_zone_notes:
-        console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
-
-    if data.phases:
-        table = folding_table(
-            "Where the time went: the median transfer's phases, from the reload command "
-            "(notify), the control command (retransfer), the start (cold start) or the primary "
-            "serving the serial (stream)",
-            ["case", "phases: each ends at the instant named", "measured", "secondary logged"],
-            left=2,
-            names=max(len(short.get(x.label, x.label)) for x in data.phases),
-        )
-        for item in data.phases:
-            parts = [
-                f"{seg.name.rsplit(' -> ', 1)[-1]} {fmt.duration(seg.seconds)}"
-                for seg in item.segments
-            ]
-            measured = fmt.NONE if item.missing else fmt.duration(item.duration_s)
-            table.add_row(
-                escape(short.get(item.label, item.label)),
-                escape(item.missing or " | ".join(parts)),
-                measured,
-                fmt.duration(item.logged_secondary_s),
-            )
-        print_table(console, table)
-        if any(XOT_NOTE in item.notes for item in data.phases):
-            console.print(escape(XOT_WHY), soft_wrap=True)
-
-    if data.real_paths:
-        print_real_paths(data, console)
-    missing = [c for c in data.links if c.missing]
-    checks = [c for c in data.links if c.cases > 1] or [c for c in data.links if not c.missing]
-    checks += missing
-    if checks:
-        table = folding_table(
-            "Did the link do what was asked: RTT set / smallest measured; loss per "
-            "direction summed over the transfers, and its check (-> primary to secondary)",
-            ["case", "path", "RTT", "-> loss", "<- loss", "rate set / measured"],
-            left=2,
-        )
-        for check in checks:
-            if check.missing:
-                label = short.get(check.case, check.case)
-                why = _short_missing(check.missing)
-                table.add_row(escape(label), escape(check.path), "-", escape(why), "", "")
-                continue
-            ways = []
-            for way in ("forward", "reverse"):
-                d = next((d for d in check.directions if d.way == way), None)
-                if d is None:
-                    ways.append("-")
-                    continue
-                measured = "-" if d.measured_pct is None else f"{d.measured_pct:.3g} %"
-                ways.append(
-                    f"{d.loss or 'none'}: {d.dropped:,} of {d.packets:,} ({measured})"
-                    + (f" {d.verdict}" if d.verdict else "")
-                )
-            rates = [
-                f"{'->' if d.way == 'forward' else '<-'} {fmt.rate(d.rate_bps)} / "
-                f"{fmt.rate(d.measured_rate_bps)}"
-                for d in check.directions
-                if d.rate_bps or d.measured_rate_bps
-            ]
-            rtt = f"{fmt.duration(check.rtt_s)} / {fmt.duration(check.rtt_min_s)}"
-            if check.rtt_verdict:
-                rtt += f" {check.rtt_verdict}"
-            table.add_row(
-                escape(short.get(check.case, check.case)),
-                escape(check.path),
-                escape(rtt),
-                escape(ways[0]),
-                escape(ways[1]),
-                escape("; ".join(rates) or "-"),
-            )
-        print_table(console, table)
-
-    steady = [row for row in data.bounds if row.steady]
-    if steady:
-        table = folding_table(
-            f"How close to the bound (zones of at least {STEADY_BDPS:g} BDPs; throughput "
-            "from connect to served)",
-            ["case", "throughput", "bound", "of it", "zone / BDP", "cc", "window adv / rmem"],
-        )
-        for row in steady:
-            table.add_row(
-                escape(short.get(row.label, row.label)),
-                fmt.rate(row.throughput_bps),
-                f"{fmt.rate(row.bound_bps)} ({row.limited_by or '?'})",
-                fmt.ratio(row.ratio),
-                f"{row.bdps:.3g}" if row.bdps is not None else "-",
-                row.sender_cc or "?",
-                f"{fmt.size(row.advertised_window)} / {fmt.size(row.receive_buffer)}",
-            )
-        print_table(console, table)
-    if data.bounds_missing:
-        console.print(
-            escape(
-                "How close to the bound: no throughput without a verified transfer: "
-                + "; ".join(
-                    f"{short.get(c, c)} ({_short_missing(w)})" for c, w in data.bounds_missing
-                )
-            ),
-            soft_wrap=True,
-        )
-    unbounded = [row for row in data.bounds if not row.bound_bps]
-    if unbounded:
-        console.print(
-            f"How close to the bound: {len(unbounded)} of {len(data.bounds)} have no model "
-            "bound (an unimpaired link)",
-            soft_wrap=True,
-        )
-    others = [row for row in data.bounds if not row.steady and row.bound_bps]
-    if others:
-        longest = max(others, key=lambda row: row.bdps or 0.0)
-        console.print(
-            escape(
-                f"How close to the bound: {len(others)} of {len(data.bounds)} too short to "
-                f"judge (under {STEADY_BDPS:g} BDPs of data; the longest, "
-                f"{short.get(longest.label, longest.label)}, is "
-                f"{longest.bdps or 0:.3g} BDPs)"
-            ),
-            soft_wrap=True,
-        )
 
 
 def print_fleet(data: ReportData, console: Console, short: dict[str, str]) -> None:
@@ -316,6 +143,21 @@ def _converged(seconds: float | None) -> str:
     return NOT_CONVERGED if seconds is None else fmt.duration(seconds)
 
 
+Printer = Callable[[ReportData, Console, dict[str, str]], None]
+# One printer per first-screen section of report/screen.py, under its name there.
+PRINTERS: dict[str, Printer] = {
+    "transports": print_transports,
+    "phases": print_phases,
+    "link": print_link,
+    "bound": print_bound,
+    "fleet": print_fleet,
+    "faults": lambda data, console, _short: print_faults(data, console),
+    "stream": print_stream,
+    "cold-start": print_cold_start,
+    "catalog": print_catalog,
+}
+
+
 def print_failures(data: ReportData, console: Console, report: Path | None = None) -> None:
     """The first lines: failed of counted, one line per distinct reason (numbered as the
     cases' notes refer to them), the unsupported cells, and where the details are."""
@@ -339,29 +181,6 @@ def print_failures(data: ReportData, console: Console, report: Path | None = Non
             escape(f"  details: {where}; every attempt: {data.run.run_dir}/{TRANSFERS}"),
             soft_wrap=True,
         )
-
-
-def print_real_paths(data: ReportData, console: Console) -> None:
-    """An inventory run's paths as found, where a netns run's link check stands."""
-    table = folding_table(
-        "The real paths (no link asked for): RTT pinged / least seen by the primary's TCP; "
-        "-> retransmitted of sent over the run's transfers; -> bandwidth probed (iperf3)",
-        ["secondary", "site", "RTT", "-> retransmitted", "-> bandwidth"],
-        left=2,
-        trailing=2,
-    )
-    for path in data.real_paths:
-        retransmits = f"{fmt.count(path.retransmits)} of {fmt.count(path.data_segs_out)}"
-        if path.retransmit_pct is not None:
-            retransmits += f" ({path.retransmit_pct:.3g} %)"
-        table.add_row(
-            escape(path.host),
-            escape(path.site),
-            f"{fmt.duration(path.ping_min_s)} / {fmt.duration(path.tcp_rtt_min_s)}",
-            escape(retransmits),
-            escape(f"{fmt.rate(path.bandwidth_bps)} ({path.probe_note})"),
-        )
-    print_table(console, table)
 
 
 def print_summary(data: ReportData, console: Console, report: Path | None = None) -> None:
@@ -390,11 +209,11 @@ def print_summary(data: ReportData, console: Console, report: Path | None = None
         console.print(escape(line), soft_wrap=True)
     for warning in data.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    print_answers(data, console, short)
-    print_fleet(data, console, short)
-    print_faults(data, console)
-    print_stream(data, console, short)
-    print_catalog(data, console, short)
+    screen = data.screen
+    for name in screen.shown:  # this run's answer first (report/screen.py)
+        PRINTERS[name](data, console, short)
+    if screen.left_out_line:
+        console.print(escape(screen.left_out_line), soft_wrap=True)
 
     logged = data.failures_logged
     table = folding_table(

@@ -23,6 +23,7 @@ from harness.core.stats import (
     min_two_sided_p,
 )
 from harness.core.terms import SERVER_TO_SERVER, TRANSPORTS
+from harness.report.outliers import Outlier, outlier, without
 from harness.results.failures import no_result
 from harness.results.fleet import fleet_repeat_values
 from harness.results.model import TransferRecord
@@ -81,13 +82,19 @@ class TransportCost:
     significant: bool = False
     drift: list[str] = field(default_factory=list)
     missing: str | None = None  # why there is no figure ("unsupported: ...", "3 failed")
+    # One repeat far from the rest, of this case or of TCP's (report/outliers.py): the
+    # interval is then the others' (`ci_others`), and a line says what happened to it.
+    outliers: list[Outlier] = field(default_factory=list)
+    ci_others: tuple[float, float] | None = None
 
     @property
     def spread(self) -> float | None:
-        """The larger side of the interval: "111 ±3" as the CZ.NIC table writes it."""
-        if self.ci is None or self.index is None:
+        """The larger side of the interval: "111 ±3" as the CZ.NIC table writes it; the
+        others' when one repeat is far from the rest."""
+        ci = self.ci_others if self.outliers else self.ci
+        if ci is None or self.index is None:
             return None
-        return max(self.index - self.ci[0], self.ci[1] - self.index)
+        return max(self.index - ci[0], ci[1] - self.index)
 
 
 @dataclass
@@ -135,6 +142,7 @@ def transport_costs(
         base = durations(cases[BASELINE])
         base_median = statistics.median(base) if base else None
         first = by_case[cases[BASELINE]][0]
+        base_far = outlier(cases[BASELINE], by_case[cases[BASELINE]])
         costs = []
         for transport in TRANSPORTS:
             case = cases.get(transport)
@@ -159,6 +167,16 @@ def transport_costs(
                 continue
             _, _, change = bootstrap_intervals(base, values, confidence)
             ci = (100 * (1 + change[0]), 100 * (1 + change[1])) if change else None
+            far = [] if first.site is not None else [
+                o for o in (base_far, outlier(case, by_case[case])) if o is not None
+            ]  # fmt: skip
+            ci_others = None
+            if far:  # the interval of the others: what a reader can use
+                mine = far[-1] if far[-1].case == case else None
+                _, _, rest = bootstrap_intervals(
+                    without(base, base_far), without(values, mine), confidence
+                )
+                ci_others = (100 * (1 + rest[0]), 100 * (1 + rest[1])) if rest else None
             p = mann_whitney_p(base, values)
             costs.append(
                 TransportCost(
@@ -172,6 +190,8 @@ def transport_costs(
                     testable=min_two_sided_p(len(base), len(values)) < alpha,
                     significant=p is not None and p < alpha,
                     drift=drift,
+                    outliers=far,
+                    ci_others=ci_others,
                 )
             )
         out.append(

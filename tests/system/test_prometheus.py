@@ -1,7 +1,7 @@
-"""A real Prometheus scrapes two real runs, a 1+1 run and a small fleet (two sites); the
-dashboard's PromQL runs against what it stored; the runs' metrics.om files backfill another
-Prometheus, where the dashboard, opened weeks later on its default time range, still shows
-them."""
+"""A real Prometheus scrapes real runs: a 1+1 run, a small fleet (two sites), a stream and a
+fault run; the dashboard's PromQL runs against what it stored; the runs' metrics.om files
+backfill another Prometheus, where the dashboard, opened weeks later on its default time
+range, still shows them."""
 
 from __future__ import annotations
 
@@ -84,10 +84,37 @@ link = { delay = "50ms" }
 interval = "200ms"
 updates = 10
 """
+# A fault run: the link down for 1 s, 4 kB into the transfer (a 4 Mbit/s link keeps it going
+# that long); TCP carries the transfer over the gap and the secondary heals. (A fault that
+# restarts the primary leaves no primary cost for its repeat: its counters start over.)
+FAULT = """
+repeats = 1
+passes = 1
+timeout = "20s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 5000
+origin = "prom-fault.example."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "bind"
+[link]
+delay = "5ms"
+rate = "4mbit"
+[[faults]]
+kind = "link-down"
+after_bytes = "4kB"
+duration = "1s"
+"""
 # Families a run fills only in a fleet, and only where a link has loss configured.
 FLEET_ONLY = ("xfrbench_fleet_",)
 LOSS_ONLY = ("xfrbench_link_loss_",)
 STREAM_ONLY = ("xfrbench_stream_",)  # ...and only in a change stream
+FAULT_ONLY = ("xfrbench_fault_",)  # ...and only in a fault run
 
 
 @dataclass
@@ -127,10 +154,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
     root = tmp_path_factory.mktemp("prometheus")
     (root / "scenario.toml").write_text(SCENARIO)
     (root / "stream.toml").write_text(STREAM)
+    (root / "fault.toml").write_text(FAULT)
     scenarios = {
         "single": spec.load(root / "scenario.toml"),
         "fleet": small_fleet(),
         "stream": spec.load(root / "stream.toml"),
+        "fault": spec.load(root / "fault.toml"),
     }
     ports = {name: free_port() for name in scenarios}  # each run's exporter listens there
     assert len(set(ports.values())) == len(ports)
@@ -154,6 +183,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
         assert len(out["single"].records) == REPEATS
         assert len(out["fleet"].records) == REPEATS * 3
         assert len(out["stream"].records) == 10 * 2
+        (healed,) = out["fault"].records
+        assert healed.extra["fault"]["heal_s"] is not None, healed.extra["fault"]
         yield out
 
 
@@ -203,6 +234,20 @@ def test_transfer_cpu_and_time_wait_series_arrive_with_their_labels(scraped: Scr
 
     info = scraped.range(f'xfrbench_run_info{{run_id="{run_id}"}}')
     assert info and info[0]["metric"]["spec_hash"] == scraped.meta.spec_hash
+
+
+def test_a_fault_window_and_its_heal_time_arrive(runs: dict[str, ScrapedRun]) -> None:
+    run = runs["fault"]
+    (record,) = run.records
+    fault = record.extra["fault"]
+    active = run.range(f'xfrbench_fault_active{{run_id="{run.run_id}"}}')
+    (series,) = active
+    assert series["metric"]["fault"] == fault["name"] == "link-down"
+    assert {float(v) for _, v in series["values"]} == {0.0, 1.0}  # it began, and it ended
+    heal = run.range(f'xfrbench_fault_heal_seconds{{run_id="{run.run_id}"}}')
+    assert float(heal[0]["values"][-1][1]) == pytest.approx(fault["heal_s"])
+    stuck = run.range(f'xfrbench_fault_stuck{{run_id="{run.run_id}"}}')
+    assert values(stuck) and max(values(stuck)) == 0
 
 
 def test_a_fleets_servers_links_and_transfers_carry_host_and_site(fleet: ScrapedRun) -> None:
@@ -282,6 +327,8 @@ def never_read(run: ScrapedRun) -> set[str]:
         out |= set(LOSS_ONLY)
     if not any(r.trigger == "stream" for r in run.records):
         out |= set(STREAM_ONLY)
+    if not any("fault" in r.extra for r in run.records):
+        out |= set(FAULT_ONLY)
     return out
 
 
@@ -300,7 +347,7 @@ def empty_panels(
         has_data = any(math.isfinite(v) for v in values(got))
         if any(family in expr for family in skip):
             if has_data and any(
-                family in expr for family in (*FLEET_ONLY, *LOSS_ONLY, *STREAM_ONLY)
+                family in expr for family in (*FLEET_ONLY, *LOSS_ONLY, *STREAM_ONLY, *FAULT_ONLY)
             ):
                 unexpected.append(f"{label}: {expr}")
         elif not has_data:
@@ -308,7 +355,7 @@ def empty_panels(
     return empty, unexpected
 
 
-@pytest.mark.parametrize("name", ["single", "fleet", "stream"])
+@pytest.mark.parametrize("name", ["single", "fleet", "stream", "fault"])
 def test_every_dashboard_query_returns_data_for_the_run(
     runs: dict[str, ScrapedRun], name: str
 ) -> None:

@@ -61,6 +61,10 @@ def test_the_report_shows_each_phase_per_consumer_and_for_all(tmp_path: Path) ->
     print_summary(data, Console(file=out, width=200))
     text = out.getvalue()
     assert "Catalog zones: provisioning latency per member" in text
+    assert data.screen.question == "catalog" and data.screen.shown[0] == "catalog"
+    # the catalog's answer leads, before the cases table
+    assert text.index("Catalog zones: provisioning") < text.index("cases (ok =")
+    assert "What each transport costs (a catalog run compares no transports)" in text
     # 6 repeats x 20 members x 2 consumers, pooled; then the one-member add per repeat.
     assert re.search(r"provision\s+│\s+all\s+│\s+240 of 240", text), text
     assert re.search(r"add\s+│\s+k\s+│\s+6 of 6", text), text

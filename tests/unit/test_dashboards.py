@@ -109,11 +109,18 @@ def test_default_time_range_reaches_back_to_runs_back_filled_weeks_later() -> No
     new = new_run_id(datetime.datetime(2025, 1, 1, 0, 0, tzinfo=datetime.UTC))
     assert sorted([old, new], reverse=True) == [new, old]
     # The run's span is marked on every graph, to zoom into by dragging over it.
-    (annotation,) = board["annotations"]["list"]
+    notes = {note["name"]: note for note in board["annotations"]["list"]}
+    assert set(notes) == {"run", "faults"}
+    annotation = notes["run"]
     assert 'xfrbench_run_info{run_id="$run_id"}' in annotation["expr"] and annotation["enable"]
+    # A fault's window too, on every graph, named by its fault (the Faults row's first panel).
+    faults = notes["faults"]
+    assert "xfrbench_fault_active{" in faults["expr"] and faults["expr"].endswith("> 0")
+    assert faults["titleFormat"] == "fault {{fault}}" and faults["enable"]
     # Gauges are read with max_over_time over the rate window: at a coarse step a short
     # back-filled run's points fall between the steps a bare selector would look at.
-    exprs = [t["expr"] for p in panels(board) for t in p["targets"]] + [annotation["expr"]]
+    exprs = [t["expr"] for p in panels(board) for t in p["targets"]]
+    exprs += [note["expr"] for note in notes.values()]
     for expr in exprs:
         for name in re.findall(r"\bxfrbench_[a-z_]+", expr):
             if not name.endswith(("_total", "_bucket")):
@@ -139,7 +146,7 @@ def row_queries(board: dict[str, Any], title: str) -> str:
 def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
     board = dashboard()
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows[-2:] == ["Fleet", "Stream"]
+    assert rows[-3:] == ["Fleet", "Stream", "Faults"]
     fleet = row_queries(board, "Fleet")
     assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
     assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
@@ -154,6 +161,13 @@ def test_stream_row_shows_each_secondarys_lag_and_each_sites_slowest() -> None:
     assert "max by (case, site, host) (max_over_time(xfrbench_stream_behind_serials" in stream
     assert "max by (case, site, host) (max_over_time(xfrbench_stream_behind_seconds" in stream
     assert "max by (case, site) (max_over_time(xfrbench_stream_behind_seconds" in stream
+
+
+def test_faults_row_shows_windows_heal_times_and_the_stuck() -> None:
+    faults = row_queries(dashboard(), "Faults")
+    assert "max by (case, fault) (max_over_time(xfrbench_fault_active" in faults
+    assert "max by (case, fault, host, site) (max_over_time(xfrbench_fault_heal_seconds" in faults
+    assert "sum by (case, fault) (max_over_time(xfrbench_fault_stuck" in faults
 
 
 def test_grid_positions_fit_and_do_not_overlap() -> None:

@@ -575,6 +575,8 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
         )
     exporter.observe_sample(link_sample())
     exporter.observe_sample(stream_sample())
+    exporter.observe_sample(fault_sample())
+    exporter.observe_transfer(record(repeat=2, extra={"fault": FAULT}))
     text = exporter.exposition()
     # Every family has a series, so the linter sees every name.
     for family in FAMILIES:
@@ -618,3 +620,35 @@ def test_a_streams_lag_is_a_gauge_per_secondary() -> None:
     assert 'xfrbench_stream_behind_serials{case="stream-case",host="frankfurt-1"' in text
     with pytest.raises(ValueError, match="bad host"):
         exporter.observe_sample(stream_sample(host="Bad Host"))
+
+
+FAULT = {"name": "link-down", "kind": "link-down", "heal_s": 2.5, "stuck": False}
+
+
+def fault_sample(**over: Any) -> dict[str, Any]:
+    """A fault's window noted by the fault flow (measure/live_faults.py)."""
+    line = {"t": 3.0, "event": "note", "case": CASE, "repeat": 1, "role": "fault",
+            "fault": "link-down", "kind": "link-down", "active": 1}  # fmt: skip
+    return line | over
+
+
+def test_a_faults_window_heal_time_and_stuck_secondaries_are_gauges() -> None:
+    exporter = Exporter("r1", "faults", "h", port=None)
+    exporter.observe_sample(fault_sample())
+    labels = {"run_id": "r1", "case": CASE, "fault": "link-down"}
+    assert value(exporter.exposition(), "xfrbench_fault_active", **labels) == 1
+    exporter.observe_sample(fault_sample(active=0))
+    assert value(exporter.exposition(), "xfrbench_fault_active", **labels) == 0
+    host = {"host": "seoul-1", "site": "seoul"}
+    exporter.observe_transfer(fleet_record("seoul-1", 1, 1.0, 0.0, extra={"fault": FAULT}))
+    text = exporter.exposition()
+    assert value(text, "xfrbench_fault_heal_seconds", **labels, **host) == 2.5
+    assert value(text, "xfrbench_fault_stuck", **labels, **host) == 0
+    # The next repeat: stuck, so no heal time stands for it any more.
+    stuck = FAULT | {"heal_s": None, "stuck": True}
+    exporter.observe_transfer(fleet_record("seoul-1", 2, 1.0, 0.0, extra={"fault": stuck}))
+    text = exporter.exposition()
+    assert value(text, "xfrbench_fault_stuck", **labels, **host) == 1
+    assert b"xfrbench_fault_heal_seconds{" not in text
+    with pytest.raises(ValueError, match="fault name"):
+        exporter.observe_sample(fault_sample(fault="a b"))

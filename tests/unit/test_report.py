@@ -21,6 +21,7 @@ from harness.report.figures import build_figures, write_png
 from harness.report.figures_common import Figure
 from harness.report.figures_resources import thin
 from harness.report.html import render_html
+from harness.report.labels import readable
 from harness.report.text import print_summary
 from harness.results import RunStore, TransferRecord
 
@@ -419,7 +420,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     }
     assert len(drawn(duration["svg"], "fig-duration-median-")) == 3
     text = svg_text(duration["svg"])
-    assert "transfer duration (s)" in text and CASE3 in text and "1 unsupported" in text
+    assert "transfer duration (s)" in text and readable(CASE3) in text and "1 unsupported" in text
 
     # throughput against the bound: only case 1 has one
     throughput = page.figures["fig-throughput"]
@@ -434,7 +435,7 @@ def test_report_html_figures_and_tables(tmp_path: Path) -> None:
     first = cpu["series"]["cases"][0]
     # named as in every other table and figure (one shortening per report): the run's four
     # cases share no part, so the name stays whole
-    assert (first["case"], first["label"]) == (CASE1, CASE1)
+    assert (first["case"], first["label"]) == (CASE1, readable(CASE1))
     assert first["primary"]["total"] == pytest.approx(0.4)
     assert first["secondary"]["user"] == pytest.approx(0.5)
     assert len(drawn(cpu["svg"], "fig-cpu-bar-")) == 8  # 4 bars of 2 segments

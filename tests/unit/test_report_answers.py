@@ -19,6 +19,7 @@ from harness.cli import main
 from harness.link.losscheck import check_loss
 from harness.report.data import load_report_data
 from harness.report.html import render_html
+from harness.report.labels import readable
 from harness.results import RunStore, TransferRecord
 from harness.results.meta import CaseMeta
 from harness.spec import LossSpec
@@ -393,9 +394,9 @@ def test_terminal_summary_answers_first(tmp_path: Path, capsys: pytest.CaptureFi
     assert "implausible" in out and "all 6 cases" in out
     assert "1 of 6 too short to judge" in out
     # no case name is cut into a look-alike: every one appears whole (after the shared part)
-    assert "every case is bind-bind/*" in out
-    for case in DURATIONS:
-        assert case.removeprefix("bind-bind/") in out
+    assert "every case is BIND → BIND · *" in out
+    for case in DURATIONS:  # each whole, in words: "tld · TCP · AXFR"
+        assert readable(case.removeprefix("bind-bind/")) in out
 
 
 # --- a real run -------------------------------------------------------------------------
