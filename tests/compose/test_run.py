@@ -60,6 +60,8 @@ def _run(tmp_path: Path, transports: list[str]) -> tuple[Path, dict[str, Any], l
     )
     meta, records = read_run(run_dir)
     assert meta.interrupted is False and meta.backend == "compose"
+    # each server's CPU, read from its cgroup in the container as it stopped
+    assert meta.cpu is not None and (meta.cpu["servers_s"] or 0) > 0, meta.cpu
     return run_dir, meta, records
 
 
