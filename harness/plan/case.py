@@ -205,6 +205,7 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
         (plan.transport.tls, "xot_primary", "xot_secondary"),
         (plan.transport.signed, "tsig", "tsig"),
         (plan.ixfr, "ixfr_primary", "ixfr_secondary"),
+        (plan.ixfr and plan.zone_spec.signed, "ixfr_primary", "ixfr_signed_secondary"),
     )
     primary, caps = servers[plan.primary.name]
     for needed, as_primary, as_secondary in needs:

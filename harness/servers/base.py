@@ -97,6 +97,9 @@ class ServerSetup:
     # The operator's own configuration snippet ([servers.<role>] config), verbatim; the
     # dialect puts it at its documented place (Server.snippet_sections).
     config: str = ""
+    # The zones carry their own DNSSEC records (an operator's signed zone, a signed preset):
+    # a secondary must keep and serve them as transferred, not sign or drop them.
+    signed: bool = False
 
     @property
     def socket_path(self) -> Path:
