@@ -208,6 +208,8 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
         (plan.ixfr and plan.zone_spec.signed, "ixfr_primary", "ixfr_signed_secondary"),
     )
     primary, caps = servers[plan.primary.name]
+    if plan.zone_spec.signed and not caps.signed_primary.ok:
+        return f"primary {primary}: {caps.signed_primary.reason}"
     for needed, as_primary, as_secondary in needs:
         if not needed:
             continue

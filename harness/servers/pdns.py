@@ -28,6 +28,11 @@ Facts that shape transfers:
   whenever it serves the zone, from the zone's names and the owners of the RRSIGs over
   NSEC3, with the SOA minimum as TTL (the NSEC3PARAM's too), which is the primary's chain
   when that is well formed (no orphan signature; zones/examples/own/make-sample).
+  As a primary of such a zone (unsupported, capabilities()) it would need the file loaded
+  without its NSEC3s and NSEC3PARAM, the NSEC3PARAM as metadata, and glue marked not
+  authoritative, which `pdnsutil rectify-zone` refuses on a PRESIGNED zone: tried by hand
+  (load, set-nsec3, rectify, then PRESIGNED), its AXFR equals the file; a new version
+  loaded that way would serve a moment unsigned or with glue in the chain.
 - No XoT in 4.7 (no TLS setting at all). TSIG both ways; NOTIFYs are signed with the
   zone's transfer key.
 - New serials as a primary: a signed dynamic update (PublishesByUpdate), 2-4 ms at 1 M
@@ -368,6 +373,11 @@ class Pdns(PublishesByUpdate):
                 False,
                 f"{name} asks no IXFR for a zone with DNSSEC records: it takes a signed "
                 "zone by AXFR whatever its IXFR setting",
+            ),
+            signed_primary=Support(
+                False,
+                f"{name} as the primary of a zone with its own DNSSEC records is not done "
+                "here: loaded as is, it serves the file's NSEC3s beside the chain it makes",
             ),
             tsig=Support(True),
             # A secondary without the zone's IXFR metadata asks AXFR; as a primary it

@@ -98,6 +98,12 @@ def test_ixfr_of_a_signed_zone_needs_a_secondary_that_asks_it(tmp_path: Path) ->
     assert support_problem(unsigned, servers) is None  # type: ignore[arg-type]
     axfr = _plan(tmp_path, text.replace('"ixfr"', '"axfr"'))
     assert support_problem(axfr, servers) is None  # type: ignore[arg-type]
+    # PowerDNS as the primary of a signed zone: not done, saying why.
+    primary = _plan(tmp_path, text.replace("secondary]", "primary]").replace('"ixfr"', '"axfr"'))
+    pdns_first = {"primary": servers["secondary"], "secondary": servers["primary"]}
+    reason = support_problem(primary, pdns_first)  # type: ignore[arg-type]
+    assert reason is not None and reason.startswith("primary pdns 4.7.3: ")
+    assert "NSEC3s beside the chain it makes" in reason
 
 
 def test_every_capability_a_case_needs_is_checked_in_both_roles(tmp_path: Path) -> None:
