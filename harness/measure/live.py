@@ -181,6 +181,7 @@ class LiveCase:
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
         setup.provide_ixfr = provides_ixfr(case, self.binaries)  # a primary's (primary_ixfr.py)
         setup.tls_known = self.tls  # set only when some case of the group uses XoT
+        setup.signed = case.zone_spec.signed
         return setup
 
     def _server(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> RunningServer:

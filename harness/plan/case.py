@@ -224,8 +224,11 @@ def support_problem(plan: CasePlan, servers: dict[str, tuple[str, Capabilities]]
         (plan.transport.tls, "xot_primary", "xot_secondary"),
         (plan.transport.signed, "tsig", "tsig"),
         (plan.ixfr, "ixfr_primary", "ixfr_secondary"),
+        (plan.ixfr and plan.zone_spec.signed, "ixfr_primary", "ixfr_signed_secondary"),
     )
     primary, caps = servers[plan.primary.name]
+    if plan.zone_spec.signed and not caps.signed_primary.ok:
+        return f"primary {primary}: {caps.signed_primary.reason}"
     for needed, as_primary, as_secondary in needs:
         if not needed:
             continue

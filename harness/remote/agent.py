@@ -79,6 +79,7 @@ def setup_from(data: dict[str, Any]) -> ServerSetup:
         notify=data.get("notify", True),
         options=dict(data.get("options", {})),
         config=str(data.get("config", "")),
+        signed=bool(data.get("signed", False)),
         update_key=update,
         control_socket=Path(data["control_socket"]) if data.get("control_socket") else None,
     )

@@ -160,6 +160,7 @@ class RemoteCase(Observing, ColdStarting):
             "notify": case.notify and host.role == "primary",
             "options": dict(host.server.options),
             "config": host.server.config.text if host.server.config else "",
+            "signed": case.zone_spec.signed,
             "update_key": _key(self.update_key) if host.role == "primary" else None,
             "control_socket": f"{self.fleet.run_dir(name)}/ctl/{name}.sock"[:107],
         }

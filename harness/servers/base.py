@@ -109,6 +109,9 @@ class ServerSetup:
     config: str = ""
     # A secondary consuming a catalog (trigger "catalog"); None otherwise.
     catalog: CatalogConsumer | None = None
+    # The zones carry their own DNSSEC records (an operator's signed zone, a signed preset):
+    # a secondary must keep and serve them as transferred, not sign or drop them.
+    signed: bool = False
 
     @property
     def socket_path(self) -> Path:

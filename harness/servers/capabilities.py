@@ -51,6 +51,10 @@ class Capabilities:
     axfr_only_secondary: Support
     withholds_ixfr_primary: Support
     caveats: tuple[str, ...] = ()
+    # Asks for and applies IXFR of a zone that carries its own DNSSEC records.
+    ixfr_signed_secondary: Support = Support(True)
+    # Serves, as a primary, a zone that carries its own DNSSEC records exactly as its file.
+    signed_primary: Support = Support(True)
 
     @property
     def notes(self) -> tuple[str, ...]:

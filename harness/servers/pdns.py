@@ -17,7 +17,22 @@ Facts that shape transfers:
   (rendered 0: no limit). The primary builds the whole zone in memory for each AXFR out.
 - IXFR out: none. An IXFR query is answered with the whole zone, AXFR style, so the harness
   records IXFR cases with a PowerDNS primary as unsupported (capabilities()). IXFR in: with
-  the zone's IXFR metadata, rendered when the case asks for IXFR.
+  the zone's IXFR metadata, rendered when the case asks for IXFR, and only for a zone
+  without DNSSEC (the secondary's transfer code asks IXFR only when the zone is not a
+  secured one): a signed zone is always taken by AXFR, so such IXFR cases are unsupported.
+- A zone that carries its own DNSSEC records (setup.signed: an operator's signed zone)
+  needs the DNSSEC tables (gsqlite3-dnssec=yes, rendered only then) and the zone's
+  PRESIGNED metadata, else the transfer keeps none of its RRSIGs, DNSKEYs and NSEC3s and
+  serves what is left. With them the RRSIGs and DNSKEYs are rows as transferred, and the
+  NSEC3PARAM goes to the zone's metadata. No NSEC3 is kept: it makes the NSEC3 chain again
+  whenever it serves the zone, from the zone's names and the owners of the RRSIGs over
+  NSEC3, with the SOA minimum as TTL (the NSEC3PARAM's too), which is the primary's chain
+  when that is well formed (no orphan signature; zones/examples/own/make-sample).
+  As a primary of such a zone (unsupported, capabilities()) it would need the file loaded
+  without its NSEC3s and NSEC3PARAM, the NSEC3PARAM as metadata, and glue marked not
+  authoritative, which `pdnsutil rectify-zone` refuses on a PRESIGNED zone: tried by hand
+  (load, set-nsec3, rectify, then PRESIGNED), its AXFR equals the file; a new version
+  loaded that way would serve a moment unsigned or with glue in the chain.
 - No XoT in 4.7 (no TLS setting at all). TSIG both ways; NOTIFYs are signed with the
   zone's transfer key.
 - New serials as a primary: a signed dynamic update (PublishesByUpdate), 2-4 ms at 1 M
@@ -36,7 +51,8 @@ Facts that shape transfers:
 A secondary's copy on disk (disk_copy): the zone's rows in pdns.sqlite3, which it serves
 from (no cache) and which an incoming transfer replaces in one transaction. `pdnsutil
 list-zone` prints them from the database ($ORIGIN ., one record a line, sorted by name); the
-harness keeps that output as the copy's file.
+harness keeps that output as the copy's file. A signed zone's rows lack its NSEC3 chain and
+NSEC3PARAM (made when served): its copy is read back instead.
 
 Log (stderr with disable-syslog, kept as stderr.log): loglevel 5 has every transfer and
 failure line; stamps are "Nov 25 16:09:02", local time, whole seconds and no year. Nothing
@@ -189,6 +205,7 @@ FAILURES = FailureWording(
 
 # Metadata kinds the dialect owns; a re-render replaces exactly these.
 _KINDS = (
+    "PRESIGNED",
     "ALLOW-AXFR-FROM",
     "ALSO-NOTIFY",
     "AXFR-MASTER-TSIG",
@@ -201,7 +218,8 @@ _KINDS = (
 
 def zone_metadata(setup: ServerSetup) -> list[tuple[str, str]]:
     """(kind, content) rows every zone of this server gets."""
-    rows: list[tuple[str, str]] = []
+    # Its own DNSSEC records kept as transferred (or loaded), never signed here.
+    rows: list[tuple[str, str]] = [("PRESIGNED", "1")] if setup.signed else []
     if setup.role == "primary":
         if setup.tsig:
             rows.append(("TSIG-ALLOW-AXFR", setup.tsig.name))
@@ -328,6 +346,7 @@ class Pdns(PublishesByUpdate):
         **dict.fromkeys(
             ("disable-syslog", "log-timestamp", "loglevel"), "the harness parses its log"
         ),
+        "gsqlite3-dnssec": "the harness sets it when the zone carries its own DNSSEC records",
         **dict.fromkeys(
             (
                 "primary",
@@ -370,6 +389,16 @@ class Pdns(PublishesByUpdate):
                 False, f"{name} serves no IXFR: it answers one with the whole zone"
             ),
             ixfr_secondary=Support(True),
+            ixfr_signed_secondary=Support(
+                False,
+                f"{name} asks no IXFR for a zone with DNSSEC records: it takes a signed "
+                "zone by AXFR whatever its IXFR setting",
+            ),
+            signed_primary=Support(
+                False,
+                f"{name} as the primary of a zone with its own DNSSEC records is not done "
+                "here: loaded as is, it serves the file's NSEC3s beside the chain it makes",
+            ),
             tsig=Support(True),
             # A secondary without the zone's IXFR metadata asks AXFR; as a primary it
             # provides no IXFR at all.
@@ -458,6 +487,7 @@ class Pdns(PublishesByUpdate):
             "pdnsutil": self._tool("pdnsutil"),
             "zone2sql": self._tool("zone2sql"),
             "load_each": len(self.setup.zones) <= LOAD_EACH_UP_TO,
+            "dnssec": self.setup.signed,
         }
 
     def _render_files(self) -> list[Path]:
@@ -499,6 +529,8 @@ class Pdns(PublishesByUpdate):
         ]
 
     def disk_copy(self, zone: str) -> DiskCopy | None:
+        if self.setup.signed:  # no NSEC3 chain among the rows: read back what it serves
+            return None
         origin = zone_name(zone)
         argv = (self._tool("pdnsutil"), f"--config-dir={self.setup.workdir}", "list-zone", origin)
         path = self.setup.workdir / "disk-copy" / f"{origin}zone"

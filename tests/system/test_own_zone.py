@@ -1,8 +1,10 @@
 """An operator's own signed zone and its history on real servers: the sample in
 zones/examples/own/ (NSEC3, wildcards, delegations with glue, $INCLUDE, $GENERATE) loaded
 on a BIND primary and its versions published one per serial (as files: BIND refuses
-updates to a secure zone's own DNSSEC records), to BIND, NSD and Knot secondaries over TCP
-and XoT, AXFR and IXFR; every copy verified, each IXFR a change set, not the zone."""
+updates to a secure zone's own DNSSEC records), to BIND, NSD, Knot and PowerDNS
+secondaries over TCP and XoT, AXFR and IXFR; every copy verified, each IXFR a change set,
+not the zone. What a version cannot do is unsupported, saying why: XoT in Knot 3.2 and
+PowerDNS 4.7, IXFR of a signed zone into PowerDNS (it takes one by AXFR only)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ kind = "bind"
 [link]
 delay = "5ms"
 [matrix]
-"servers.secondary.kind" = ["bind", "nsd", "knot"]
+"servers.secondary.kind" = ["bind", "nsd", "knot", "pdns"]
 """
 
 
@@ -54,13 +56,25 @@ def test_the_signed_samples_versions_reach_every_secondary_verified(tmp_path: Pa
     assert meta.zone["versions"] >= 9 and "NSEC3" in meta.zone["types"]
     transfers = [r for r in records if r.method == SERVER_TO_SERVER]
     supported = [r for r in transfers if not r.unsupported]
-    assert {r.secondary_kind for r in supported} == {"bind", "nsd", "knot"}
+    assert {r.secondary_kind for r in supported} == {"bind", "nsd", "knot", "pdns"}
     assert {r.transport for r in supported} == {"tcp", "xot"}
     assert all(r.ok and r.verified for r in supported), [(r.case, r.error) for r in supported]
-    # Knot 3.2 has no XoT: its XoT cases are unsupported, saying why, and nothing else is.
-    assert {(r.secondary_kind, r.transport) for r in transfers if r.unsupported} <= {
-        ("knot", "xot")
+    # PowerDNS keeps the RRSIGs and makes the NSEC3 chain again: its copy, read back, is
+    # the primary's to the record (tcp/axfr, every repeat).
+    assert {(r.transport, r.xfr) for r in supported if r.secondary_kind == "pdns"} == {
+        ("tcp", "axfr")
     }
+    # Knot 3.2 and PowerDNS 4.7 have no XoT, and PowerDNS asks no IXFR of a signed zone:
+    # those cases are unsupported, saying why, and nothing else is.
+    why = {(r.secondary_kind, r.transport, r.xfr): r.error for r in transfers if r.unsupported}
+    assert {key for key in why if key[0] != "knot"} == {
+        ("pdns", "xot", "axfr"),
+        ("pdns", "xot", "ixfr"),
+        ("pdns", "tcp", "ixfr"),
+    }
+    assert {key[1] for key in why if key[0] == "knot"} <= {"xot"}
+    assert all("no XoT" in error for (_, transport, _), error in why.items() if transport == "xot")
+    assert "asks no IXFR for a zone with DNSSEC records" in why[("pdns", "tcp", "ixfr")]
     whole = {r.records for r in supported if r.xfr == "axfr"}
     for record in supported:
         change = record.extra["change_set"]

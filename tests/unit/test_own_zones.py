@@ -194,3 +194,40 @@ def test_the_report_names_an_own_zone_by_origin_file_and_type_mix() -> None:
         "example.test. from v01.zone (3 versions): 1,500 records, 93.8 KiB; RRSIG 39 %, NSEC3 20 %"
     )
     assert own_zone_text(None) is None
+
+
+BAD_INPUTS = {  # scenario's [zones] (and servers) -> the file, line and fix it must name
+    "syntax": ('file = "z.zone"', "z.zone:7: cannot read the record", "correct the line"),
+    "outside": ('file = "z.zone"', "z.zone:7: www.other.test. is outside", "remove the record"),
+    "no SOA": ('file = "nosoa.zone"', "nosoa.zone:3: the first record", "put the SOA first"),
+    "serials": ('versions = "v"', "v2.zone:3: version 2's SOA serial 5", "raise its serial"),
+    "include": ('file = "sub/z.zone"', "z.zone:7: $INCLUDE ../x.inc leaves", "put the included"),
+    "listen-on": (
+        'file = "v/v1.zone"\n[servers.primary]\nkind = "bind"\nconfig = "named.snippet"',
+        "named.snippet line 1: 'listen-on' is set by xfrbench",
+        "fix: remove it from the snippet",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_run_refuses_bad_input_with_its_file_line_and_fix(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    extra = {"syntax": "bad IN A 192.0.2\n", "outside": "www.other.test. IN A 192.0.2.1\n"}
+    write(tmp_path, "z.zone", zone(extra=extra.get(case, "")))
+    write(tmp_path, "nosoa.zone", "$ORIGIN example.test.\n$TTL 1\n@ NS ns1\n")
+    (tmp_path / "sub").mkdir()
+    write(tmp_path, "x.inc", "x A 192.0.2.1\n")
+    write(tmp_path / "sub", "z.zone", zone(extra="$INCLUDE ../x.inc\n"))
+    (tmp_path / "v").mkdir()
+    write(tmp_path / "v", "v1.zone", zone(serial=5))
+    write(tmp_path / "v", "v2.zone", zone(serial=5, www=11))
+    write(tmp_path, "named.snippet", "listen-on { any; };\n")
+    zones, where, fix = BAD_INPUTS[case]
+    path = write(tmp_path, "s.toml", f'repeats = 1\nxfr = ["ixfr"]\n[zones]\n{zones}\n')
+    assert main(["run", "--dry-run", str(path)]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert where in said and fix in said, said

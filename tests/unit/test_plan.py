@@ -81,6 +81,31 @@ def test_support_problems_are_structured_reasons(tmp_path: Path) -> None:
     assert DIALECTS["nsd"].capabilities("4.6.1").caveats  # the XoT IXFR hang of 4.6
 
 
+def test_ixfr_of_a_signed_zone_needs_a_secondary_that_asks_it(tmp_path: Path) -> None:
+    versions = Path(__file__).resolve().parents[2] / "zones/examples/own/versions"
+    text = f'xfr = ["ixfr"]\n[zones]\nversions = "{versions}"\n[servers.secondary]\nkind = "pdns"\n'
+    signed = _plan(tmp_path, text)
+    assert signed.zone_spec.signed
+    servers = {
+        "primary": ("bind 9.18.49", DIALECTS["bind"].capabilities("9.18.49")),
+        "secondary": ("pdns 4.7.3", DIALECTS["pdns"].capabilities("4.7.3")),
+    }
+    reason = support_problem(signed, servers)  # type: ignore[arg-type]
+    assert reason is not None and reason.startswith("secondary pdns 4.7.3: ")
+    assert "asks no IXFR for a zone with DNSSEC records" in reason
+    # The same servers, an unsigned zone: IXFR it is.
+    unsigned = _plan(tmp_path, 'xfr = ["ixfr"]\n[servers.secondary]\nkind = "pdns"\n')
+    assert support_problem(unsigned, servers) is None  # type: ignore[arg-type]
+    axfr = _plan(tmp_path, text.replace('"ixfr"', '"axfr"'))
+    assert support_problem(axfr, servers) is None  # type: ignore[arg-type]
+    # PowerDNS as the primary of a signed zone: not done, saying why.
+    primary = _plan(tmp_path, text.replace("secondary]", "primary]").replace('"ixfr"', '"axfr"'))
+    pdns_first = {"primary": servers["secondary"], "secondary": servers["primary"]}
+    reason = support_problem(primary, pdns_first)  # type: ignore[arg-type]
+    assert reason is not None and reason.startswith("primary pdns 4.7.3: ")
+    assert "NSEC3s beside the chain it makes" in reason
+
+
 def test_every_capability_a_case_needs_is_checked_in_both_roles(tmp_path: Path) -> None:
     plan = _plan(tmp_path, 'transports = ["tcp-tsig"]\nxfr = ["ixfr"]\n')
     able = DIALECTS["bind"].capabilities("9.18.49")

@@ -47,6 +47,7 @@ def test_capabilities_say_what_4_7_cannot_do() -> None:
     assert "no XoT" in caps.xot_primary.reason
     assert not caps.ixfr_primary.ok and "whole zone" in caps.ixfr_primary.reason
     assert caps.ixfr_secondary.ok and caps.tsig.ok
+    assert not caps.ixfr_signed_secondary.ok and "AXFR" in caps.ixfr_signed_secondary.reason
     assert any("1 s loop" in note for note in caps.notes)
 
 
@@ -224,6 +225,28 @@ def test_a_secondary_is_switched_by_its_rows_and_keeps_its_copy(tmp_path: Path) 
     assert _rows(db, "SELECT kind FROM domainmetadata") == set()
     assert _rows(db, "SELECT name FROM tsigkeys") == {("xfrbench-xfr",)}
     assert _rows(db, "SELECT count(*) FROM records") == {(1,)}
+
+
+def test_a_signed_zone_is_kept_as_transferred_and_read_back(tmp_path: Path) -> None:
+    """The DNSSEC tables and PRESIGNED only for a zone with its own DNSSEC records; its
+    rows lack the NSEC3 chain PowerDNS makes when it serves: no copy on disk to check."""
+    plain = Pdns(_setup(tmp_path / "plain", "secondary", ixfr=True), Path("/usr/sbin/pdns"))
+    plain.render()
+    assert not any("dnssec" in line for line in plain.config.read_text().splitlines())
+    assert plain.disk_copy("z0.example.") is not None
+    setup = _setup(tmp_path / "signed", "secondary", ixfr=True, signed=True)
+    server = Pdns(setup, Path("/usr/sbin/pdns_server"))
+    server.render()
+    assert "gsqlite3-dnssec=yes" in server.config.read_text().splitlines()
+    db = setup.workdir / "pdns.sqlite3"
+    assert _rows(db, "SELECT kind, content FROM domainmetadata") == {
+        ("PRESIGNED", "1"),
+        ("IXFR", "1"),
+    }
+    assert server.disk_copy("z0.example.") is None
+    server.render()  # a switch replaces the row, never doubles it
+    assert _rows(db, "SELECT count(*) FROM domainmetadata WHERE kind = 'PRESIGNED'") == {(1,)}
+    assert Pdns.snippet_owned["gsqlite3-dnssec"]
 
 
 def test_options_replace_the_rendered_defaults(tmp_path: Path) -> None:
