@@ -49,12 +49,30 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show(folder: Path) -> int:
+    """A campaign's answer printed again and its page drawn again (capacity.html)."""
+    from rich.markup import escape
+
+    from harness.capacity.command import print_answer
+    from harness.capacity.report import write_page
+    from harness.core import ui
+    from harness.results.campaign import read_campaign
+
+    data = read_campaign(folder) | {"folder": str(folder)}
+    console = ui.console()
+    print_answer(data, console)
+    console.print(escape(f"page: {write_page(folder, data)}"), soft_wrap=True)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from harness.capacity.command import Options, main
     from harness.core.errors import UserInputError
 
     if args.compare:
         return _compare(args)
+    if args.show:
+        return _show(args.show)
     if args.scenario is None or args.vary is None:
         raise UserInputError(
             "a search needs a scenario and --vary KEY",
@@ -99,6 +117,13 @@ def register(subparsers: Any) -> None:
         metavar=("A", "B"),
         help="instead of a search: two campaign folders' capacities and curves (did an "
         "upgrade move capacity?)",
+    )
+    cap.add_argument(
+        "--show",
+        type=Path,
+        metavar="FOLDER",
+        help="instead of a search: a campaign folder's answer, curve and evidence printed "
+        "again, and its page (FOLDER/capacity.html) drawn again",
     )
     cap.add_argument(
         "--vary",

@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from harness.capacity import answer as text
 from harness.capacity import evidence
+from harness.capacity.report import write_page
 from harness.capacity.search import SearchResult, StepOutcome, search
 from harness.capacity.sla import Sla, call, parse_sla, repeat_figures, scenario_sla
 from harness.core import ui
@@ -300,6 +301,7 @@ def main(options: Options, as_json: bool) -> int:
     console = ui.console(stderr=as_json)
     data = run_capacity(options, console)
     print_answer(data, console)
+    console.print(escape(f"page: {write_page(Path(data['folder']), data)}"), soft_wrap=True)
     if as_json:
         print(json.dumps(data, indent=2, allow_nan=False))
     return 0

@@ -3,6 +3,7 @@
     results/<campaign-id>/
         capacity.json      the question, each step (its load, verdict, figure and run id),
                            the answer and its evidence, rewritten after every step
+        capacity.html      the same drawn as a page: the answer, the curve, the evidence
         steps/<NN>-<load>  a link to each step's own run folder, results/<run-id>/
 
 The steps are ordinary run folders beside it (report and compare read them as any run);
@@ -22,6 +23,7 @@ from harness.results.access import read_text
 from harness.results.store import check_new_run_folder, new_run_id, write_json_atomic
 
 CAPACITY_JSON = "capacity.json"
+CAPACITY_HTML = "capacity.html"
 STEPS = "steps"
 
 
