@@ -11,7 +11,9 @@ pressure on it (refusals counted, a CPU share), in the run's own figures:
 - harness CPU: the driver's own CPU over the run's wall time (run.json), against one core;
   on a host of 2 or 3 cores it shares the servers' cores (run.json cpus), so it is said;
 - ports: the most ephemeral ports a host had in use (TIME_WAIT included) against its
-  ip_local_port_range;
+  ip_local_port_range, and the connects its servers logged failing for want of one
+  ("address not available"): a range in full use is not yet a range run out, and a step
+  just below the cliff may use every port and still pass;
 - link: the highest rate the primary sent (or a site received) against the rate set;
 - retry timer: secondaries that logged a retry (their own words) and never served in the
   repeat: they wait out their timer (the zone's SOA retry) past the timeout;
@@ -32,12 +34,14 @@ from harness.capacity.sla import Sla
 from harness.core import fmt
 from harness.results.fleet import fleet_repeats
 from harness.results.folder import RunFolder
+from harness.results.model import TransferRecord
 from harness.servers import DIALECTS, count_refusals
 
 CLOSE = 0.8  # a limit this near binds (when it moved with the load)
 MOVED = 1.1  # ...and its level at the first fail is this much above the last pass's
 MIN_INTERVAL_S = 0.5  # CPU and byte rates over sample gaps shorter than this are noise
 DEFAULT_PORT_RANGE = "32768 60999"  # Linux's ip_local_port_range
+NO_PORT = "Cannot assign requested address"  # EADDRNOTAVAIL in a read-back's error
 # The SOA retry of the generated zones (zonegen/tld.py, small.py): a refused secondary's timer.
 SOA_RETRY_S = {"tld": 300, "tiny": 300, "hosting": 3600}
 
@@ -191,9 +195,40 @@ def ports(run: RunFolder) -> Reading:
         share = used / size
         if best is None or share > best[0]:
             best = (share, f"{host}: {used:,} of {size:,} ports in use ({time_wait:,} TIME_WAIT)")
-    if best is None:
+    failed = _failed_connects(run)
+    # The harness reads a cold start's copies back inside the secondary's namespace: with
+    # every port held by the server's TIME_WAIT (BIND binds them, so no other connect may
+    # share one) its read-back is refused too, and the transfers go unverified.
+    harness = sum(1 for r in run.records if r.repeat >= 1 and NO_PORT in (r.error or ""))
+    if best is None and not failed and not harness:
         return Reading("ports", "ephemeral ports", None, 0.0, "not sampled")
-    return Reading("ports", "ephemeral ports", min(1.0, best[0]), best[0], best[1])
+    share, text = best or (0.0, "ports in use not sampled")
+    if not failed and not harness:
+        return Reading("ports", "ephemeral ports", min(1.0, share), share, text)
+    # Ran out: any failed connect is being at the limit, and its level ranks above any
+    # share of the range, so a step that used every port and passed is below it.
+    if failed:
+        text += f"; {failed:,} connects failed: address not available"
+    if harness:
+        text += "; the harness's read-back of the copies found no free port"
+    return Reading("ports", "ephemeral ports", 1.0, 1.0 + failed + harness, text)
+
+
+def _failed_connects(run: RunFolder) -> int:
+    """Connects the secondaries logged failing for want of a local port (EADDRNOTAVAIL),
+    in their own words (servers/failures.py), over the measured repeats."""
+    failed = 0
+    for record in run.records:
+        if record.repeat >= 1:
+            failed += int(_secondary_failures(record).get("address_not_available") or 0)
+    return failed
+
+
+def _secondary_failures(record: TransferRecord) -> dict[str, Any]:
+    """The failures its secondary logged in the repeat; for one that never got its first
+    copy, those since its start (extra.missing)."""
+    counts = (record.server_logged or {}).get("secondary_failures") or {}
+    return (record.extra.get("missing") or {}).get("secondary_failures") or counts
 
 
 def _rate(link: dict[str, Any] | None, direction: str) -> int | None:
@@ -229,9 +264,7 @@ def retry(run: RunFolder) -> Reading:
     waiting = 0
     kinds: set[str] = set()
     for record in run.records:
-        counts = (record.server_logged or {}).get("secondary_failures") or {}
-        # One that never got its first copy: its failures since its start (extra.missing).
-        counts = (record.extra.get("missing") or {}).get("secondary_failures") or counts
+        counts = _secondary_failures(record)
         if record.repeat >= 1 and not record.counts and int(counts.get("retry") or 0) > 0:
             waiting += 1
             kinds.add(str(counts.get("server") or record.secondary_kind))

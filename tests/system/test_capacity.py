@@ -116,3 +116,64 @@ def test_the_quota_binds_and_raising_it_moves_the_capacity(
         assert meta.finished and records
     # The terminal gives the answer first, before the curve and the evidence.
     assert out.err.index(tight["answer"]) < out.err.index("curve (as written)")
+
+
+# A cold start of many small zones opens a TCP connection per zone from the secondary, each
+# leaving a port in TIME_WAIT for 60 s; with 150 ports in the secondary's range, zones past
+# the 150th get "address not available" and wait for BIND's retry (minutes), past the 30 s
+# timeout. BIND on both sides: it paces its SOA queries at 20 a second, so 150 zones take
+# about 10 s, well inside the SLA, and the cliff is the range, not the pacing.
+COLD_START = """
+description = "cold start of small zones on a secondary with 150 ephemeral ports"
+repeats = 1
+timeout = "30s"
+transports = ["tcp"]
+xfr = ["axfr"]
+trigger = "cold-start"
+
+[zones]
+preset = "hosting"
+zones = 50
+origin = "hosting.example."
+
+[servers.primary]
+kind = "bind"
+
+[servers.secondary]
+kind = "bind"
+
+[hosts.secondary.sysctl]
+"net.ipv4.ip_local_port_range" = "40000 40149"
+"""
+
+
+def test_a_cold_start_with_a_small_port_range_names_the_ports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "cold.toml"
+    scenario.write_text(COLD_START)
+    results = tmp_path / "results"
+    status = main([
+        "capacity", str(scenario), "--vary", "zones.zones", "--from", "50", "--max", "400",
+        "--resolution", "25", "--results", str(results), "--campaign-id", "cold", "--json",
+    ])  # fmt: skip
+    out = capsys.readouterr()
+    print(out.err)  # the answer, curve and evidence, for the record (-s)
+    assert status == 0, out.err
+    (search,) = json.loads(out.out)["searches"]
+    capacity, first_fail = search["result"]["capacity"], search["result"]["first_fail"]
+    # No more zones than ports can pass; 100 never comes near them.
+    assert capacity is not None and 100 <= capacity <= 150, out.err
+    assert first_fail is not None and capacity < first_fail <= 200, out.err
+    binding = search["binding"]
+    assert binding is not None and binding["candidate"] == "ports", out.err
+    # How close it came: every port of the range in use, and who found none left: BIND's
+    # connects past the 150th zone, or at exactly 150 the harness's read-back of the copies
+    # (BIND's bound ports in TIME_WAIT leave it none).
+    at_fail = binding["at_fail"]["text"]
+    assert "secondary: 150 of 150 ports in use" in at_fail
+    assert (
+        "connects failed: address not available" in at_fail
+        or "the harness's read-back of the copies found no free port" in at_fail
+    )
+    assert "binding: ephemeral ports (secondary: 150 of 150 ports" in search["answer"]

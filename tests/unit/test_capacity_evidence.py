@@ -79,3 +79,45 @@ def test_every_candidate_reads_what_the_run_recorded() -> None:
     assert ports.closeness == 0.9 and ports.text.startswith("edge-1: 900 of 1,000 ports")
     assert found["link"].closeness is None and found["link"].text == "no rate set"
     assert found["notify"].level == 0.5 and found["notify"].closeness == 0.1
+
+
+def cold_start(ports: int, failed: int, error: str | None) -> RunFolder:
+    """One cold start on a secondary with 150 ports: `ports` in use at the peak, `failed`
+    connects its BIND logged as "address not available", the record's error."""
+    done = TransferRecord(
+        run_id="r", case="bind-bind/tcp/axfr", repeat=1, primary_kind="bind",
+        secondary_kind="bind", host="secondary", site=None, transport="tcp", xfr="axfr",
+        zone="150 zones", serial=1, records=0, bytes=1, messages=150, duration_s=11.0,
+        started_at=1.0, ok=error is None, error=error, verified=error is None,
+        failure=None if error is None else "verification", trigger="cold-start",
+        phases={}, extra={}, bound={},
+        server_logged={"secondary_failures": {"server": "bind", "address_not_available": failed}},
+    )  # fmt: skip
+    case = CaseMeta(
+        case="bind-bind/tcp/axfr", scenario={"zones": {"preset": "hosting"}},
+        testbed={"hosts": {"secondary": {"sysctls": {
+            "net.ipv4.ip_local_port_range": "40000 40149"}}}},
+    )  # fmt: skip
+    samples = [sample(1.0, "secondary", "secondary", 0.1, ports=ports)]
+    return RunFolder(Path("r"), RunMeta(host=HostInfo(cpu_count=2)), [done], None, [case], samples)
+
+
+def ports_reading(run: RunFolder) -> tuple[float | None, float, str]:
+    found = {r.candidate: r for r in readings(run, parse_sla("all served 30s"))}
+    return found["ports"].closeness, found["ports"].level, found["ports"].text
+
+
+def test_a_range_run_out_ranks_above_a_range_in_full_use() -> None:
+    # Every port in use and still passing: at the limit, not past it.
+    full = ports_reading(cold_start(150, 0, None))
+    assert full == (1.0, 1.0, "secondary: 150 of 150 ports in use (150 TIME_WAIT)")
+    # Past it: the connects BIND logged failing for want of a port.
+    out = ports_reading(cold_start(150, 50, None))
+    assert out[0] == 1.0 and out[1] == 51.0
+    assert out[2].endswith("; 50 connects failed: address not available")
+    # Or the harness's own read-back of the copies refused in the secondary's namespace.
+    error = "a.: could not read the copy: cannot connect to 127.0.0.1#53: [Errno 99] "
+    harness = ports_reading(cold_start(150, 0, error + "Cannot assign requested address"))
+    assert harness[1] == 2.0 and harness[2].endswith("found no free port")
+    # A step at the full range before one past it: the ports moved with the load.
+    assert out[1] > full[1] * 1.1 and harness[1] > full[1] * 1.1
