@@ -35,12 +35,16 @@ GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are g
 
 
 def with_catalog(
-    zones: zonegen.GeneratedZones, folder: Path, zone: str, members: list[Member]
+    zones: zonegen.GeneratedZones,
+    folder: Path,
+    zone: str,
+    members: list[Member],
+    version: str | None,
 ) -> zonegen.GeneratedZones:
     """The hosting pool with the catalog naming `members` first, at the pool's serial."""
     folder.mkdir(parents=True, exist_ok=True)
     serial = zones.files[0].serial
-    catalog = write_catalog(folder / f"{zone}zone", zone, serial, members)
+    catalog = write_catalog(folder / f"{zone}zone", zone, serial, members, version)
     return dataclasses.replace(zones, files=(catalog, *zones.files))
 
 
@@ -56,7 +60,8 @@ class LiveCatalogCase(LiveCase):
         self.members = catalog.first_members(spec.origin, spec.seed)
         self.catalog_dir = case_dir / "catalog"
         self.pool = zones  # the hosting zones alone: their sums are cached beside them
-        zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members)
+        self.version = catalog.version
+        zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members, self.version)
         super().__init__(plan, case_dir, places, binaries, zones, *args, **kwargs)
         self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
         self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
@@ -123,7 +128,9 @@ class LiveCatalogCase(LiveCase):
         assert primary is not None and self.wire is not None
         zone, serial = self.first_zone, self.serving + 1
         folder = self.catalog_dir / "versions"
-        change = catalog_change(folder, zone, self.serving, serial, self.members, members)
+        change = catalog_change(
+            folder, zone, self.serving, serial, self.members, members, self.version
+        )
         place = primary.place
         soa = place.soa(zone, timeout=self.plan.timeout)
         issued = self.clock()

@@ -182,6 +182,7 @@ def plan_case(case: Case) -> CasePlan:
             given_catalog.sample,
             given_catalog.group,
             tuple(given_catalog.names),
+            given_catalog.version or None,
         )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)

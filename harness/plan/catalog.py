@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.zonegen.catalog import Member, member_id
+from harness.zonegen.catalog import SCHEMA_VERSION, Member, member_id
 from harness.zonegen.small import hosting_zone_name
 
 PHASES = ("provision", "add", "remove", "restart")
@@ -27,6 +27,7 @@ class CatalogPlan:
     sample: int
     group: str | None
     names: tuple[str, ...]  # zones named beside the generated members (an operator's own)
+    version: str | None = SCHEMA_VERSION  # the version property (None: left out; bad input)
 
     def phases(self) -> tuple[str, ...]:
         """The phases a repeat measures, in order."""

@@ -59,23 +59,33 @@ def soa_line(catalog: str, serial: int) -> str:
     return f"{catalog}\t{TTL}\tIN\tSOA\tinvalid. invalid. {serial} 3600 600 2147483646 0\n"
 
 
-def catalog_lines(catalog: str, serial: int, members: Iterable[Member]) -> list[str]:
-    """The whole catalog at `serial`: SOA, NS, version, then each member in order."""
-    lines = [
-        soa_line(catalog, serial),
-        f"{catalog}\t{TTL}\tIN\tNS\tinvalid.\n",
-        f'version.{catalog}\t{TTL}\tIN\tTXT\t"{SCHEMA_VERSION}"\n',
-    ]
+def catalog_lines(
+    catalog: str, serial: int, members: Iterable[Member], version: str | None = SCHEMA_VERSION
+) -> list[str]:
+    """The whole catalog at `serial`: SOA, NS, version, then each member in order. A
+    `version` other than "2", or None (no version property), makes a catalog a consumer
+    must reject (RFC 9432 §4.2.1): written so only as a scenario asks (bad input)."""
+    lines = [soa_line(catalog, serial), f"{catalog}\t{TTL}\tIN\tNS\tinvalid.\n"]
+    if version is not None:
+        lines.append(f'version.{catalog}\t{TTL}\tIN\tTXT\t"{version}"\n')
     for member in members:
         lines.extend(member_records(catalog, member))
     return lines
 
 
-def catalog_problems(members: Sequence[Member]) -> list[str]:
+def catalog_problems(members: Sequence[Member], version: str | None = SCHEMA_VERSION) -> list[str]:
     """What makes a list of members no valid catalog: a zone named twice (RFC 9432 §4.1:
     a consumer must not configure it twice; which one wins is undefined), an id used
-    twice."""
+    twice, a version property missing or other than "2" (§4.2.1: a consumer must not
+    process the catalog)."""
     problems = []
+    if version is None:
+        problems.append("the catalog has no version property (a consumer must reject it)")
+    elif version != SCHEMA_VERSION:
+        problems.append(
+            f'the catalog\'s version property is "{version}", not "{SCHEMA_VERSION}" '
+            "(a consumer must reject it)"
+        )
     for zone, count in Counter(m.zone for m in members).items():
         if count > 1:
             problems.append(f"member zone {zone} is named {count} times")
@@ -85,8 +95,14 @@ def catalog_problems(members: Sequence[Member]) -> list[str]:
     return problems
 
 
-def write_catalog(path: Path, catalog: str, serial: int, members: Sequence[Member]) -> ZoneFile:
-    text = "".join(catalog_lines(catalog, serial, members))
+def write_catalog(
+    path: Path,
+    catalog: str,
+    serial: int,
+    members: Sequence[Member],
+    version: str | None = SCHEMA_VERSION,
+) -> ZoneFile:
+    text = "".join(catalog_lines(catalog, serial, members, version))
     path.write_text(text, encoding="ascii")
     return ZoneFile(catalog, path, serial, text.count("\n"), len(text))
 
@@ -98,6 +114,7 @@ def catalog_change(
     serial_to: int,
     old: Sequence[Member],
     new: Sequence[Member],
+    version: str | None = SCHEMA_VERSION,
 ) -> ChangeSet:
     """The change set from the catalog with `old` members at `serial_from` to `new` at
     `serial_to`: its diff (members removed, then added; a member whose properties changed
@@ -113,7 +130,7 @@ def catalog_change(
         "".join([soa_line(catalog, serial_from), *deleted, soa_line(catalog, serial_to), *added]),
         encoding="ascii",
     )
-    whole = write_catalog(folder / f"{catalog}{serial_to}.zone", catalog, serial_to, new)
+    whole = write_catalog(folder / f"{catalog}{serial_to}.zone", catalog, serial_to, new, version)
     changed = sum(len(line) for line in (*deleted, *added))
     return ChangeSet(
         catalog, serial_from, serial_to, whole.path, diff, len(added), len(deleted), changed

@@ -2,8 +2,8 @@
 v2) to a BIND, a Knot and a PowerDNS consumer; every member's SOA serial is checked at each
 consumer and a sample read back whole; a one-member add and a one-member removal are measured, and a
 consumer restart counts what it transferred again. Bad input written by hand (a member
-named twice, a member the primary does not serve) is reported in the servers' words and the
-run exits 1.
+named twice, a member the primary does not serve, a catalog version property a consumer
+must reject) is reported in the servers' words and the run exits 1.
 """
 
 from __future__ import annotations
@@ -71,6 +71,42 @@ names = ["{twice}", "absent.example."]
 """
 
 
+BAD_VERSION = """
+[[secondaries]]
+name = "lisbon"
+kind = "pdns"
+[catalog]
+members = 5
+add = 0
+remove = 0
+version = "{version}"
+"""
+
+# What each consumer wrote when it rejected the catalog (captured from these runs).
+REJECTED = {
+    "99": {
+        "berlin": "catz: zone 'catalog.invalid' unsupported version '99'",
+        "prague": "[catalog.invalid.] failed to process catalog zone (invalid zone file)",
+        "lisbon": 'unsupported catalog zone schema version "99", aborting',
+    },
+    "": {
+        "berlin": "catz: zone 'catalog.invalid' has no 'version' record",
+        "prague": "[catalog.invalid.] failed to process catalog zone (invalid zone file)",
+        "lisbon": "catalog zone schema version missing, aborting",
+    },
+}
+
+
+def _run_cli(path: Path, results: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "--results", str(results)],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+        timeout=600,
+    )
+
+
 def _phase(record: TransferRecord) -> str:
     return str(record.extra["catalog"]["phase"])
 
@@ -120,13 +156,7 @@ def test_a_duplicate_and_an_absent_member_are_reported_and_exit_1(tmp_path: Path
     path = tmp_path / "scenario.toml"
     path.write_text(SERVERS.format(name="catalog-bad", timeout="30s") + BAD.format(twice=twice))
     results = tmp_path / "results"
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(path), "--results", str(results)],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"COLUMNS": "200"},
-        timeout=600,
-    )
+    done = _run_cli(path, results)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = results.iterdir()
     records = read_run(run_dir)[1]
@@ -150,3 +180,29 @@ def test_a_duplicate_and_an_absent_member_are_reported_and_exit_1(tmp_path: Path
             "prague": f"[{twice}] duplicate addition/removal of the member node, ignoring",
         }
         assert duplicate[record.host] in said, said
+
+
+@pytest.mark.parametrize("version", ["99", ""])
+def test_a_version_the_consumers_reject_is_reported_in_their_words(
+    tmp_path: Path, version: str
+) -> None:
+    """An unsupported version ("99") or none at all (""): RFC 9432 §4.2.1 says a consumer
+    must not process the catalog; every consumer refuses it, says so, and the run exits 1."""
+    path = tmp_path / "scenario.toml"
+    text = SERVERS.format(name="catalog-version", timeout="15s")
+    path.write_text(text + BAD_VERSION.format(version=version))
+    results = tmp_path / "results"
+    done = _run_cli(path, results)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = results.iterdir()
+    records = read_run(run_dir)[1]
+    assert {r.host for r in records} == {"berlin", "prague", "lisbon"}
+    for record in records:
+        facts = record.extra["catalog"]
+        assert not record.ok and record.failure == "timeout"
+        assert facts["served"] == 0 and facts["members"] == 5
+        assert len(facts["catalog_problems"]) == 1
+        assert "a consumer must reject it" in facts["catalog_problems"][0]
+        said = " ".join(facts["failures"])
+        assert REJECTED[version][record.host] in said, said
+        assert "it said: " in (record.error or ""), record.error
