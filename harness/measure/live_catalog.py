@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from harness.xfr.zonefile_sum import zone_set_sums
 from harness.zonegen.catalog import Member, catalog_change, write_catalog
 
 GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are gone
+PROGRESS_EVERY_S = 0.5  # a consumer's members written to samples.jsonl at most this often
 
 
 def with_catalog(
@@ -65,6 +67,8 @@ class LiveCatalogCase(LiveCase):
         super().__init__(plan, case_dir, places, binaries, zones, *args, **kwargs)
         self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
         self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
+        self._progress_at: dict[str, float] = {}  # host -> when its members were last noted
+        self._progress_lock = threading.Lock()  # (wait_members calls it from many threads)
 
     # --- the consumers ------------------------------------------------------------------
 
@@ -172,21 +176,51 @@ class LiveCatalogCase(LiveCase):
         """Every host's members polled concurrently at the pool's serial (zone_waits.py)."""
         running = {name: self.secondaries[name] for name in hosts}
         rate = self.plan.cold_start_poll
+        self._progress_at.clear()
         served, errors, seen = wait_all_zones(
-            running, zones, self.base_serial, deadline, rate, self.clock
-        )
+            running, zones, self.base_serial, deadline, rate, self.clock,
+            lambda host, done, total: self.note_members(host, done, total),
+        )  # fmt: skip
         out = dict(served)
         for host, result in seen.items():  # a timeout keeps what it did see
             out.setdefault(host, dict(result.served))
+        for host in hosts:  # where it ended, whatever the last round said
+            self.note_members(host, len(out.get(host, {})), len(zones), last=True)
         return out
+
+    def note_members(
+        self, host: str, done: int, total: int, *, removed: bool = False, last: bool = False
+    ) -> None:
+        """A consumer's members as a line of samples.jsonl (role "catalog": the exporter's
+        xfrbench_catalog_members_served and _behind), at most every PROGRESS_EVERY_S but
+        always the last; `removed`: `done` are gone, so only what is behind is written."""
+        if self.sampler is None:
+            return
+        now = self.clock()
+        with self._progress_lock:
+            if not last and now - self._progress_at.get(host, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
+                return
+            self._progress_at[host] = now
+        plan = next(h for h in self.plan.secondaries if h.name == host)
+        line: dict[str, Any] = {
+            "role": "catalog",
+            "host": host,
+            "site": plan.site if self.plan.is_fleet else "",
+            "behind": total - done,
+        }
+        if not removed:
+            line["served"] = done
+        self.sampler.note(self.plan.name, [line])
 
     def wait_gone(
         self, hosts: list[str], zones: list[str], deadline: float
     ) -> dict[str, dict[str, float]]:
         gone: dict[str, dict[str, float]] = {host: {} for host in hosts}
+        self._progress_at.clear()
         while self.clock() < deadline:
             self._alive()
             for host in hosts:
+                self.note_members(host, len(gone[host]), len(zones), removed=True)
                 place = self.secondaries[host].place
                 for zone in zones:
                     if zone in gone[host]:
@@ -198,6 +232,8 @@ class LiveCatalogCase(LiveCase):
             if all(len(gone[host]) == len(zones) for host in hosts):
                 break
             time.sleep(GONE_POLL_S)
+        for host in hosts:
+            self.note_members(host, len(gone[host]), len(zones), removed=True, last=True)
         return gone
 
     def usage(self, host: str) -> Usage:

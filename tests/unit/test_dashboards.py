@@ -139,7 +139,7 @@ def row_queries(board: dict[str, Any], title: str) -> str:
 def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
     board = dashboard()
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows[-2:] == ["Fleet", "Stream"]
+    assert rows[-3:] == ["Fleet", "Stream", "Catalog"]
     fleet = row_queries(board, "Fleet")
     assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
     assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
@@ -154,6 +154,12 @@ def test_stream_row_shows_each_secondarys_lag_and_each_sites_slowest() -> None:
     assert "max by (case, site, host) (max_over_time(xfrbench_stream_behind_serials" in stream
     assert "max by (case, site, host) (max_over_time(xfrbench_stream_behind_seconds" in stream
     assert "max by (case, site) (max_over_time(xfrbench_stream_behind_seconds" in stream
+
+
+def test_catalog_row_shows_each_consumers_members_served_and_behind() -> None:
+    catalog = row_queries(dashboard(), "Catalog")
+    assert "max by (case, site, host) (max_over_time(xfrbench_catalog_members_served" in catalog
+    assert "max by (case, site, host) (max_over_time(xfrbench_catalog_members_behind" in catalog
 
 
 def test_grid_positions_fit_and_do_not_overlap() -> None:
