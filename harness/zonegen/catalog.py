@@ -37,6 +37,9 @@ class Member:
     zone: str  # absolute, with the final dot
     group: str | None = None
     coo: str | None = None  # the catalog it moves to (change of ownership)
+    # A second PTR target at the member's node: bad input (RFC 9432 §4.1 allows exactly
+    # one), written only as a scenario asks (catalog.second_target).
+    second_target: str | None = None
 
 
 def member_id(index: int) -> str:
@@ -48,6 +51,8 @@ def member_records(catalog: str, member: Member) -> list[str]:
     data)."""
     owner = f"{member.id}.zones.{catalog}"
     lines = [f"{owner}\t{TTL}\tIN\tPTR\t{member.zone}\n"]
+    if member.second_target is not None:
+        lines.append(f"{owner}\t{TTL}\tIN\tPTR\t{member.second_target}\n")
     if member.group is not None:
         lines.append(f'group.{owner}\t{TTL}\tIN\tTXT\t"{member.group}"\n')
     if member.coo is not None:
@@ -76,8 +81,8 @@ def catalog_lines(
 def catalog_problems(members: Sequence[Member], version: str | None = SCHEMA_VERSION) -> list[str]:
     """What makes a list of members no valid catalog: a zone named twice (RFC 9432 §4.1:
     a consumer must not configure it twice; which one wins is undefined), an id used
-    twice, a version property missing or other than "2" (§4.2.1: a consumer must not
-    process the catalog)."""
+    twice, a member node with two PTR targets (§4.1: exactly one), a version property
+    missing or other than "2" (§4.2.1: a consumer must not process the catalog)."""
     problems = []
     if version is None:
         problems.append("the catalog has no version property (a consumer must reject it)")
@@ -92,6 +97,12 @@ def catalog_problems(members: Sequence[Member], version: str | None = SCHEMA_VER
     for ident, count in Counter(m.id for m in members).items():
         if count > 1:
             problems.append(f"unique id {ident} is used {count} times")
+    for member in members:
+        if member.second_target is not None:
+            problems.append(
+                f"member {member.id} has two PTR targets, {member.zone} and "
+                f"{member.second_target} (exactly one is allowed)"
+            )
     return problems
 
 

@@ -71,7 +71,7 @@ names = ["{twice}", "absent.example."]
 """
 
 
-BAD_VERSION = """
+REJECTED = """
 [[secondaries]]
 name = "lisbon"
 kind = "pdns"
@@ -79,21 +79,33 @@ kind = "pdns"
 members = 5
 add = 0
 remove = 0
-version = "{version}"
+{bad}
 """
 
-# What each consumer wrote when it rejected the catalog (captured from these runs).
-REJECTED = {
-    "99": {
+# What each consumer wrote when it rejected the whole catalog (captured from these runs):
+# an unsupported version, none at all, a member node with two PTR targets.
+REJECTIONS = {
+    'version = "99"': {
         "berlin": "catz: zone 'catalog.invalid' unsupported version '99'",
         "prague": "[catalog.invalid.] failed to process catalog zone (invalid zone file)",
         "lisbon": 'unsupported catalog zone schema version "99", aborting',
     },
-    "": {
+    'version = ""': {
         "berlin": "catz: zone 'catalog.invalid' has no 'version' record",
         "prague": "[catalog.invalid.] failed to process catalog zone (invalid zone file)",
         "lisbon": "catalog zone schema version missing, aborting",
     },
+    'second_target = "other.example"': {
+        "berlin": "catz: member zone PTR RRset contains more than one record, which is invalid",
+        "prague": "[catalog.invalid.] failed to process catalog zone (such record already "
+        "exists in zone)",
+        "lisbon": "Catalog-Zone zone 'catalog.invalid', duplicate unique 'm0'",
+    },
+}
+PROBLEM = {
+    'version = "99"': 'version property is "99", not "2"',
+    'version = ""': "the catalog has no version property",
+    'second_target = "other.example"': "has two PTR targets",
 }
 
 
@@ -182,15 +194,16 @@ def test_a_duplicate_and_an_absent_member_are_reported_and_exit_1(tmp_path: Path
         assert duplicate[record.host] in said, said
 
 
-@pytest.mark.parametrize("version", ["99", ""])
-def test_a_version_the_consumers_reject_is_reported_in_their_words(
-    tmp_path: Path, version: str
+@pytest.mark.parametrize("bad", list(REJECTIONS))
+def test_a_catalog_the_consumers_reject_is_reported_in_their_words(
+    tmp_path: Path, bad: str
 ) -> None:
-    """An unsupported version ("99") or none at all (""): RFC 9432 §4.2.1 says a consumer
-    must not process the catalog; every consumer refuses it, says so, and the run exits 1."""
+    """An unsupported version, none at all (RFC 9432 §4.2.1: a consumer must not process
+    the catalog), a member node with two PTR targets (§4.1: exactly one): every consumer
+    refuses the whole catalog, says so in its log, and the run exits 1."""
     path = tmp_path / "scenario.toml"
-    text = SERVERS.format(name="catalog-version", timeout="15s")
-    path.write_text(text + BAD_VERSION.format(version=version))
+    text = SERVERS.format(name="catalog-rejected", timeout="15s")
+    path.write_text(text + REJECTED.format(bad=bad))
     results = tmp_path / "results"
     done = _run_cli(path, results)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
@@ -201,8 +214,8 @@ def test_a_version_the_consumers_reject_is_reported_in_their_words(
         facts = record.extra["catalog"]
         assert not record.ok and record.failure == "timeout"
         assert facts["served"] == 0 and facts["members"] == 5
-        assert len(facts["catalog_problems"]) == 1
-        assert "a consumer must reject it" in facts["catalog_problems"][0]
+        (problem,) = facts["catalog_problems"]
+        assert PROBLEM[bad] in problem, problem
         said = " ".join(facts["failures"])
-        assert REJECTED[version][record.host] in said, said
+        assert REJECTIONS[bad][record.host] in said, said
         assert "it said: " in (record.error or ""), record.error

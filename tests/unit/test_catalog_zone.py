@@ -80,3 +80,14 @@ def test_a_version_a_consumer_rejects_is_written_as_asked_and_named(tmp_path: Pa
     assert catalog_problems(members(range(2)), None) == [
         "the catalog has no version property (a consumer must reject it)"
     ]
+
+
+def test_a_second_ptr_target_is_written_at_the_members_node_and_named(tmp_path: Path) -> None:
+    """Bad input (catalog.second_target): the node holds two PTRs, as the primary serves it."""
+    bad = [Member("m0", "z0.example.", second_target="other.example."), *members(range(1, 3))]
+    zone = load_zone(write_catalog(tmp_path / "cat.zone", CAT, 1, bad).path, CAT)
+    node = zone.find_rdataset(dns.name.from_text(f"m0.zones.{CAT}"), dns.rdatatype.PTR)
+    assert sorted(str(r.target) for r in node) == ["other.example.", "z0.example."]
+    assert catalog_problems(bad) == [
+        "member m0 has two PTR targets, z0.example. and other.example. (exactly one is allowed)"
+    ]
