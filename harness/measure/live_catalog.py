@@ -68,6 +68,7 @@ class LiveCatalogCase(LiveCase):
         self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
         self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
         self._progress_at: dict[str, float] = {}  # host -> when its members were last noted
+        self._progress_was: dict[str, tuple[int, int]] = {}  # host -> (done, total) noted
         self._progress_lock = threading.Lock()  # (wait_members calls it from many threads)
 
     # --- the consumers ------------------------------------------------------------------
@@ -177,6 +178,7 @@ class LiveCatalogCase(LiveCase):
         running = {name: self.secondaries[name] for name in hosts}
         rate = self.plan.cold_start_poll
         self._progress_at.clear()
+        self._progress_was.clear()
         served, errors, seen = wait_all_zones(
             running, zones, self.base_serial, deadline, rate, self.clock,
             lambda host, done, total: self.note_members(host, done, total),
@@ -193,14 +195,18 @@ class LiveCatalogCase(LiveCase):
     ) -> None:
         """A consumer's members as a line of samples.jsonl (role "catalog": the exporter's
         xfrbench_catalog_members_served and _behind), at most every PROGRESS_EVERY_S but
-        always the last; `removed`: `done` are gone, so only what is behind is written."""
+        always the last and a consumer's finishing at once (the gauge of one done early must
+        not wait for the others); `removed`: `done` are gone, so only what is behind is
+        written."""
         if self.sampler is None:
             return
         now = self.clock()
         with self._progress_lock:
-            if not last and now - self._progress_at.get(host, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S:
+            finished = done == total and self._progress_was.get(host) != (done, total)
+            recent = now - self._progress_at.get(host, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S
+            if recent and not (last or finished):
                 return
-            self._progress_at[host] = now
+            self._progress_at[host], self._progress_was[host] = now, (done, total)
         plan = next(h for h in self.plan.secondaries if h.name == host)
         line: dict[str, Any] = {
             "role": "catalog",
@@ -217,6 +223,7 @@ class LiveCatalogCase(LiveCase):
     ) -> dict[str, dict[str, float]]:
         gone: dict[str, dict[str, float]] = {host: {} for host in hosts}
         self._progress_at.clear()
+        self._progress_was.clear()
         while self.clock() < deadline:
             self._alive()
             for host in hosts:

@@ -60,6 +60,8 @@ def wait_all_zones(
         else:
             served[name] = seen.served
             seen_by[name] = seen
+            if progress is not None:  # done: said now, not when the slowest host is
+                progress(name, len(seen.served), len(zones))
 
     threads = [threading.Thread(target=watch, args=(name,), daemon=True) for name in secondaries]
     for thread in threads:
