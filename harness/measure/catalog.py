@@ -21,7 +21,9 @@ rank over all N, a member never served ranking last (so "not reached" when the r
 on one, never dropped: results/stream.py `reached`), the consumer's CPU seconds and charged
 memory peak, its failed attempts in its own words. A phase where not every member was served
 is a `timeout` failure; a sample that did not verify, a `verification` one. A catalog that
-names a zone twice is published as written, its problems in the records, and fails them.
+names a zone twice, whose version property a consumer must reject, or with two PTR
+targets at a member node, is published as written, its problems in the records, and fails
+them.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def catalog_repeat(
     seconds = Seconds()
     settle(bench, seconds)
     members = bench.catalog_members()
-    problems = catalog_problems(members)
+    problems = catalog_problems(members, catalog.version)
     serial = bench.catalog_serial()
     started_wall = bench.wall()
     bench.mark("transfer-start", repeat)

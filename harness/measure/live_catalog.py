@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -32,15 +33,20 @@ from harness.xfr.zonefile_sum import zone_set_sums
 from harness.zonegen.catalog import Member, catalog_change, write_catalog
 
 GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are gone
+PROGRESS_EVERY_S = 0.5  # a consumer's members written to samples.jsonl at most this often
 
 
 def with_catalog(
-    zones: zonegen.GeneratedZones, folder: Path, zone: str, members: list[Member]
+    zones: zonegen.GeneratedZones,
+    folder: Path,
+    zone: str,
+    members: list[Member],
+    version: str | None,
 ) -> zonegen.GeneratedZones:
     """The hosting pool with the catalog naming `members` first, at the pool's serial."""
     folder.mkdir(parents=True, exist_ok=True)
     serial = zones.files[0].serial
-    catalog = write_catalog(folder / f"{zone}zone", zone, serial, members)
+    catalog = write_catalog(folder / f"{zone}zone", zone, serial, members, version)
     return dataclasses.replace(zones, files=(catalog, *zones.files))
 
 
@@ -56,10 +62,14 @@ class LiveCatalogCase(LiveCase):
         self.members = catalog.first_members(spec.origin, spec.seed)
         self.catalog_dir = case_dir / "catalog"
         self.pool = zones  # the hosting zones alone: their sums are cached beside them
-        zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members)
+        self.version = catalog.version
+        zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members, self.version)
         super().__init__(plan, case_dir, places, binaries, zones, *args, **kwargs)
         self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
         self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
+        self._progress_at: dict[str, float] = {}  # host -> when its members were last noted
+        self._progress_was: dict[str, tuple[int, int]] = {}  # host -> (done, total) noted
+        self._progress_lock = threading.Lock()  # (wait_members calls it from many threads)
 
     # --- the consumers ------------------------------------------------------------------
 
@@ -123,7 +133,9 @@ class LiveCatalogCase(LiveCase):
         assert primary is not None and self.wire is not None
         zone, serial = self.first_zone, self.serving + 1
         folder = self.catalog_dir / "versions"
-        change = catalog_change(folder, zone, self.serving, serial, self.members, members)
+        change = catalog_change(
+            folder, zone, self.serving, serial, self.members, members, self.version
+        )
         place = primary.place
         soa = place.soa(zone, timeout=self.plan.timeout)
         issued = self.clock()
@@ -165,21 +177,57 @@ class LiveCatalogCase(LiveCase):
         """Every host's members polled concurrently at the pool's serial (zone_waits.py)."""
         running = {name: self.secondaries[name] for name in hosts}
         rate = self.plan.cold_start_poll
+        self._progress_at.clear()
+        self._progress_was.clear()
         served, errors, seen = wait_all_zones(
-            running, zones, self.base_serial, deadline, rate, self.clock
-        )
+            running, zones, self.base_serial, deadline, rate, self.clock,
+            lambda host, done, total: self.note_members(host, done, total),
+        )  # fmt: skip
         out = dict(served)
         for host, result in seen.items():  # a timeout keeps what it did see
             out.setdefault(host, dict(result.served))
+        for host in hosts:  # where it ended, whatever the last round said
+            self.note_members(host, len(out.get(host, {})), len(zones), last=True)
         return out
+
+    def note_members(
+        self, host: str, done: int, total: int, *, removed: bool = False, last: bool = False
+    ) -> None:
+        """A consumer's members as a line of samples.jsonl (role "catalog": the exporter's
+        xfrbench_catalog_members_served and _behind), at most every PROGRESS_EVERY_S but
+        always the last and a consumer's finishing at once (the gauge of one done early must
+        not wait for the others); `removed`: `done` are gone, so only what is behind is
+        written."""
+        if self.sampler is None:
+            return
+        now = self.clock()
+        with self._progress_lock:
+            finished = done == total and self._progress_was.get(host) != (done, total)
+            recent = now - self._progress_at.get(host, -PROGRESS_EVERY_S) < PROGRESS_EVERY_S
+            if recent and not (last or finished):
+                return
+            self._progress_at[host], self._progress_was[host] = now, (done, total)
+        plan = next(h for h in self.plan.secondaries if h.name == host)
+        line: dict[str, Any] = {
+            "role": "catalog",
+            "host": host,
+            "site": plan.site if self.plan.is_fleet else "",
+            "behind": total - done,
+        }
+        if not removed:
+            line["served"] = done
+        self.sampler.note(self.plan.name, [line])
 
     def wait_gone(
         self, hosts: list[str], zones: list[str], deadline: float
     ) -> dict[str, dict[str, float]]:
         gone: dict[str, dict[str, float]] = {host: {} for host in hosts}
+        self._progress_at.clear()
+        self._progress_was.clear()
         while self.clock() < deadline:
             self._alive()
             for host in hosts:
+                self.note_members(host, len(gone[host]), len(zones), removed=True)
                 place = self.secondaries[host].place
                 for zone in zones:
                     if zone in gone[host]:
@@ -191,6 +239,8 @@ class LiveCatalogCase(LiveCase):
             if all(len(gone[host]) == len(zones) for host in hosts):
                 break
             time.sleep(GONE_POLL_S)
+        for host in hosts:
+            self.note_members(host, len(gone[host]), len(zones), removed=True, last=True)
         return gone
 
     def usage(self, host: str) -> Usage:

@@ -19,11 +19,13 @@ def wait_all_zones(
     deadline: float,
     rate: int | str,
     clock: Callable[[], float],
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, str], dict[str, ZonesServed]]:
     """Per host, when it first served each zone at `serial` (hosts that served them all),
     why the others did not (a timeout naming the zones still pending), and how each was
     polled. `rate`: SOA queries a second to each host at most, or "off". An error in a
-    poller's thread is raised here."""
+    poller's thread is raised here. `progress(host, served, total)`, when given, is called
+    between polling rounds from the host's thread (a remote place: once, before)."""
     served: dict[str, dict[str, float]] = {}
     errors: dict[str, str] = {}
     seen_by: dict[str, ZonesServed] = {}
@@ -32,6 +34,12 @@ def wait_all_zones(
 
     def watch(name: str) -> None:
         running = secondaries[name]
+
+        def between(done: int, total: int) -> None:
+            running.alive()
+            if progress is not None:
+                progress(name, done, total)
+
         try:
             if rate == "off":  # no query at all: the secondary's own log is the clock
                 seen = wait_logged_zones(running, zones, since, deadline, clock)
@@ -42,7 +50,7 @@ def wait_all_zones(
                     timeout=max(0.0, deadline - since),
                     since=since,
                     max_rate=float(rate),
-                    between_rounds=lambda done, total: running.alive(),
+                    between_rounds=between,
                 )
         except ZonesTimeout as exc:
             errors[name] = str(exc)
@@ -52,6 +60,8 @@ def wait_all_zones(
         else:
             served[name] = seen.served
             seen_by[name] = seen
+            if progress is not None:  # done: said now, not when the slowest host is
+                progress(name, len(seen.served), len(zones))
 
     threads = [threading.Thread(target=watch, args=(name,), daemon=True) for name in secondaries]
     for thread in threads:

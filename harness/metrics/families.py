@@ -317,6 +317,21 @@ FAMILIES: tuple[Family, ...] = (
         (*C_LABELS, "fault", "host", "site"),
     ),
     Family(
+        "xfrbench_catalog_members_served",
+        "gauge",
+        "Catalog zones, live: members of the catalog's latest version the consumer serves "
+        "at their serial (of those the phase waits for: all of them after a start, the new "
+        "ones after an add; not written while members are removed).",
+        ("run_id", "case", "host", "site"),
+    ),
+    Family(
+        "xfrbench_catalog_members_behind",
+        "gauge",
+        "Catalog zones, live: members the catalog's latest version asks of the consumer that "
+        "it has not done yet: not served yet, or (a removal) still answered for.",
+        ("run_id", "case", "host", "site"),
+    ),
+    Family(
         "xfrbench_primary_repeat_cpu_seconds",
         "gauge",
         "CPU the primary spent in the latest repeat (between its start and end marks).",

@@ -49,6 +49,17 @@ from harness.results.model import TransferRecord
 from harness.results.summary import transfer_rate
 
 _SAFE_VALUE = re.compile(r"^[a-z0-9_]{1,32}$")  # state and bound names taken from data
+# A flow's own lines of samples.jsonl, by role: (family, the line's key) each.
+LIVE_FIGURES = {
+    "stream": (
+        ("xfrbench_stream_behind_serials", "behind_serials"),
+        ("xfrbench_stream_behind_seconds", "behind_s"),
+    ),
+    "catalog": (
+        ("xfrbench_catalog_members_served", "served"),
+        ("xfrbench_catalog_members_behind", "behind"),
+    ),
+}
 _SAFE_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")  # host and site names (spec.SITE_NAME)
 _SAFE_FAULT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # a fault's name (its label)
 
@@ -363,25 +374,25 @@ class MetricState:
             return self._add_link(case, sample)
         if role in ("primary", "secondary"):
             return self._add_server(case, role, sample)
-        if role == "stream":
-            return self._add_stream(case, sample)
         if role == "fault":
             return self._add_fault(case, sample)
-        raise ValueError(f"sample role {role!r} is not primary, secondary, link, stream or fault")
+        if role in LIVE_FIGURES:
+            return self._add_live(case, role, sample)
+        raise ValueError(
+            f"sample role {role!r} is not primary, secondary, link, fault, stream or catalog"
+        )
 
-    def _add_stream(self, case: str, sample: dict[str, Any]) -> list[SeriesKey]:
-        """A change stream's lag of one secondary (measure/live_stream.py writes them)."""
+    def _add_live(self, case: str, role: str, sample: dict[str, Any]) -> list[SeriesKey]:
+        """A flow's own live figures of one secondary: a change stream's lag
+        (measure/live_stream.py), a catalog consumer's members (measure/live_catalog.py)."""
         host, site = sample.get("host"), sample.get("site") or ""
         if not isinstance(host, str) or not _SAFE_HOST.match(host):
-            raise ValueError(f"stream sample with a bad host {host!r}")
+            raise ValueError(f"{role} sample with a bad host {host!r}")
         if not isinstance(site, str) or not _SAFE_HOST.match(site or "x"):
-            raise ValueError(f"stream sample with a bad site {site!r}")
+            raise ValueError(f"{role} sample with a bad site {site!r}")
         labels = (self.run_id, case, host, site)
         changed = []
-        for family, key in (
-            ("xfrbench_stream_behind_serials", "behind_serials"),
-            ("xfrbench_stream_behind_seconds", "behind_s"),
-        ):
+        for family, key in LIVE_FIGURES[role]:
             if _finite(sample.get(key)):
                 changed.append(self._set(family, labels, sample[key]))
         return changed

@@ -182,6 +182,8 @@ def plan_case(case: Case) -> CasePlan:
             given_catalog.sample,
             given_catalog.group,
             tuple(given_catalog.names),
+            given_catalog.version or None,
+            given_catalog.second_target,
         )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)

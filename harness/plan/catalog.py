@@ -8,9 +8,10 @@ members (`add`), one removing the `remove` newest (`remove`), and a restart of e
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from harness.zonegen.catalog import Member, member_id
+from harness.zonegen.catalog import SCHEMA_VERSION, Member, member_id
 from harness.zonegen.small import hosting_zone_name
 
 PHASES = ("provision", "add", "remove", "restart")
@@ -27,6 +28,8 @@ class CatalogPlan:
     sample: int
     group: str | None
     names: tuple[str, ...]  # zones named beside the generated members (an operator's own)
+    version: str | None = SCHEMA_VERSION  # the version property (None: left out; bad input)
+    second_target: str | None = None  # bad input: a second PTR at the first member's node
 
     def phases(self) -> tuple[str, ...]:
         """The phases a repeat measures, in order."""
@@ -45,5 +48,7 @@ class CatalogPlan:
     def first_members(self, origin: str, seed: int) -> list[Member]:
         """The catalog the primary loads: the generated members, then the names given."""
         members = [self.member(origin, seed, i) for i in range(self.members)]
+        if self.second_target is not None:
+            members[0] = dataclasses.replace(members[0], second_target=self.second_target)
         own = [Member(f"own{k}", name, self.group) for k, name in enumerate(self.names)]
         return members + own

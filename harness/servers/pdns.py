@@ -318,10 +318,11 @@ class Pdns(PublishesByUpdate):
     # gsqlite3 secondary: 62 MiB idle, VmHWM 278-284 MB taking 1 M records of the tld
     # preset (~230 B a record); per zone not separable at 1000 hosting zones.
     # Its catalog lines ("Catalog-Zone create zone ...") and an IXFR of a consumer zone
-    # that it cannot apply, in its words.
+    # that it cannot apply, in its words; a catalog it rejects whole says e.g. "Catalog-Zone
+    # zone 'catalog.invalid', unsupported catalog zone schema version "99", aborting".
     catalog_wording = re.compile(
         r"(Catalog-Zone|catalog).*(error|fail|exception|duplicat|conflict|reject|can't|"
-        r"not configured)",
+        r"not configured|unsupported|missing|aborting)",
         re.I,
     )
     footprint = Footprint(base_mib=62, record_bytes=230, zone_bytes=3_000)

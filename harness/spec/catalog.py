@@ -12,6 +12,8 @@ provisions its members from it (docs/catalog.md).
     zone = "catalog.invalid."
     group = "tpl"           # optional: a group property on every member
     names = ["own.example."]  # optional: zones named beside the generated ones
+    version = "2"           # bad input: the version property's value ("": none at all)
+    second_target = "x.example."  # bad input: a second PTR at the first member's node
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator
 
 from harness.spec.fields import Duration, Strict
-from harness.zonegen.catalog import DEFAULT_CATALOG
+from harness.zonegen.catalog import DEFAULT_CATALOG, SCHEMA_VERSION
 from harness.zonegen.model import MAX_ZONES
 
 if TYPE_CHECKING:
@@ -39,13 +41,23 @@ class CatalogSpec(Strict):
     zone: str = DEFAULT_CATALOG
     group: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,63}$")
     names: list[str] = Field(default_factory=list)
+    # The catalog's version property (RFC 9432 §4.2.1). Only "2" is valid; anything else,
+    # or "" (no property), is bad input a consumer must reject: the run reports its words.
+    version: str = Field(default=SCHEMA_VERSION, pattern=r"^[A-Za-z0-9._-]{0,16}$")
+    # Bad input: the first generated member's node gets a second PTR naming this zone
+    # (RFC 9432 §4.1 allows exactly one): what each consumer does with it is measured.
+    second_target: str | None = Field(
+        default=None, pattern=r"^([A-Za-z0-9_-]{1,63}\.)*[A-Za-z0-9_-]{1,63}\.?$"
+    )
 
-    @field_validator("zone", "names")
+    @field_validator("zone", "names", "second_target")
     @classmethod
-    def _absolute(cls, value: str | list[str]) -> str | list[str]:
+    def _absolute(cls, value: str | list[str] | None) -> str | list[str] | None:
         def fix(name: str) -> str:
             return name.lower() if name.endswith(".") else name.lower() + "."
 
+        if value is None:
+            return None
         return fix(value) if isinstance(value, str) else [fix(v) for v in value]
 
 

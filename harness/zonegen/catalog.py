@@ -37,6 +37,9 @@ class Member:
     zone: str  # absolute, with the final dot
     group: str | None = None
     coo: str | None = None  # the catalog it moves to (change of ownership)
+    # A second PTR target at the member's node: bad input (RFC 9432 §4.1 allows exactly
+    # one), written only as a scenario asks (catalog.second_target).
+    second_target: str | None = None
 
 
 def member_id(index: int) -> str:
@@ -48,6 +51,8 @@ def member_records(catalog: str, member: Member) -> list[str]:
     data)."""
     owner = f"{member.id}.zones.{catalog}"
     lines = [f"{owner}\t{TTL}\tIN\tPTR\t{member.zone}\n"]
+    if member.second_target is not None:
+        lines.append(f"{owner}\t{TTL}\tIN\tPTR\t{member.second_target}\n")
     if member.group is not None:
         lines.append(f'group.{owner}\t{TTL}\tIN\tTXT\t"{member.group}"\n')
     if member.coo is not None:
@@ -59,34 +64,56 @@ def soa_line(catalog: str, serial: int) -> str:
     return f"{catalog}\t{TTL}\tIN\tSOA\tinvalid. invalid. {serial} 3600 600 2147483646 0\n"
 
 
-def catalog_lines(catalog: str, serial: int, members: Iterable[Member]) -> list[str]:
-    """The whole catalog at `serial`: SOA, NS, version, then each member in order."""
-    lines = [
-        soa_line(catalog, serial),
-        f"{catalog}\t{TTL}\tIN\tNS\tinvalid.\n",
-        f'version.{catalog}\t{TTL}\tIN\tTXT\t"{SCHEMA_VERSION}"\n',
-    ]
+def catalog_lines(
+    catalog: str, serial: int, members: Iterable[Member], version: str | None = SCHEMA_VERSION
+) -> list[str]:
+    """The whole catalog at `serial`: SOA, NS, version, then each member in order. A
+    `version` other than "2", or None (no version property), makes a catalog a consumer
+    must reject (RFC 9432 §4.2.1): written so only as a scenario asks (bad input)."""
+    lines = [soa_line(catalog, serial), f"{catalog}\t{TTL}\tIN\tNS\tinvalid.\n"]
+    if version is not None:
+        lines.append(f'version.{catalog}\t{TTL}\tIN\tTXT\t"{version}"\n')
     for member in members:
         lines.extend(member_records(catalog, member))
     return lines
 
 
-def catalog_problems(members: Sequence[Member]) -> list[str]:
+def catalog_problems(members: Sequence[Member], version: str | None = SCHEMA_VERSION) -> list[str]:
     """What makes a list of members no valid catalog: a zone named twice (RFC 9432 §4.1:
     a consumer must not configure it twice; which one wins is undefined), an id used
-    twice."""
+    twice, a member node with two PTR targets (§4.1: exactly one), a version property
+    missing or other than "2" (§4.2.1: a consumer must not process the catalog)."""
     problems = []
+    if version is None:
+        problems.append("the catalog has no version property (a consumer must reject it)")
+    elif version != SCHEMA_VERSION:
+        problems.append(
+            f'the catalog\'s version property is "{version}", not "{SCHEMA_VERSION}" '
+            "(a consumer must reject it)"
+        )
     for zone, count in Counter(m.zone for m in members).items():
         if count > 1:
             problems.append(f"member zone {zone} is named {count} times")
     for ident, count in Counter(m.id for m in members).items():
         if count > 1:
             problems.append(f"unique id {ident} is used {count} times")
+    for member in members:
+        if member.second_target is not None:
+            problems.append(
+                f"member {member.id} has two PTR targets, {member.zone} and "
+                f"{member.second_target} (exactly one is allowed)"
+            )
     return problems
 
 
-def write_catalog(path: Path, catalog: str, serial: int, members: Sequence[Member]) -> ZoneFile:
-    text = "".join(catalog_lines(catalog, serial, members))
+def write_catalog(
+    path: Path,
+    catalog: str,
+    serial: int,
+    members: Sequence[Member],
+    version: str | None = SCHEMA_VERSION,
+) -> ZoneFile:
+    text = "".join(catalog_lines(catalog, serial, members, version))
     path.write_text(text, encoding="ascii")
     return ZoneFile(catalog, path, serial, text.count("\n"), len(text))
 
@@ -98,6 +125,7 @@ def catalog_change(
     serial_to: int,
     old: Sequence[Member],
     new: Sequence[Member],
+    version: str | None = SCHEMA_VERSION,
 ) -> ChangeSet:
     """The change set from the catalog with `old` members at `serial_from` to `new` at
     `serial_to`: its diff (members removed, then added; a member whose properties changed
@@ -113,7 +141,7 @@ def catalog_change(
         "".join([soa_line(catalog, serial_from), *deleted, soa_line(catalog, serial_to), *added]),
         encoding="ascii",
     )
-    whole = write_catalog(folder / f"{catalog}{serial_to}.zone", catalog, serial_to, new)
+    whole = write_catalog(folder / f"{catalog}{serial_to}.zone", catalog, serial_to, new, version)
     changed = sum(len(line) for line in (*deleted, *added))
     return ChangeSet(
         catalog, serial_from, serial_to, whole.path, diff, len(added), len(deleted), changed

@@ -2,8 +2,8 @@
 v2) to a BIND, a Knot and a PowerDNS consumer; every member's SOA serial is checked at each
 consumer and a sample read back whole; a one-member add and a one-member removal are measured, and a
 consumer restart counts what it transferred again. Bad input written by hand (a member
-named twice, a member the primary does not serve) is reported in the servers' words and the
-run exits 1.
+named twice, a member the primary does not serve, a catalog version property a consumer
+must reject) is reported in the servers' words and the run exits 1.
 """
 
 from __future__ import annotations
@@ -71,6 +71,54 @@ names = ["{twice}", "absent.example."]
 """
 
 
+REJECTED = """
+[[secondaries]]
+name = "lisbon"
+kind = "pdns"
+[catalog]
+members = 5
+add = 0
+remove = 0
+{bad}
+"""
+
+# What each consumer wrote when it rejected the whole catalog (captured from these runs):
+# an unsupported version, none at all, a member node with two PTR targets.
+REJECTIONS = {
+    'version = "99"': {
+        "berlin": "catz: zone 'catalog.invalid' unsupported version '99'",
+        "prague": "[catalog.invalid.] failed to process catalog zone (invalid zone file)",
+        "lisbon": 'unsupported catalog zone schema version "99", aborting',
+    },
+    'version = ""': {
+        "berlin": "catz: zone 'catalog.invalid' has no 'version' record",
+        "prague": "[catalog.invalid.] failed to process catalog zone (invalid zone file)",
+        "lisbon": "catalog zone schema version missing, aborting",
+    },
+    'second_target = "other.example"': {
+        "berlin": "catz: member zone PTR RRset contains more than one record, which is invalid",
+        "prague": "[catalog.invalid.] failed to process catalog zone (such record already "
+        "exists in zone)",
+        "lisbon": "Catalog-Zone zone 'catalog.invalid', duplicate unique 'm0'",
+    },
+}
+PROBLEM = {
+    'version = "99"': 'version property is "99", not "2"',
+    'version = ""': "the catalog has no version property",
+    'second_target = "other.example"': "has two PTR targets",
+}
+
+
+def _run_cli(path: Path, results: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "--results", str(results)],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+        timeout=600,
+    )
+
+
 def _phase(record: TransferRecord) -> str:
     return str(record.extra["catalog"]["phase"])
 
@@ -120,13 +168,7 @@ def test_a_duplicate_and_an_absent_member_are_reported_and_exit_1(tmp_path: Path
     path = tmp_path / "scenario.toml"
     path.write_text(SERVERS.format(name="catalog-bad", timeout="30s") + BAD.format(twice=twice))
     results = tmp_path / "results"
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(path), "--results", str(results)],
-        capture_output=True,
-        text=True,
-        env=os.environ | {"COLUMNS": "200"},
-        timeout=600,
-    )
+    done = _run_cli(path, results)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = results.iterdir()
     records = read_run(run_dir)[1]
@@ -150,3 +192,30 @@ def test_a_duplicate_and_an_absent_member_are_reported_and_exit_1(tmp_path: Path
             "prague": f"[{twice}] duplicate addition/removal of the member node, ignoring",
         }
         assert duplicate[record.host] in said, said
+
+
+@pytest.mark.parametrize("bad", list(REJECTIONS))
+def test_a_catalog_the_consumers_reject_is_reported_in_their_words(
+    tmp_path: Path, bad: str
+) -> None:
+    """An unsupported version, none at all (RFC 9432 §4.2.1: a consumer must not process
+    the catalog), a member node with two PTR targets (§4.1: exactly one): every consumer
+    refuses the whole catalog, says so in its log, and the run exits 1."""
+    path = tmp_path / "scenario.toml"
+    text = SERVERS.format(name="catalog-rejected", timeout="15s")
+    path.write_text(text + REJECTED.format(bad=bad))
+    results = tmp_path / "results"
+    done = _run_cli(path, results)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = results.iterdir()
+    records = read_run(run_dir)[1]
+    assert {r.host for r in records} == {"berlin", "prague", "lisbon"}
+    for record in records:
+        facts = record.extra["catalog"]
+        assert not record.ok and record.failure == "timeout"
+        assert facts["served"] == 0 and facts["members"] == 5
+        (problem,) = facts["catalog_problems"]
+        assert PROBLEM[bad] in problem, problem
+        said = " ".join(facts["failures"])
+        assert REJECTIONS[bad][record.host] in said, said
+        assert "it said: " in (record.error or ""), record.error

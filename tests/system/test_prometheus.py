@@ -1,7 +1,7 @@
-"""A real Prometheus scrapes real runs: a 1+1 run, a small fleet (two sites), a stream and a
-fault run; the dashboard's PromQL runs against what it stored; the runs' metrics.om files
-backfill another Prometheus, where the dashboard, opened weeks later on its default time
-range, still shows them."""
+"""A real Prometheus scrapes real runs: a 1+1 run, a small fleet (two sites), a stream, a
+fault run and a catalog (a BIND and a Knot consumer); the dashboard's PromQL runs against
+what it stored; the runs' metrics.om files backfill another Prometheus, where the
+dashboard, opened weeks later on its default time range, still shows them."""
 
 from __future__ import annotations
 
@@ -110,11 +110,40 @@ kind = "link-down"
 after_bytes = "4kB"
 duration = "1s"
 """
+# A catalog of 60 members at a BIND and a Knot consumer (5 ms away: the link panels have
+# a link to show), one member added and one removed.
+CATALOG = """
+repeats = 1
+timeout = "60s"
+xfr = ["ixfr"]
+trigger = "catalog"
+[zones]
+preset = "hosting"
+origin = "prom-catalog.example."
+[servers.primary]
+kind = "bind"
+[[secondaries]]
+name = "berlin"
+kind = "bind"
+[[secondaries]]
+name = "prague"
+kind = "knot"
+link = { delay = "5ms" }
+[catalog]
+members = 60
+add = 1
+remove = 1
+interval = "1s"
+sample = 2
+"""
 # Families a run fills only in a fleet, and only where a link has loss configured.
 FLEET_ONLY = ("xfrbench_fleet_",)
 LOSS_ONLY = ("xfrbench_link_loss_",)
 STREAM_ONLY = ("xfrbench_stream_",)  # ...and only in a change stream
 FAULT_ONLY = ("xfrbench_fault_",)  # ...and only in a fault run
+CATALOG_ONLY = ("xfrbench_catalog_",)  # ...and only in a catalog run
+# Families only some runs fill, checked absent from the others.
+ONLY = (*FLEET_ONLY, *LOSS_ONLY, *STREAM_ONLY, *FAULT_ONLY, *CATALOG_ONLY)
 
 
 @dataclass
@@ -155,11 +184,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
     (root / "scenario.toml").write_text(SCENARIO)
     (root / "stream.toml").write_text(STREAM)
     (root / "fault.toml").write_text(FAULT)
+    (root / "catalog.toml").write_text(CATALOG)
     scenarios = {
         "single": spec.load(root / "scenario.toml"),
         "fleet": small_fleet(),
         "stream": spec.load(root / "stream.toml"),
         "fault": spec.load(root / "fault.toml"),
+        "catalog": spec.load(root / "catalog.toml"),
     }
     ports = {name: free_port() for name in scenarios}  # each run's exporter listens there
     assert len(set(ports.values())) == len(ports)
@@ -185,6 +216,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Scraped
         assert len(out["stream"].records) == 10 * 2
         (healed,) = out["fault"].records
         assert healed.extra["fault"]["heal_s"] is not None, healed.extra["fault"]
+        assert len(out["catalog"].records) == 3 * 2  # provision, add, remove; two consumers
         yield out
 
 
@@ -277,6 +309,27 @@ def test_a_fleets_servers_links_and_transfers_carry_host_and_site(fleet: Scraped
     assert min(values(cost)) > 0  # the zone went out once per secondary
 
 
+def test_a_catalogs_consumers_members_served_and_behind(runs: dict[str, ScrapedRun]) -> None:
+    """Each consumer's members while it provisions them: behind falls to 0 as served rises to
+    every member; the removal leaves it 0 behind too, once the member is gone."""
+    run = runs["catalog"]
+
+    def per_host(family: str) -> dict[str, list[float]]:
+        result = run.range(f'{family}{{run_id="{run.run_id}"}}')
+        return {s["metric"]["host"]: [float(v) for _, v in s["values"]] for s in result}
+
+    served = per_host("xfrbench_catalog_members_served")
+    behind = per_host("xfrbench_catalog_members_behind")
+    assert set(served) == set(behind) == {"berlin", "prague"}
+    for host in ("berlin", "prague"):
+        assert max(served[host]) == 60  # every member the catalog named at the start
+        assert all(0 <= v <= 60 for v in served[host])
+        assert behind[host][-1] == 0  # the removed member is gone at the end
+    # BIND's serial-query-rate (20 refreshes a second) paces 60 new members over ~3 s:
+    # scraped every 0.25 s, some of them are seen behind.
+    assert max(behind["berlin"]) > 0
+
+
 def grafana_expr(expr: str, run_id: str, interval: float, scrape: float) -> str:
     """What Grafana sends for a panel query: variables and built-ins substituted."""
     rate_interval = max(interval + scrape, 4 * scrape)  # Grafana's $__rate_interval
@@ -303,8 +356,9 @@ def board_queries() -> list[tuple[dict[str, Any], str, str]]:
 def never_read(run: ScrapedRun) -> set[str]:
     """Families a run leaves empty by design: readings the contract allows to be null (no
     cgroup, process-tree fallback) when its samples never had them, fleet figures outside a
-    fleet (and in a stream), loss checks where no link has loss configured, a stream's lag
-    outside a stream and throughput in one."""
+    fleet (and in a stream or a catalog), loss checks where no link has loss configured, a
+    stream's lag outside a stream, a catalog's members outside a catalog run, and throughput
+    in either."""
     samples = load_samples(run.run_dir / "samples.jsonl")
     nullable = {
         "xfrbench_server_memory_anon_bytes": "anon_bytes",
@@ -316,11 +370,12 @@ def never_read(run: ScrapedRun) -> set[str]:
         for metric, key in nullable.items()
         if not any(s.get(key) is not None for s in samples if s["role"] != "link")
     }
-    stream = all(r.trigger == "stream" for r in run.records)
+    # A stream's figures are per serial, a catalog's per phase and consumer, not per repeat.
+    per_repeat = not all(r.trigger in ("stream", "catalog") for r in run.records)
     # (Format 2 holds a fleet's site in the record, no longer in extra.)
-    if not any(r.site is not None for r in run.records) or stream:
-        out |= set(FLEET_ONLY)  # a stream's figures are per serial, not per repeat
-    if stream:  # its records are latencies of serials, not transfers with sizes
+    if not any(r.site is not None for r in run.records) or not per_repeat:
+        out |= set(FLEET_ONLY)
+    if not per_repeat:  # its records are latencies, not transfers with sizes
         out.add("xfrbench_transfer_throughput_bytes_per_second")
     checks = [d for r in run.records for d in r.extra.get("link", {}).values() if "loss_check" in d]
     if not checks:
@@ -329,6 +384,8 @@ def never_read(run: ScrapedRun) -> set[str]:
         out |= set(STREAM_ONLY)
     if not any("fault" in r.extra for r in run.records):
         out |= set(FAULT_ONLY)
+    if not any(r.trigger == "catalog" for r in run.records):
+        out |= set(CATALOG_ONLY)
     return out
 
 
@@ -346,16 +403,14 @@ def empty_panels(
         got = prom.query_range(expr, start - start % step, end - end % step + step, step)
         has_data = any(math.isfinite(v) for v in values(got))
         if any(family in expr for family in skip):
-            if has_data and any(
-                family in expr for family in (*FLEET_ONLY, *LOSS_ONLY, *STREAM_ONLY, *FAULT_ONLY)
-            ):
+            if has_data and any(family in expr for family in ONLY):
                 unexpected.append(f"{label}: {expr}")
         elif not has_data:
             empty.append(f"{label}: {expr}")
     return empty, unexpected
 
 
-@pytest.mark.parametrize("name", ["single", "fleet", "stream", "fault"])
+@pytest.mark.parametrize("name", ["single", "fleet", "stream", "fault", "catalog"])
 def test_every_dashboard_query_returns_data_for_the_run(
     runs: dict[str, ScrapedRun], name: str
 ) -> None:

@@ -42,6 +42,9 @@ def test_the_pool_holds_every_member_each_repeat_adds(tmp_path: Path) -> None:
         (HEAD + HOSTING + "[catalog]\nmembers = 2\nadd = 0\nremove = 3\n", "catalog.remove"),
         (HEAD + HOSTING + "[catalog]\nmembers = 10\nadd = 5000\n", "catalog.add"),
         ('trigger = "notify"\n' + HOSTING + "[catalog]\nmembers = 10\n", "applies to trigger"),
+        (HEAD + HOSTING + '[catalog]\nmembers = 10\nversion = "2 \\"x"\n', "catalog.version"),
+        (HEAD + HOSTING + "[catalog]\nmembers = 10\nversion = 2\n", "catalog.version"),
+        (HEAD + HOSTING + '[catalog]\nmembers = 10\nsecond_target = "a b"\n', "second_target"),
     ],
 )
 def test_a_catalog_that_cannot_run_is_refused_naming_its_key(
@@ -51,6 +54,24 @@ def test_a_catalog_that_cannot_run_is_refused_naming_its_key(
         _load(tmp_path, text)
     assert words in str(caught.value)
     assert caught.value.exit_status == 2
+
+
+@pytest.mark.parametrize(("written", "planned"), [(None, "2"), ('"99"', "99"), ('""', None)])
+def test_the_catalog_version_is_planned_as_written(
+    tmp_path: Path, written: str | None, planned: str | None
+) -> None:
+    given = "" if written is None else f"version = {written}\n"
+    loaded = _load(tmp_path, HEAD + HOSTING + "[catalog]\nmembers = 10\n" + given)
+    catalog = plan_case(loaded.cases[0]).catalog
+    assert catalog is not None and catalog.version == planned
+
+
+def test_a_second_target_goes_to_the_first_member_only(tmp_path: Path) -> None:
+    text = HEAD + HOSTING + '[catalog]\nmembers = 3\nsecond_target = "Other.Example"\n'
+    catalog = plan_case(_load(tmp_path, text).cases[0]).catalog
+    assert catalog is not None and catalog.second_target == "other.example."
+    first = catalog.first_members("h.example.", 1)
+    assert [m.second_target for m in first] == ["other.example.", None, None]
 
 
 def test_nsd_46_as_a_consumer_is_refused_before_any_server_starts(tmp_path: Path) -> None:
@@ -122,6 +143,22 @@ def test_bind_and_knot_render_their_consumers(tmp_path: Path) -> None:
          "can't determine backend, not configured as slave", True),
         ("pdns", "Nov 28 14:49:56 AXFR-in zone: 'catalog.invalid', primary: '198.19.134.2', "
          "Catalog-Zone create zone 'a.example'", False),
+        ("pdns", "Nov 28 15:50:19 AXFR-in zone: 'catalog.invalid', primary: '198.18.192.2', "
+         'Catalog-Zone zone \'catalog.invalid\', unsupported catalog zone schema version "99", '
+         "aborting", True),
+        ("pdns", "Nov 28 15:53:37 AXFR-in zone: 'catalog.invalid', primary: '198.18.115.2', "
+         "Catalog-Zone zone 'catalog.invalid', catalog zone schema version missing, aborting",
+         True),
+        ("bind", "2026-11-28T15:50:19.564 general: warning: catz: zone 'catalog.invalid' "
+         "unsupported version '99'", True),
+        ("bind", "2026-11-28T15:53:37.764 general: error: catz: zone 'catalog.invalid' has no "
+         "'version' record (partial match)", True),
+        ("knot", "2026-11-28T15:50:19+0000 error: [catalog.invalid.] failed to process catalog "
+         "zone (invalid zone file)", True),
+        ("bind", "2026-11-28T16:03:31.520 general: warning: catz: member zone PTR RRset contains "
+         "more than one record, which is invalid", True),
+        ("pdns", "Nov 28 16:03:31 AXFR-in zone: 'catalog.invalid', primary: '198.19.233.2', "
+         "Catalog-Zone zone 'catalog.invalid', duplicate unique 'm0'", True),
     ],
 )  # fmt: skip
 def test_each_dialect_keeps_its_catalog_complaints_in_its_words(

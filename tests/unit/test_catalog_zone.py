@@ -64,3 +64,30 @@ def test_a_duplicate_member_or_id_is_named() -> None:
         "unique id m2 is used 2 times",
     ]
     assert catalog_problems(members(range(4))) == []
+
+
+def test_a_version_a_consumer_rejects_is_written_as_asked_and_named(tmp_path: Path) -> None:
+    """Bad input (catalog.version): "99" is published as it is, "" leaves the property out."""
+    for version, strings in (("99", [(b"99",)]), (None, None)):
+        file = write_catalog(tmp_path / "cat.zone", CAT, 1, members(range(2)), version)
+        zone = load_zone(file.path, CAT)
+        found = zone.get_rdataset(dns.name.from_text(f"version.{CAT}"), dns.rdatatype.TXT)
+        assert (None if found is None else [r.strings for r in found]) == strings
+        assert len(ptrs(zone)) == 2
+    assert catalog_problems(members(range(2)), "99") == [
+        'the catalog\'s version property is "99", not "2" (a consumer must reject it)'
+    ]
+    assert catalog_problems(members(range(2)), None) == [
+        "the catalog has no version property (a consumer must reject it)"
+    ]
+
+
+def test_a_second_ptr_target_is_written_at_the_members_node_and_named(tmp_path: Path) -> None:
+    """Bad input (catalog.second_target): the node holds two PTRs, as the primary serves it."""
+    bad = [Member("m0", "z0.example.", second_target="other.example."), *members(range(1, 3))]
+    zone = load_zone(write_catalog(tmp_path / "cat.zone", CAT, 1, bad).path, CAT)
+    node = zone.find_rdataset(dns.name.from_text(f"m0.zones.{CAT}"), dns.rdatatype.PTR)
+    assert sorted(str(r.target) for r in node) == ["other.example.", "z0.example."]
+    assert catalog_problems(bad) == [
+        "member m0 has two PTR targets, z0.example. and other.example. (exactly one is allowed)"
+    ]

@@ -146,7 +146,7 @@ def row_queries(board: dict[str, Any], title: str) -> str:
 def test_fleet_row_shows_propagation_sites_and_the_primarys_cost() -> None:
     board = dashboard()
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows[-3:] == ["Fleet", "Stream", "Faults"]
+    assert rows[-4:] == ["Fleet", "Stream", "Faults", "Catalog"]
     fleet = row_queries(board, "Fleet")
     assert "xfrbench_fleet_propagation_seconds" in fleet and '"p50|p95|last"' in fleet
     assert "sum by (le, case, site)" in fleet  # per-site durations from the histogram
@@ -168,6 +168,12 @@ def test_faults_row_shows_windows_heal_times_and_the_stuck() -> None:
     assert "max by (case, fault) (max_over_time(xfrbench_fault_active" in faults
     assert "max by (case, fault, host, site) (max_over_time(xfrbench_fault_heal_seconds" in faults
     assert "sum by (case, fault) (max_over_time(xfrbench_fault_stuck" in faults
+
+
+def test_catalog_row_shows_each_consumers_members_served_and_behind() -> None:
+    catalog = row_queries(dashboard(), "Catalog")
+    assert "max by (case, site, host) (max_over_time(xfrbench_catalog_members_served" in catalog
+    assert "max by (case, site, host) (max_over_time(xfrbench_catalog_members_behind" in catalog
 
 
 def test_grid_positions_fit_and_do_not_overlap() -> None:

@@ -577,6 +577,7 @@ def test_promtool_check_metrics_finds_no_problem_in_the_exposition() -> None:
     exporter.observe_sample(stream_sample())
     exporter.observe_sample(fault_sample())
     exporter.observe_transfer(record(repeat=2, extra={"fault": FAULT}))
+    exporter.observe_sample(stream_sample(role="catalog", served=5, behind=0))
     text = exporter.exposition()
     # Every family has a series, so the linter sees every name.
     for family in FAMILIES:
@@ -652,3 +653,20 @@ def test_a_faults_window_heal_time_and_stuck_secondaries_are_gauges() -> None:
     assert b"xfrbench_fault_heal_seconds{" not in text
     with pytest.raises(ValueError, match="fault name"):
         exporter.observe_sample(fault_sample(fault="a b"))
+
+
+def test_a_catalog_consumers_members_are_gauges_per_consumer() -> None:
+    """measure/live_catalog.py's lines: served and behind while members are provisioned;
+    behind alone while they are removed (served keeps its last value)."""
+    exporter = Exporter("r1", "catalog", "h", port=None)
+    line = {"t": 2.0, "event": "note", "case": "cat-case", "repeat": 1, "role": "catalog",
+            "host": "berlin", "site": ""}  # fmt: skip
+    exporter.observe_sample(line | {"served": 400, "behind": 600})
+    exporter.observe_sample(line | {"served": 1000, "behind": 0})
+    exporter.observe_sample(line | {"behind": 1})  # a removal under way
+    text = exporter.exposition().decode()
+    labels = 'case="cat-case",host="berlin",run_id="r1",site=""'
+    assert f"xfrbench_catalog_members_served{{{labels}}} 1000.0" in text
+    assert f"xfrbench_catalog_members_behind{{{labels}}} 1.0" in text
+    with pytest.raises(ValueError, match="catalog sample with a bad host"):
+        exporter.observe_sample(line | {"host": "Bad Host", "behind": 0})
