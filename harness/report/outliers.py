@@ -62,7 +62,9 @@ def records_say(record: TransferRecord, excess_s: float) -> str:
     facts = []
     forward, reverse = _drops(record.extra.get("link"))
     if forward or reverse:
-        facts.append(f"the link dropped {forward + reverse} packets (→ {forward}, ← {reverse})")
+        dropped = forward + reverse
+        packets = "packet" if dropped == 1 else "packets"
+        facts.append(f"the link dropped {dropped} {packets} (→ {forward}, ← {reverse})")
     wire = record.extra.get("wire") if isinstance(record.extra.get("wire"), dict) else {}
     syns, connections = int(wire.get("syns", 0)), int(wire.get("connections", 0))
     if syns > max(connections, 1):

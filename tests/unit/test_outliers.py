@@ -91,3 +91,9 @@ def test_nothing_said_is_said_too() -> None:
     (group,) = transport_costs(_run({}))
     tcp = next(c for c in group.costs if c.transport == "tcp")
     assert not tcp.outliers and not index_text(tcp).endswith(MARK)
+
+
+def test_one_dropped_packet_is_said_in_the_singular() -> None:
+    one = {"secondary forward": {"passed": 400, "dropped": 1, "dropped_loss": 1}}
+    far = _run({"link": one, "wire": {"soa_queries": 1, "syns": 1, "connections": 1}})[7]
+    assert "the link dropped 1 packet (→ 1, ← 0)" in records_say(far, 0.25)
