@@ -37,6 +37,7 @@ from typing import Any
 from harness.core.stats import nearest_rank as nearest_rank
 from harness.results.groups import fleet_and_sites, group_by
 from harness.results.model import TransferRecord
+from harness.servers.failures import CATEGORIES
 
 LOAD_SHARE = 0.95  # RSSAC002: the share of instances that must serve a serial
 # A publish counts as late when it started this much after its slot: the flow wakes a few
@@ -239,6 +240,17 @@ class SecondaryFacts:
     condensed: int  # transfers that carried more than one serial
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
     failures: dict[str, Any] = field(default_factory=dict)  # failed attempts, its words
+
+    @property
+    def failure_counts(self) -> dict[str, int]:
+        """Each category of failed attempt it logged, with its count (the log's other facts,
+        its stamps' resolution, its first failing line, left out)."""
+        return {
+            category: count
+            for category in CATEGORIES
+            if isinstance(count := self.failures.get(category), int) and count
+        }
+
     max_behind_serials: int = 0
     max_behind_s: float = 0.0
     soa_queries: int | None = None  # the harness's SOA queries to it during the stream

@@ -190,3 +190,17 @@ def test_the_sla_share_has_a_wilson_interval(tmp_path: Path) -> None:
     near = next(row for row in figures["latency"] if row["site"] == "near")
     assert near["sla_met"] == 20 and near["sla_share"] == 1.0
     assert (near["sla_low"], near["sla_high"]) == wilson_interval(20, 20)
+
+
+def test_failed_attempts_are_counts_per_category_not_the_logs_other_facts() -> None:
+    """A secondary's log facts carry its stamps' resolution and first failing line beside
+    the counts; the failed-attempts cell shows only categories that happened."""
+    from harness.results.stream import SecondaryFacts
+
+    logged = {"server": "bind", "address_not_available": 0, "refused": 2, "timed_out": 0,
+              "retry": None, "failing_lines": 3, "first_failure_s": 1.5,
+              "resolution_s": 0.001}  # fmt: skip
+    facts = SecondaryFacts(case="c", repeat=1, host="seoul", site="seoul", kind="bind",
+                           serials=2, served=2, verified=1, transfers=2, ixfr=2, axfr=0,
+                           unknown=0, condensed=0, fallbacks=[], failures=logged)  # fmt: skip
+    assert facts.failure_counts == {"refused": 2}
