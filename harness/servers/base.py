@@ -109,8 +109,7 @@ class ServerSetup:
     config: str = ""
     # A secondary consuming a catalog (trigger "catalog"); None otherwise.
     catalog: CatalogConsumer | None = None
-    # The zones carry their own DNSSEC records (an operator's signed zone, a signed preset):
-    # a secondary must keep and serve them as transferred, not sign or drop them.
+    # Zones with their own DNSSEC records: a secondary keeps and serves them as transferred.
     signed: bool = False
 
     @property
