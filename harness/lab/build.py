@@ -214,6 +214,20 @@ def _wait_sshd(address: str, proc: subprocess.Popen[Any], log: Path) -> None:
     raise EnvironmentProblem(f"the lab's sshd on {address} did not listen within 10 s")
 
 
+def _share_privsep_dir(registry: reg.Registry) -> None:
+    """Every lab's sshds need /run/sshd for each connection, not only to start: made by the
+    first lab that finds none, relied on by each lab alive meanwhile, removed by the last."""
+    with reg.locked(registry.path.parent):
+        others = reg.shared_dirs_of_others(
+            reg.load_all(registry.path.parent)[0], registry.testbed_id
+        )
+        if not PRIVSEP_DIR.exists():
+            registry.add("shared_dir", path=str(PRIVSEP_DIR))
+            PRIVSEP_DIR.mkdir(mode=0o755)
+        elif str(PRIVSEP_DIR) in others:
+            registry.add("shared_dir", path=str(PRIVSEP_DIR))
+
+
 def _plan(lab_id: str, slice_: str, layout: list[tuple[str, str, str]]) -> TopologyPlan:
     endpoints = [Endpoint(name, role, site=site) for name, role, site in layout]  # type: ignore[arg-type]
     return topology.plan_topology(
@@ -280,9 +294,7 @@ def _build(
     for path in (folder, roots):
         registry.add("lab_dir", path=str(path))
         path.mkdir(mode=0o700, parents=True)
-    if not PRIVSEP_DIR.exists():
-        registry.add("empty_dir", path=str(PRIVSEP_DIR))
-        PRIVSEP_DIR.mkdir(mode=0o755)
+    _share_privsep_dir(registry)
     for step in netns_build_steps(_without_controller(plan), {n: 1500 for n, _, _ in layout}):
         if step.item is not None:
             registry.add(**step.item)
@@ -422,17 +434,6 @@ def _undo_lab_dir(action: reg.Action) -> str:
     return f"folder {path}"
 
 
-def _undo_empty_dir(action: reg.Action) -> str:
-    path = Path(action.target)
-    try:
-        path.rmdir()
-    except FileNotFoundError:
-        return ""
-    except OSError:
-        return f"~{path} is not empty any more; left"
-    return f"folder {path}"
-
-
 def _undo_lab_link(action: reg.Action) -> str:
     name = action.target
     if not Path("/sys/class/net", name).exists():
@@ -444,5 +445,4 @@ def _undo_lab_link(action: reg.Action) -> str:
 
 
 reg.register_undo("lab_dir", lambda item: str(item["path"]), _undo_lab_dir)
-reg.register_undo("empty_dir", lambda item: str(item["path"]), _undo_empty_dir)
 reg.register_undo("lab_link", lambda item: str(item["name"]), _undo_lab_link)

@@ -112,11 +112,12 @@ def plan_cleanup(
     items: list[dict[str, Any]],
     start_time_of: Callable[[int], int | None],
     still_needed_cc: set[str] | None = None,
+    still_needed_dirs: set[str] | None = None,
 ) -> tuple[list[Action], list[str]]:
     """What to undo, newest first, and notes on what is left alone (and why).
 
-    Pure: the caller passes the process table lookup and the congestion controls other live
-    testbeds still rely on.
+    Pure: the caller passes the process table lookup, and the congestion controls and shared
+    folders other live testbeds still rely on.
     """
     actions: list[Action] = []
     notes: list[str] = []
@@ -146,6 +147,8 @@ def plan_cleanup(
                 actions.append(Action("cc_allowed", " ".join(added), {"added": added}, item))
         elif kind == "file" and item.get("keep"):
             continue  # a run record kept with the run
+        elif kind == "shared_dir" and item.get("path") in (still_needed_dirs or set()):
+            notes.append(f"folder {item['path']} stays: another live testbed relies on it")
         elif kind in UNDO:
             actions.append(Action(kind, UNDO[kind].target(item), dict(item), item))
         else:
@@ -251,15 +254,25 @@ def load_all(directory: Path | None = None) -> tuple[list[Registry], list[str]]:
     return registries, problems
 
 
+def _items_of_live_others(
+    registries: list[Registry], own_id: str, kind: str
+) -> Iterator[dict[str, Any]]:
+    for registry in registries:
+        if registry.testbed_id != own_id and registry.driver_alive():
+            yield from (item for item in registry.items if item.get("kind") == kind)
+
+
 def cc_needed_by_others(registries: list[Registry], own_id: str) -> set[str]:
     needed: set[str] = set()
-    for registry in registries:
-        if registry.testbed_id == own_id or not registry.driver_alive():
-            continue
-        for item in registry.items:
-            if item.get("kind") == "cc_allowed":
-                needed.update(item.get("added", []))
+    for item in _items_of_live_others(registries, own_id, "cc_allowed"):
+        needed.update(item.get("added", []))
     return needed
+
+
+def shared_dirs_of_others(registries: list[Registry], own_id: str) -> set[str]:
+    """Folders that several testbeds rely on at once (the one privilege-separation folder
+    every lab sshd needs): the last live one to go removes them."""
+    return {str(item["path"]) for item in _items_of_live_others(registries, own_id, "shared_dir")}
 
 
 # --- doing it ---------------------------------------------------------------------------
@@ -426,6 +439,18 @@ def _undo_netns_sysctl(action: Action) -> str:
     return f"sysctl {key} in {netns} restored to {old!r}"
 
 
+def _undo_shared_dir(action: Action) -> str:
+    """Remove a folder made for several testbeds, once the last is gone, if still empty."""
+    path = Path(action.target)
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return f"~{path} is not empty any more; left"
+    return f"folder {path}"
+
+
 register_undo("iptables", lambda item: " ".join(item["rule"]), _undo_iptables)
 register_undo("netns", lambda item: str(item["name"]), _undo_netns)
 register_undo("sysctl", lambda item: str(item["key"]), _undo_sysctl)
@@ -434,6 +459,9 @@ register_undo("cgroup", lambda item: " ".join(item["paths"]), _undo_cgroup)
 register_undo("file", lambda item: str(item["path"]), _undo_file)
 register_undo("qdisc", lambda item: f"{item['netns']} {item['dev']}", _undo_qdisc)
 register_undo("netns_sysctl", lambda item: f"{item['netns']} {item['key']}", _undo_netns_sysctl)
+register_undo("shared_dir", lambda item: str(item["path"]), _undo_shared_dir)
+# (records written before "shared_dir" name the lab's /run/sshd "empty_dir")
+register_undo("empty_dir", lambda item: str(item["path"]), _undo_shared_dir)
 
 
 def undo(
@@ -446,7 +474,10 @@ def undo(
     with locked(registry.path.parent):
         others = registries if registries is not None else load_all(registry.path.parent)[0]
         actions, notes = plan_cleanup(
-            registry.items, proc_start_time, cc_needed_by_others(others, registry.testbed_id)
+            registry.items,
+            proc_start_time,
+            cc_needed_by_others(others, registry.testbed_id),
+            shared_dirs_of_others(others, registry.testbed_id),
         )
         done, more_notes, failed = execute(actions)
         notes += more_notes

@@ -180,3 +180,24 @@ def test_execute_removes_files_and_reports(tmp_path: Path) -> None:
 def test_proc_start_time_of_self_and_of_nobody() -> None:
     assert reg.proc_start_time(os.getpid()) is not None
     assert reg.proc_start_time(2**22 + 7) is None
+
+
+def test_cleanup_plan_leaves_a_shared_folder_another_live_testbed_relies_on() -> None:
+    shared = [{"kind": "shared_dir", "path": "/run/sshd"}]
+    actions, notes = reg.plan_cleanup(shared, lambda pid: None, still_needed_dirs={"/run/sshd"})
+    assert actions == []
+    assert notes == ["folder /run/sshd stays: another live testbed relies on it"]
+    actions, notes = reg.plan_cleanup(shared, lambda pid: None, still_needed_dirs=set())
+    assert [(a.kind, a.target) for a in actions] == [("shared_dir", "/run/sshd")] and not notes
+
+
+def test_shared_dirs_of_others_are_those_of_live_testbeds(tmp_path: Path) -> None:
+    mine = reg.Registry.create(tmp_path, "000020")
+    mine.add("shared_dir", path="/run/sshd")
+    other = reg.Registry.create(tmp_path, "000021")
+    other.add("shared_dir", path="/run/sshd")
+    dead = reg.Registry.create(tmp_path, "000022")
+    dead.add("shared_dir", path="/run/other")
+    dead.data["driver"]["start"] = -1
+    assert reg.shared_dirs_of_others([mine, other, dead], "000020") == {"/run/sshd"}
+    assert reg.shared_dirs_of_others([mine, dead], "000020") == set()
