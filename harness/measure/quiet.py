@@ -51,14 +51,19 @@ def looker(
 
     def look() -> Look:
         now = time.monotonic()
-        ready, why, event = 0.0, "", ""
+        # (ready at, why, event): after the servers' own events, after the harness's reconfig
+        own, switch = (0.0, "", ""), (0.0, "", "")
         for server, pacing in pacings:
             for after in pacing.after:
                 at = last(server, after)
-                if at is not None and at + pacing.seconds + PACING_MARGIN_S > ready:
-                    ready = at + pacing.seconds + PACING_MARGIN_S
-                    why = f"{server.server.kind} {server.plan.role}: {pacing.why}"
-                    event = after
+                if at is None:
+                    continue
+                ready = at + pacing.seconds + PACING_MARGIN_S
+                why = f"{server.server.kind} {server.plan.role}: {pacing.why}"
+                if after == "reconfig" and ready > switch[0]:
+                    switch = (ready, why, after)
+                elif after != "reconfig" and ready > own[0]:
+                    own = (ready, why, after)
         opened = None
         if sockets:
             opened = sum(open_connections(sock, ports) for sock, ports in sockets)
@@ -70,9 +75,11 @@ def looker(
                 cpu[name] = usage.cpu_user_s + usage.cpu_system_s
         return Look(
             at=now,
-            ready_at=ready,
-            pacing=why,
-            paced_by=event,
+            ready_at=own[0],
+            pacing=own[1],
+            paced_by=own[2],
+            reconfig_ready_at=switch[0],
+            reconfig_pacing=switch[1],
             open_connections=opened,
             link_queued=None if queued is None else queued[0],
             link_at=None if queued is None else queued[1] - unix_offset,

@@ -34,9 +34,12 @@ PACING_MARGIN_S = 0.01  # a limiter's tick is a timer: allow it its own lateness
 class Look:
     """One look at the testbed, on the bench's monotonic clock.
 
-    `ready_at`: when every server's rate limiter is idle again (the latest of each
-    limiter's last event plus its pacing), with what sets it (`pacing`, and the event,
-    `paced_by`); `open_connections`: TCP
+    `ready_at`: when every server's rate limiter is idle again after the servers' own
+    events (the latest of each limiter's last NOTIFY, query or reload plus its pacing),
+    with what sets it (`pacing`, and the event, `paced_by`); `reconfig_ready_at`: the same
+    after the harness's reconfigurations (`reconfig_pacing`): only what it adds beyond the
+    servers' own is the switch's cost, since their own pacing would hold the slot until
+    `ready_at` without any switch; `open_connections`: TCP
     sockets in the servers' namespaces in a state other than LISTEN, TIME_WAIT or CLOSE
     (None: could not be read); `link_queued`: packets the link emulator holds, from a
     snapshot taken at `link_at` (None: no emulator, or no snapshot); `cpu_s`: each server's
@@ -45,7 +48,9 @@ class Look:
     at: float
     ready_at: float = 0.0
     pacing: str = ""
-    paced_by: str = ""  # the event that sets ready_at: a server's own, or "reconfig"
+    paced_by: str = ""  # the server's own event that sets ready_at
+    reconfig_ready_at: float = 0.0
+    reconfig_pacing: str = ""
     open_connections: int | None = None
     link_queued: int | None = None
     link_at: float | None = None
@@ -73,9 +78,10 @@ def waiting_for(before: Look | None, look: Look, closed_at: float | None) -> lis
     closed; [] when settled."""
     waits = []
     if look.at < look.ready_at:
-        # A limiter busy since the harness reconfigured the server is the switch's cost.
-        name = "reconfig" if look.paced_by == "reconfig" else "pacing"
-        waits.append(f"{name} ({look.pacing})")
+        waits.append(f"pacing ({look.pacing})")
+    elif look.at < look.reconfig_ready_at:
+        # A limiter held past the servers' own pacing by the harness's reconfiguration.
+        waits.append(f"reconfig ({look.reconfig_pacing})")
     if look.open_connections:
         waits.append(f"connections ({look.open_connections} open)")
     if look.link_queued:
@@ -161,5 +167,8 @@ def settle(
             base = now_look
         pause = LOOK_EVERY_S
         if waits and all(w.startswith(("pacing", "reconfig")) for w in waits):
-            pause = max(LOOK_EVERY_S, min(now_look.ready_at, deadline) - now_look.at)
+            ready = (
+                now_look.ready_at if now_look.at < now_look.ready_at else now_look.reconfig_ready_at
+            )
+            pause = max(LOOK_EVERY_S, min(ready, deadline) - now_look.at)
         sleep(min(pause, max(0.0, deadline - now_look.at)))

@@ -11,8 +11,9 @@ is timed under a name (``WallClock.phase``); each name belongs to one side:
 
 What a repeat waits for before its trigger (measure/settle.py) is split by its cause: the
 servers' own rate limiters pacing their last NOTIFY or SOA query ("pacing", the servers':
-BIND at its default 20 a second lets one through per 0.5 s tick), a limiter the harness's
-reconfiguration of a server set going ("switch", the harness's), and the rest ("settle").
+BIND at its default 20 a second lets one through per 0.5 s tick), what a limiter the
+harness's reconfiguration set going adds beyond that ("switch", the harness's: without the
+switch the servers' own pacing would still hold the slot), and the rest ("settle").
 
 Whatever no phase covers (starting up, resolving binaries, writing results) is the
 harness's too: ``WallSplit.unaccounted_s``. A phase inside another (a secondary's flush

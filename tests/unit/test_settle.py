@@ -46,8 +46,32 @@ def test_each_cause_is_named() -> None:
         "link (7 packets queued)",
         "cpu (secondary 100%)",
     ]
-    reconfigured = Look(at=5.0, ready_at=5.3, pacing="bind secondary: ...", paced_by="reconfig")
-    assert waiting_for(None, reconfigured, None)[0].startswith("reconfig (")
+    reconfigured = Look(at=5.0, reconfig_ready_at=5.3, reconfig_pacing="bind secondary: ...")
+    assert waiting_for(None, reconfigured, None)[0] == "reconfig (bind secondary: ...)"
+
+
+def test_a_reconfig_holds_only_what_it_adds_to_the_servers_own_pacing() -> None:
+    """A secondary queried at 0.0 (its limiter busy until 0.5) and reconfigured at 0.2
+    (until 0.7): 0.5 s of the wait is the servers' own, 0.2 s the switch's."""
+    fake = FakeTime()
+
+    def look() -> Look:
+        return Look(
+            at=fake.now,
+            ready_at=0.5,
+            pacing="bind secondary: serial-query-rate 20",
+            paced_by="query",
+            reconfig_ready_at=0.7,
+            reconfig_pacing="bind secondary: serial-query-rate 20",
+            open_connections=0,
+            cpu_s={"s": 0.0},
+        )
+
+    settled = settle(look, deadline=2.0, clock=fake.clock, sleep=fake.sleep)
+    assert settled.waited_s == pytest.approx(0.7, abs=0.02)
+    assert settled.held_by["pacing"] == pytest.approx(0.5, abs=0.02)
+    assert settled.held_by["reconfig"] == pytest.approx(0.2, abs=0.02)
+    assert settled.looks <= 5
 
 
 def test_a_link_snapshot_older_than_the_close_is_no_evidence() -> None:
