@@ -236,7 +236,8 @@ def check_catalog_consumers(
                 raise ScenarioError(
                     f"{scenario_path}: secondaries: {host.name} ({binary.kind} "
                     f"{binary.version}) cannot be a catalog consumer: {problem}",
-                    fix='choose a BIND 9.18+ or Knot 3.1+ secondary for trigger = "catalog"',
+                    fix="choose a BIND 9.18+, Knot 3.1+, PowerDNS 4.7+ or NSD 4.9+ secondary "
+                    'for trigger = "catalog"',
                 )
 
 

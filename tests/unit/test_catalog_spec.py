@@ -96,6 +96,7 @@ def test_nsd_46_as_a_consumer_is_refused_before_any_server_starts(tmp_path: Path
     for kind, version in (("bind", "9.18.49"), ("knot", "3.2.6")):
         assert server_class(kind).catalog_consumer_problem(version) is None
     assert server_class("pdns").catalog_consumer_problem("4.7.3") is None
+    assert server_class("nsd").catalog_consumer_problem("4.12.0") is None  # trixie's
 
 
 def _rendered(kind: str, tmp_path: Path) -> str:
