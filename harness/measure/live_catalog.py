@@ -30,7 +30,7 @@ from harness.servers.failures import classify
 from harness.xfr import XfrError, XfrTimeout
 from harness.xfr.update import with_serial
 from harness.xfr.zonefile_sum import zone_set_sums
-from harness.zonegen.catalog import Member, catalog_change, write_catalog
+from harness.zonegen.catalog import Member, catalog_change, member_version, write_catalog
 
 GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are gone
 PROGRESS_EVERY_S = 0.5  # a consumer's members written to samples.jsonl at most this often
@@ -171,16 +171,45 @@ class LiveCatalogCase(LiveCase):
         copies = self.secondaries[host].place.read_copies(zones, timeout=self.plan.timeout)
         return check_copies(self.references, copies, zones, serial)
 
+    def put_member(self, zone: str) -> tuple[int, float]:
+        """The member's next serial, published as its primary takes versions: a dynamic
+        update of the SOA alone, or the pool's file at the new serial and a reload."""
+        primary = self.primary
+        assert primary is not None
+        place = primary.place
+        soa = place.soa(zone, timeout=self.plan.timeout)
+        (rdata,) = list(soa)
+        serial = int(rdata.serial) + 1
+        change = None
+        if type(primary.server).publishes_zone_files(False, self.plan.zone_spec.signed):
+            source = next(f.path for f in self.pool.files if f.origin == zone)
+            change = member_version(self.catalog_dir / "members", source, zone, serial - 1, serial)
+        issued = self.clock()
+        try:
+            primary.server.publish(
+                NewVersion(zone, with_serial(soa, serial), change), place.reach(self.plan.timeout)
+            )
+        except XfrError as exc:
+            raise PublishFailed(f"the primary did not take {zone} serial {serial}: {exc}") from None
+        served = self._poll(primary, zone, serial, issued + self.plan.timeout)
+        if served is None:
+            raise XfrTimeout(
+                f"timeout after {self.plan.timeout:g} s: the primary never served {zone} "
+                f"serial {serial}"
+            )
+        return serial, served
+
     def wait_members(
-        self, hosts: list[str], zones: list[str], deadline: float
+        self, hosts: list[str], zones: list[str], deadline: float, serial: int | None = None
     ) -> dict[str, dict[str, float]]:
-        """Every host's members polled concurrently at the pool's serial (zone_waits.py)."""
+        """Every host's members polled concurrently at `serial`, else the pool's
+        (zone_waits.py)."""
         running = {name: self.secondaries[name] for name in hosts}
         rate = self.plan.cold_start_poll
         self._progress_at.clear()
         self._progress_was.clear()
         served, errors, seen = wait_all_zones(
-            running, zones, self.base_serial, deadline, rate, self.clock,
+            running, zones, serial or self.base_serial, deadline, rate, self.clock,
             lambda host, done, total: self.note_members(host, done, total),
         )  # fmt: skip
         out = dict(served)

@@ -146,3 +146,28 @@ def catalog_change(
     return ChangeSet(
         catalog, serial_from, serial_to, whole.path, diff, len(added), len(deleted), changed
     )
+
+
+def member_version(
+    folder: Path, source: Path, zone: str, serial_from: int, serial_to: int
+) -> ChangeSet:
+    """A member zone's next version for a primary that takes whole files: `source` (the
+    pool's file, its SOA first) with the SOA's serial set to `serial_to`, and the diff from
+    `serial_from` (what the primary serves now) to it, written in `folder`."""
+    lines = source.read_text(encoding="ascii").splitlines(keepends=True)
+    fields = lines[0].split()
+    if len(fields) < 7 or fields[3] != "SOA":
+        raise ValueError(f"{source}: its first record is no SOA")
+
+    def soa(serial: int) -> str:
+        return (
+            "\t".join(fields[:4]) + "\t" + " ".join([*fields[4:6], str(serial), *fields[7:]]) + "\n"
+        )
+
+    old, new = soa(serial_from), soa(serial_to)
+    folder.mkdir(parents=True, exist_ok=True)
+    whole = folder / f"{zone}{serial_to}.zone"
+    whole.write_text(new + "".join(lines[1:]), encoding="ascii")
+    diff = folder / f"{zone}{serial_to}.diff"
+    diff.write_text(old + new, encoding="ascii")
+    return ChangeSet(zone, serial_from, serial_to, whole, diff, 0, 0, len(old) + len(new))
