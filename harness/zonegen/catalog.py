@@ -29,7 +29,7 @@ SCHEMA_VERSION = "2"
 DEFAULT_CATALOG = "catalog.invalid."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a catalog holds 100 k of them
 class Member:
     """One member of a catalog: its unique id label, its zone, its optional properties."""
 
