@@ -11,6 +11,7 @@ one record per consumer and phase (measure/catalog.py).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.zonegen.catalog import SCHEMA_VERSION, Member, member_id
@@ -65,13 +66,18 @@ class CatalogPlan:
         """The hosting zone index the renamed member of repeat `repeat` names instead."""
         return self.added_index(repeat, self.versions + 1)
 
-    def member(self, origin: str, seed: int, index: int) -> Member:
-        """Hosting zone `index` (zonegen/small.py) as a member with its own id."""
-        return Member(member_id(index), hosting_zone_name(origin, seed, index), self.group)
+    def member(self, origin: str, seed: int, index: int, pool: Sequence[str] = ()) -> Member:
+        """Hosting zone `index` (zonegen/small.py) as a member with its own id; its name is
+        `pool`'s own string when the pool (its zones' names in index order) has it, so a
+        100 k-member catalog holds each name once, not twice (some 7 MB)."""
+        zone = hosting_zone_name(origin, seed, index)
+        if index < len(pool) and pool[index] == zone:
+            zone = pool[index]
+        return Member(member_id(index), zone, self.group)
 
-    def first_members(self, origin: str, seed: int) -> list[Member]:
+    def first_members(self, origin: str, seed: int, pool: Sequence[str] = ()) -> list[Member]:
         """The catalog the primary loads: the generated members, then the names given."""
-        members = [self.member(origin, seed, i) for i in range(self.members)]
+        members = [self.member(origin, seed, i, pool) for i in range(self.members)]
         if self.second_target is not None:
             members[0] = dataclasses.replace(members[0], second_target=self.second_target)
         own = [Member(f"own{k}", name, self.group) for k, name in enumerate(self.names)]

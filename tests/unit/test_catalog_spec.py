@@ -194,3 +194,16 @@ def test_each_dialect_keeps_its_catalog_complaints_in_its_words(
 ) -> None:
     """Lines captured from the runs of docs/catalog.md."""
     assert bool(server_class(kind).catalog_wording.search(line)) is kept
+
+
+def test_members_share_the_pools_names_and_never_take_a_wrong_one(tmp_path: Path) -> None:
+    text = HEAD + HOSTING + "[catalog]\nmembers = 3\n"
+    catalog = plan_case(_load(tmp_path, text).cases[0]).catalog
+    assert catalog is not None
+    alone = catalog.first_members("h.example.", 1)
+    pool = ["".join(m.zone) for m in alone]  # equal strings, other objects
+    shared = catalog.first_members("h.example.", 1, pool)
+    assert shared == alone
+    assert all(m.zone is name for m, name in zip(shared, pool, strict=True))
+    shuffled = catalog.first_members("h.example.", 1, pool[::-1])  # not in index order
+    assert [m.zone for m in shuffled] == [m.zone for m in alone]
