@@ -31,6 +31,7 @@ from harness.xfr import XfrError, XfrTimeout
 from harness.xfr.update import with_serial
 from harness.xfr.zonefile_sum import zone_set_sums
 from harness.zonegen.catalog import Member, catalog_change, member_version, write_catalog
+from harness.zonegen.model import ZoneFiles
 
 GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are gone
 PROGRESS_EVERY_S = 0.5  # a consumer's members written to samples.jsonl at most this often
@@ -47,7 +48,9 @@ def with_catalog(
     folder.mkdir(parents=True, exist_ok=True)
     serial = zones.files[0].serial
     catalog = write_catalog(folder / f"{zone}zone", zone, serial, members, version)
-    return dataclasses.replace(zones, files=(catalog, *zones.files))
+    files = zones.files
+    first = files.with_first(catalog) if isinstance(files, ZoneFiles) else (catalog, *files)
+    return dataclasses.replace(zones, files=first)
 
 
 class LiveCatalogCase(LiveCase):
