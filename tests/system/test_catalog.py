@@ -276,22 +276,27 @@ sample = 4
 """
 
 
-def test_a_renamed_member_is_served_under_its_new_name_and_the_old_one_goes(
+def test_a_renamed_member_is_served_under_its_new_name_and_knot_drops_the_old(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "scenario.toml"
-    path.write_text(SERVERS.format(name="catalog-rename", timeout="60s") + RENAME)
+    path.write_text(SERVERS.format(name="catalog-rename", timeout="20s") + RENAME)
     run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
     records = read_run(run_dir)[1]
     by = {(r.host, _phase(r)): r for r in records}
     assert set(by) == {(h, p) for h in ("berlin", "prague") for p in ("provision", "rename")}
     old = hosting_zone_name("hosting.example.", 1, 0)
+    gone = {}
     for host in ("berlin", "prague"):
         rename = by[(host, "rename")]
         assert rename.ok, (host, rename.error)
         facts = rename.extra["catalog"]
         assert facts["members"] == facts["served"] == 1
         assert facts["renamed_from"] == old
-        # The consumer stopped answering for the old name once it served the new one.
-        assert facts["old_gone_s"] is not None and facts["old_gone_s"] >= 0
         assert rename.serial == 2
+        gone[host] = facts["old_gone_s"]
+    # Knot purges the old name ("zone purged") once it serves the new one; BIND 9.18.49
+    # adds the new zone ("catz: adding zone ...") and keeps answering for the old one
+    # until the timeout: it never said it deleted it (seen here).
+    assert gone["prague"] is not None and gone["prague"] >= 0
+    assert gone["berlin"] is None
