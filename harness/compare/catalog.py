@@ -6,8 +6,9 @@ so they are no independent samples (the rule every fleet and stream figure follo
   repeat in which the rank fell on a member never served has no value, and counts as an
   attempt without one);
 - per case and consumer: the consumer's CPU seconds for the one-member add (what one
-  change to a catalog of that size costs it) and the members it transferred again after a
-  restart (a count: compared as a difference, at least one member).
+  change to a catalog of that size costs it; a zone change's and a rename's apart) and the
+  members it transferred again after a restart (a count: compared as a difference, at
+  least one member).
 Each is compared like every figure (compare/case.py) and drift is checked over repeats.
 """
 
@@ -28,12 +29,13 @@ from harness.results.catalog import catalog_records
 from harness.results.model import TransferRecord
 
 PER_CATALOG_REPEAT = "repeat and consumer: its members' p95 or last, its CPU or re-transfers"
-# (figure kind, phase, the key of extra.catalog it is read from)
+# (figure kind, the phases it is read in (None: all; the first's figure is named by its
+# kind alone, as before a change or a rename was measured), the key of extra.catalog)
 _READ = (
     (CATALOG_P95, None, "p95_s"),
     (CATALOG_LAST, None, "last_s"),
-    (CATALOG_CPU, "add", "consumer_cpu_s"),
-    (CATALOG_RETRANSFERS, "restart", "transfers_after_restart"),
+    (CATALOG_CPU, ("add", "change", "rename"), "consumer_cpu_s"),
+    (CATALOG_RETRANSFERS, ("restart",), "transfers_after_restart"),
 )
 
 
@@ -44,9 +46,9 @@ def _values(records: list[TransferRecord]) -> dict[tuple[str, str, str], Values]
         facts = record.extra["catalog"]
         phase = str(facts["phase"])
         for kind, only, key in _READ:
-            if only is not None and phase != only:
+            if only is not None and phase.split()[0] not in only:  # "add 2": a version
                 continue
-            figure = figure_name(kind, phase) if only is None else kind
+            figure = kind if only is not None and phase == only[0] else figure_name(kind, phase)
             entry = out.setdefault((record.case, record.host, figure), Values([], 0))
             entry.attempts += 1
             value = facts.get(key)

@@ -10,9 +10,15 @@ A repeat, with its phases (plan/catalog.py):
   consumer's first answer with the member's SOA at its serial (every member's SOA serial is
   checked that way; `sample` members are read back whole and verified against the primary).
 - add: a catalog version adding `add` new members (their zones loaded on the primary since
-  it started): latency from the primary first serving the new catalog serial.
+  it started): latency from the primary first serving the new catalog serial. With
+  `versions` > 1, that many versions (`add`, `add 2`, ...) each `interval` after the one
+  before whether or not it was served, every one measured from its own serial.
 - remove: a version removing the `remove` newest members: latency until the consumer no
   longer answers for the member (REFUSED, NOTAUTH or SERVFAIL).
+- change: the next serial of one member's zone, published on the primary: latency from
+  the primary serving it until the consumer serves the member at it.
+- rename: a version whose first member's node (its id kept) names another zone: latency
+  until the new zone is served, and when the old one stopped being answered for.
 - restart: each consumer stopped and started again once all are served: how many members
   it transferred again (its own log: NSD #427's shape) and how long until it served all.
 
@@ -28,6 +34,7 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -70,11 +77,15 @@ class CatalogBench(Bench, Protocol):
     def restart_consumer(self, host: str) -> float:
         """Stop `host` and start it again with what it kept on disk: when it started."""
 
+    def put_member(self, zone: str) -> tuple[int, float]:
+        """Publish the next serial of member `zone` on the primary (its dialect) and wait
+        until the primary serves it: (that serial, when)."""
+
     def wait_members(
-        self, hosts: list[str], zones: list[str], deadline: float
+        self, hosts: list[str], zones: list[str], deadline: float, serial: int | None = None
     ) -> dict[str, dict[str, float]]:
-        """Per host, when it first served each of `zones` at its base serial (those served
-        by `deadline`)."""
+        """Per host, when it first served each of `zones` at `serial` (None: the pool's base
+        serial), those served by `deadline`."""
 
     def wait_gone(
         self, hosts: list[str], zones: list[str], deadline: float
@@ -139,24 +150,19 @@ def catalog_repeat(
     settle(bench, seconds)
     members = bench.catalog_members()
     problems = catalog_problems(members, catalog.version)
+    run = _Run(bench, ctx, repeat, emit, extra, problems)
+    # A member whose zone the change re-publishes serves a later serial from then on (this
+    # repeat and the next): no sample of it is read back against the pool's sums.
+    if catalog.change == "zone":
+        run.unsampled.add(members[0].zone)
     serial = bench.catalog_serial()
     started_wall = bench.wall()
     bench.mark("transfer-start", repeat)
     t0 = bench.start_consumers()
     zones = sorted({m.zone for m in members})
-    phase = PhaseSeen("provision", serial, t0, "consumer started")
-    _measure(bench, ctx, repeat, emit, extra, hosts, phase, zones, started_wall, problems)
+    run.measure(hosts, PhaseSeen("provision", serial, t0, "consumer started"), zones, started_wall)
     if catalog.add:
-        _interval(bench, catalog)
-        start = len(members) - len(catalog.names)
-        first_new = catalog.members + catalog.add * (repeat - 1)
-        new = [catalog.member(spec.origin, spec.seed, first_new + k) for k in range(catalog.add)]
-        members = members[:start] + new + members[start:]
-        when_wall = bench.wall()
-        serial, served = bench.put_catalog(members)
-        phase = PhaseSeen("add", serial, served, "primary served")
-        new_zones = [m.zone for m in new]
-        _measure(bench, ctx, repeat, emit, extra, hosts, phase, new_zones, when_wall, problems)
+        members = _add_versions(run, hosts, members)
     if catalog.remove:
         _interval(bench, catalog)
         generated = members[: len(members) - len(catalog.names)]
@@ -165,128 +171,270 @@ def catalog_repeat(
         when_wall = bench.wall()
         serial, served = bench.put_catalog(members)
         phase = PhaseSeen("remove", serial, served, "primary served")
-        gone_zones = [m.zone for m in gone]
-        _measure(
-            bench, ctx, repeat, emit, extra, hosts, phase, gone_zones, when_wall, problems,
-            removed=True,
-        )  # fmt: skip
+        run.measure(hosts, phase, [m.zone for m in gone], when_wall, removed=True)
+    if catalog.change == "zone":
+        _interval(bench, catalog)
+        zone, when_wall = members[0].zone, bench.wall()
+        member_serial, served = bench.put_member(zone)
+        phase = PhaseSeen("change", bench.catalog_serial(), served, "primary served")
+        run.measure(hosts, phase, [zone], when_wall, serial=member_serial)
+    if catalog.change == "rename":
+        _interval(bench, catalog)
+        old = members[0]
+        renamed = catalog.member(spec.origin, spec.seed, catalog.renamed_index(repeat))
+        members = [dataclasses.replace(old, zone=renamed.zone), *members[1:]]
+        when_wall = bench.wall()
+        serial, served = bench.put_catalog(members)
+        phase = PhaseSeen("rename", serial, served, "primary served")
+        run.measure(hosts, phase, [renamed.zone], when_wall, renamed_from=old.zone)
     if catalog.restart_secondary:
         zones = sorted({m.zone for m in members})
         for host in hosts:
             when_wall = bench.wall()
             t = bench.restart_consumer(host)
-            phase = PhaseSeen("restart", serial, t, "consumer started")
-            _measure(
-                bench, ctx, repeat, emit, extra, [host], phase, zones, when_wall, problems,
-                restarted=True,
-            )  # fmt: skip
+            phase = PhaseSeen("restart", bench.catalog_serial(), t, "consumer started")
+            run.measure([host], phase, zones, when_wall, restarted=True)
     bench.mark("transfer-end", repeat)
     with bench.spent.phase("teardown"):
         bench.stop_secondaries()
 
 
+@dataclass
+class _Published:
+    """One adding version: its phase, serial, when the primary served it (bench clock and
+    unix), its new members, and each consumer's CPU seconds so far when it was served."""
+
+    phase: str
+    serial: int
+    served: float
+    wall: float
+    zones: list[str]
+    cpu_at: dict[str, float]
+
+
+def _add_versions(run: _Run, hosts: list[str], members: list[Member]) -> list[Member]:
+    """`versions` versions each adding `add` new members, the first `interval` after the
+    provisioning, each next `interval` after the one before was published, served or not
+    (an operator's pace: BIND batches what comes within its min-update-interval). Until
+    the next version is due, every member added so far and not yet served is polled; each
+    version is one record per consumer, its latencies from the primary serving it, its CPU
+    from then to the next version (the last's: until all were served)."""
+    bench, catalog = run.bench, run.catalog
+    spec = run.ctx.plan.zone_spec
+    _interval(bench, catalog)
+    start = len(members) - len(catalog.names)
+    published: list[_Published] = []
+    seen: dict[str, dict[str, float]] = {h: {} for h in hosts}
+    began = bench.clock()
+    for version, phase in enumerate(catalog.add_phases(), start=1):
+        first = catalog.added_index(run.repeat, version)
+        new = [catalog.member(spec.origin, spec.seed, first + k) for k in range(catalog.add)]
+        cut = start + catalog.add * (version - 1)
+        members = members[:cut] + new + members[cut:]
+        when_wall = bench.wall()
+        serial, served = bench.put_catalog(members)
+        cpu = {h: bench.usage(h).cpu_s or 0.0 for h in hosts}
+        published.append(_Published(phase, serial, served, when_wall, [m.zone for m in new], cpu))
+        last = version == catalog.versions
+        until = bench.clock() + run.ctx.plan.timeout  # the last version's: a timeout
+        if not last:
+            until = min(until, began + catalog.interval * version)
+        pending = [z for p in published for z in p.zones if any(z not in seen[h] for h in hosts)]
+        with bench.spent.phase("transfer"):
+            for host, times in bench.wait_members(hosts, pending, until).items():
+                for zone, at in times.items():
+                    seen[host].setdefault(zone, at)
+        if not last:
+            _sleep_until(bench, until)
+    end_cpu = {h: bench.usage(h).cpu_s or 0.0 for h in hosts}
+    for k, version in enumerate(published):
+        after = published[k + 1].cpu_at if k + 1 < len(published) else end_cpu
+        phase = PhaseSeen(version.phase, version.serial, version.served, "primary served")
+        spent = {h: after[h] - version.cpu_at[h] for h in hosts}
+        run.record(hosts, phase, version.zones, version.wall, seen, cpu_spent=spent)
+    return members
+
+
+def _sleep_until(bench: CatalogBench, moment: float) -> None:
+    while bench.clock() < moment:
+        bench.sleep(min(0.5, moment - bench.clock()))
+
+
 def _interval(bench: CatalogBench, catalog: CatalogPlan) -> None:
     """The gap between two catalog versions (a consumer may batch catalog updates: BIND's
     min-update-interval, 5 s by default)."""
-    end = bench.clock() + catalog.interval
-    while bench.clock() < end:
-        bench.sleep(min(0.5, end - bench.clock()))
+    _sleep_until(bench, bench.clock() + catalog.interval)
 
 
-def _measure(
-    bench: CatalogBench,
-    ctx: RecordContext,
-    repeat: int,
-    emit: Emit,
-    extra: dict[str, Any],
-    hosts: list[str],
-    phase: PhaseSeen,
-    zones: list[str],
-    since_wall: float,
-    problems: list[str],
-    *,
-    removed: bool = False,
-    restarted: bool = False,
-) -> None:
-    """Wait for `zones` at every host in `hosts` (served, or gone when `removed`), then
-    record each host's phase."""
-    plan = ctx.plan
-    catalog = plan.catalog
-    assert catalog is not None
-    deadline = bench.clock() + plan.timeout
-    # CPU is the phase's (a restarted or fresh consumer's from its start); the memory peak
-    # is the highest since the consumer started.
-    before = {h: (bench.usage(h).cpu_s or 0.0) if phase.origin_is != "consumer started" else 0.0
-              for h in hosts}  # fmt: skip
-    with bench.spent.phase("transfer"):
-        if removed:
-            seen = bench.wait_gone(hosts, zones, deadline)
-        else:
-            seen = bench.wait_members(hosts, zones, deadline)
-    for host in hosts:
-        mine = PhaseSeen(phase.phase, phase.serial, phase.origin, phase.origin_is)
-        mine.latencies = _latencies(zones, seen.get(host, {}), phase.origin)
-        figures = mine.figures()
-        all_served = figures["served"] == figures["members"]
-        errors: list[str] = []
-        records = 0
-        sample: list[str] = []
-        if all_served and not removed and catalog.sample:
-            sample = _sample(zones, catalog.sample)
-            with bench.spent.phase("verify"):
-                checks = bench.verify_zones(host, sample, bench.base_serial)
-            for zone, check in checks.items():
-                records += check.records or 0
-                if not check.ok:
-                    errors.append(f"{zone}: {check.problem}")
-        usage = bench.usage(host)
-        failures = bench.member_failures(host, since_wall - 1.0)
-        facts: dict[str, Any] = {
-            "phase": phase.phase,
-            "catalog_serial": phase.serial,
-            "origin": phase.origin_is,
-            **figures,
-            # Every served member's latency, in ms, sorted (the summary pools them).
-            "latencies_ms": sorted(
-                round(v * 1000) for v in mine.latencies.values() if v is not None
-            ),
-            "verified_sample": len(sample),
-            "consumer_cpu_s": None if usage.cpu_s is None else round(usage.cpu_s - before[host], 3),
-            "consumer_peak_bytes": usage.peak_bytes,
-            "failures": failures[:FAILURES_KEPT],
-        }
-        if restarted:
-            facts["transfers_after_restart"] = bench.member_transfers(host, since_wall - 1.0)
-        if problems:
-            facts["catalog_problems"] = problems
-        if not all_served:
-            what = "stopped answering for" if removed else "served"
-            error = (
-                f"timeout after {plan.timeout:g} s: {host} {what} {figures['served']} of "
-                f"{figures['members']} members ({phase.phase})"
+@dataclass
+class _Run:
+    """One repeat's measuring: waits on the consumers and writes one record per consumer
+    and phase."""
+
+    bench: CatalogBench
+    ctx: RecordContext
+    repeat: int
+    emit: Emit
+    extra: dict[str, Any]
+    problems: list[str]
+    unsampled: set[str] = field(default_factory=set)  # zones never read back whole
+
+    @property
+    def catalog(self) -> CatalogPlan:
+        assert self.ctx.plan.catalog is not None
+        return self.ctx.plan.catalog
+
+    def wait(
+        self, hosts: list[str], zones: list[str], *, removed: bool, serial: int | None
+    ) -> dict[str, dict[str, float]]:
+        """Per host, when each of `zones` was served (at `serial`, else the pool's), or
+        gone when `removed`: within the case's timeout from now."""
+        deadline = self.bench.clock() + self.ctx.plan.timeout
+        with self.bench.spent.phase("transfer"):
+            if removed:
+                return self.bench.wait_gone(hosts, zones, deadline)
+            return self.bench.wait_members(hosts, zones, deadline, serial)
+
+    def measure(
+        self,
+        hosts: list[str],
+        phase: PhaseSeen,
+        zones: list[str],
+        since_wall: float,
+        *,
+        removed: bool = False,
+        restarted: bool = False,
+        serial: int | None = None,
+        renamed_from: str | None = None,
+    ) -> None:
+        """Wait for `zones` at every host in `hosts` (served, or gone when `removed`), then
+        record each host's phase. `serial`: the members' serial to wait for (a changed
+        member's), else the pool's. `renamed_from`: a renamed member's old zone, then
+        waited for until gone (`old_gone_s`, from the same origin)."""
+        # CPU is the phase's (a restarted or fresh consumer's from its start); the memory
+        # peak is the highest since the consumer started.
+        fresh = phase.origin_is == "consumer started"
+        before = {h: 0.0 if fresh else (self.bench.usage(h).cpu_s or 0.0) for h in hosts}
+        seen = self.wait(hosts, zones, removed=removed, serial=serial)
+        gone: dict[str, dict[str, float]] = {}
+        if renamed_from is not None:
+            gone = self.wait(hosts, [renamed_from], removed=True, serial=None)
+        after = {h: self.bench.usage(h).cpu_s for h in hosts}
+        spent = {h: None if (a := after[h]) is None else a - before[h] for h in hosts}
+        facts: dict[str, dict[str, Any]] = {h: {} for h in hosts}
+        if serial is not None:
+            for host in hosts:
+                facts[host]["member_serial"] = serial
+        if renamed_from is not None:
+            for host in hosts:
+                at = gone.get(host, {}).get(renamed_from)
+                facts[host] |= {
+                    "renamed_from": renamed_from,
+                    "old_gone_s": None if at is None else _round(max(0.0, at - phase.origin)),
+                }
+        self.record(hosts, phase, zones, since_wall, seen, removed=removed,
+                    restarted=restarted, cpu_spent=spent, more=facts,
+                    verify=serial is None)  # fmt: skip
+
+    def record(
+        self,
+        hosts: list[str],
+        phase: PhaseSeen,
+        zones: list[str],
+        since_wall: float,
+        seen: dict[str, dict[str, float]],
+        *,
+        cpu_spent: dict[str, float | None],
+        removed: bool = False,
+        restarted: bool = False,
+        more: dict[str, dict[str, Any]] | None = None,
+        verify: bool = True,
+    ) -> None:
+        """One record per host of `phase`: `seen` its members' times, `cpu_spent` the
+        consumer's CPU seconds in the phase, `more` facts of its own."""
+        bench, plan, catalog = self.bench, self.ctx.plan, self.catalog
+        for host in hosts:
+            mine = PhaseSeen(phase.phase, phase.serial, phase.origin, phase.origin_is)
+            mine.latencies = _latencies(zones, seen.get(host, {}), phase.origin)
+            figures = mine.figures()
+            all_served = figures["served"] == figures["members"]
+            errors: list[str] = []
+            records = 0
+            sample: list[str] = []
+            if all_served and not removed and verify and catalog.sample:
+                sample = _sample([z for z in zones if z not in self.unsampled], catalog.sample)
+                with bench.spent.phase("verify"):
+                    checks = bench.verify_zones(host, sample, bench.base_serial) if sample else {}
+                for zone, check in checks.items():
+                    records += check.records or 0
+                    if not check.ok:
+                        errors.append(f"{zone}: {check.problem}")
+            usage = bench.usage(host)
+            failures = bench.member_failures(host, since_wall - 1.0)
+            cpu = cpu_spent.get(host)
+            facts: dict[str, Any] = {
+                "phase": phase.phase,
+                "catalog_serial": phase.serial,
+                "origin": phase.origin_is,
+                **figures,
+                # Every served member's latency, in ms, sorted (the summary pools them).
+                "latencies_ms": sorted(
+                    round(v * 1000) for v in mine.latencies.values() if v is not None
+                ),
+                "verified_sample": len(sample),
+                "consumer_cpu_s": None if cpu is None else round(cpu, 3),
+                "consumer_peak_bytes": usage.peak_bytes,
+                "failures": failures[:FAILURES_KEPT],
+                **(more or {}).get(host, {}),
+            }
+            if restarted:
+                facts["transfers_after_restart"] = bench.member_transfers(host, since_wall - 1.0)
+            if self.problems:
+                facts["catalog_problems"] = self.problems
+            error, failed = _verdict(plan.timeout, host, phase.phase, figures, removed,
+                                     failures, errors, self.problems)  # fmt: skip
+            observed = Observed(
+                serial=facts.get("member_serial", phase.serial),
+                duration_s=figures["last_s"] if all_served else None,
+                started_at=since_wall,
+                ok=failed is None,
+                error=error,
+                verified=failed is None,
+                failure=failed,
+                records=records or None,
+                phases={k: v for k in ("p50_s", "p95_s") if (v := figures[k]) is not None},
+                extra={"catalog": facts} | self.extra,
             )
-            if failures:
-                error += f"; it said: {failures[0]}"
-            failed: Any = "timeout"
-        elif errors:
-            error, failed = "; ".join(errors[:5]), "verification"
-        elif problems:
-            error, failed = "catalog: " + "; ".join(problems[:5]), "verification"
-        else:
-            error, failed = None, None
-        observed = Observed(
-            serial=phase.serial,
-            duration_s=figures["last_s"] if all_served else None,
-            started_at=since_wall,
-            ok=failed is None,
-            error=error,
-            verified=failed is None,
-            failure=failed,
-            records=records or None,
-            phases={k: v for k in ("p50_s", "p95_s") if (v := figures[k]) is not None},
-            extra={"catalog": facts} | extra,
+            self.emit(transfer_record(self.ctx, host=host, repeat=self.repeat,
+                                      zone=catalog.zone, observed=observed))  # fmt: skip
+
+
+def _verdict(
+    timeout: float,
+    host: str,
+    phase: str,
+    figures: dict[str, Any],
+    removed: bool,
+    failures: list[str],
+    errors: list[str],
+    problems: list[str],
+) -> tuple[str | None, Any]:
+    """(error, failure kind) of one record: not all served (a timeout), a sample that did
+    not verify, a catalog with problems; (None, None) when it counts."""
+    if figures["served"] < figures["members"]:
+        what = "stopped answering for" if removed else "served"
+        error = (
+            f"timeout after {timeout:g} s: {host} {what} {figures['served']} of "
+            f"{figures['members']} members ({phase})"
         )
-        emit(transfer_record(ctx, host=host, repeat=repeat, zone=catalog.zone, observed=observed))
+        if failures:
+            error += f"; it said: {failures[0]}"
+        return error, "timeout"
+    if errors:
+        return "; ".join(errors[:5]), "verification"
+    if problems:
+        return "catalog: " + "; ".join(problems[:5]), "verification"
+    return None, None
 
 
 def _sample(zones: list[str], count: int) -> list[str]:

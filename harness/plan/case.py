@@ -184,6 +184,8 @@ def plan_case(case: Case) -> CasePlan:
             tuple(given_catalog.names),
             given_catalog.version or None,
             given_catalog.second_target,
+            given_catalog.versions,
+            given_catalog.change,
         )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)

@@ -316,6 +316,10 @@ class Server(ABC):
     # settings it may not make: name (or "section.name") -> why the harness sets it.
     snippet_place: ClassVar[str]
     snippet_owned: ClassVar[dict[str, str]] = {}
+    # Words one of which is in every line parse_log reads (None: any line may be one): a
+    # catalog consumer's log since its restart (300 k lines, 30 MB at 100 k members) is
+    # kept to these before it is parsed (measure/live_catalog.py member_transfers).
+    transfer_log_words: ClassVar[tuple[str, ...] | None] = None
     # As a catalog consumer, its lines about a catalog it could not take whole (a member
     # refused, a duplicate, a bad property), kept in its own words (measure/catalog.py).
     catalog_wording: ClassVar[re.Pattern[str]] = re.compile(

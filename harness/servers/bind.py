@@ -410,6 +410,8 @@ class Bind(PublishesByUpdate):
     # catz: catz_addmodzone_taskaction: zone '...' will not be added because another
     # catalog zone already contains an entry with that zone" (a member named twice).
     catalog_wording = re.compile(r" (warning|error): catz: ")
+    # parse_log's lines are all in the xfer-in and xfer-out categories.
+    transfer_log_words = (" xfer-in: ", " xfer-out: ")
 
     @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:

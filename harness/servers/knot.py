@@ -304,6 +304,8 @@ class Knot(PublishesByUpdate):
     # Its catalog complaints, e.g. "error: [<member>.] duplicate addition/removal of the
     # member node, ignoring" (a member named twice).
     catalog_wording = re.compile(r" (warning|error): .*\b(catalog|member)\b")
+    # parse_log's lines: "[zone] AXFR, incoming, ..." and "refresh, ..., zone updated, ...".
+    transfer_log_words = ("XFR, ", ", zone updated, ")
 
     @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:

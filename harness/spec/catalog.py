@@ -5,8 +5,12 @@ provisions its members from it (docs/catalog.md).
     [catalog]
     members = 1000          # member zones the catalog names (the [zones] hosting preset)
     add = 1                 # members one later catalog version adds (0: none)
+    versions = 1            # catalog versions that each add `add` members, `interval` apart
     remove = 1              # members the version after it removes (0: none)
     interval = "2s"         # between those versions, once the one before is served
+    change = "zone"         # a one-member change once all are served: "zone" (a new
+                            # serial of one member's zone) or "rename" (a member's PTR
+                            # names another zone); none by default
     restart_secondary = true  # stop and start each consumer once all are served
     sample = 8              # members read back whole and verified (every SOA is checked)
     zone = "catalog.invalid."
@@ -18,7 +22,7 @@ provisions its members from it (docs/catalog.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
@@ -35,7 +39,11 @@ class CatalogSpec(Strict):
     # At most 1,000 a version: one dynamic update (a 64 KB message) carries them.
     add: int = Field(default=1, ge=0, le=1000)
     remove: int = Field(default=1, ge=0, le=1000)
+    # Versions that each add `add` members, published `interval` apart whether or not the
+    # consumers served the one before (an operator's pace), each measured on its own.
+    versions: int = Field(default=1, ge=1, le=100)
     interval: Duration = 2.0
+    change: Literal["zone", "rename"] | None = None
     restart_secondary: bool = False
     sample: int = Field(default=8, ge=0, le=10_000)
     zone: str = DEFAULT_CATALOG
@@ -83,10 +91,21 @@ def catalog_problem(scenario: Scenario) -> tuple[str, str] | None:
             "the catalog decides how many member zones there are; remove zones.zones and "
             "set catalog.members"
         )
-    if catalog.remove > catalog.members + catalog.add:
+    if catalog.versions > 1 and catalog.add == 0:
+        return "catalog.versions", (
+            f"{catalog.versions} versions that each add catalog.add = 0 members add none; "
+            "set add = 1 or more, or remove versions"
+        )
+    if (pool := pool_size(catalog, scenario.max_repeats)) > MAX_ZONES:
+        return "catalog.versions", (
+            f"the primary would load {pool:,} hosting zones (members, plus add x versions "
+            f"for each of {scenario.max_repeats} repeats), more than {MAX_ZONES:,}; give "
+            "fewer versions, a smaller add or fewer repeats"
+        )
+    if catalog.remove > catalog.members + catalog.add * catalog.versions:
         return "catalog.remove", (
             f"{catalog.remove} members cannot be removed from a catalog of "
-            f"{catalog.members + catalog.add}; give at most that many"
+            f"{catalog.members + catalog.add * catalog.versions}; give at most that many"
         )
     if scenario.xfr != ["ixfr"] and scenario.xfr != ["axfr"]:
         return (
@@ -97,6 +116,8 @@ def catalog_problem(scenario: Scenario) -> tuple[str, str] | None:
 
 
 def pool_size(catalog: CatalogSpec, repeats: int) -> int:
-    """Hosting zones the primary loads: the members and every member a later version adds
-    over the run (each repeat adds new ones, so no consumer sees a zone come back)."""
-    return catalog.members + catalog.add * repeats
+    """Hosting zones the primary loads: the members, every member a later version adds
+    over the run and each repeat's renamed member's new zone (each repeat takes new ones,
+    so no consumer sees a zone come back)."""
+    renamed = 1 if catalog.change == "rename" else 0
+    return catalog.members + (catalog.add * catalog.versions + renamed) * repeats

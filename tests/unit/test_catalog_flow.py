@@ -46,6 +46,11 @@ class FakeCatalogBench(FakeBench):
         self.serial = self.base_serial
         self.published: list[list[Member]] = []
         self.origin = self.now
+        self.member_serials: dict[str, int] = {}
+        self.waits: list[tuple[list[str], int | None]] = []
+        self.named_at: dict[str, float] = {}  # zone -> when the version naming it was served
+        self.sampled: list[list[str]] = []
+        self.cpu = 0.0
 
     def catalog_members(self) -> list[Member]:
         return list(self.members)
@@ -62,29 +67,44 @@ class FakeCatalogBench(FakeBench):
         self.published.append(list(members))
         self.now += 0.01
         self.origin = self.now
+        for member in members:
+            self.named_at.setdefault(member.zone, self.now)
         return self.serial, self.now
 
     def start_consumers(self) -> float:
         self.calls.append(("start consumers",))
         self.origin = self.now
+        self.named_at = dict.fromkeys((m.zone for m in self.members), self.now)
         return self.now
 
     def restart_consumer(self, host: str) -> float:
         self.calls.append(("restart", host))
         self.origin = self.now
+        self.named_at = dict.fromkeys((m.zone for m in self.members), self.now)
         return self.now
 
+    def put_member(self, zone: str) -> tuple[int, float]:
+        self.member_serials[zone] = self.member_serials.get(zone, self.base_serial) + 1
+        self.now += 0.01
+        self.origin = self.now
+        self.named_at[zone] = self.now
+        self.calls.append(("put member", zone, self.member_serials[zone]))
+        return self.member_serials[zone], self.now
+
     def wait_members(
-        self, hosts: list[str], zones: list[str], deadline: float
+        self, hosts: list[str], zones: list[str], deadline: float, serial: int | None = None
     ) -> dict[str, dict[str, float]]:
+        self.waits.append((list(zones), serial))
         out: dict[str, dict[str, float]] = {}
         for host in hosts:
             out[host] = {}
             for zone in zones:
                 after = self.member_s[host](zone)
-                if after is not None and self.origin + after <= deadline:
-                    out[host][zone] = self.origin + after
+                at = self.named_at.get(zone, self.origin) + (after or 0.0)
+                if after is not None and at <= deadline:
+                    out[host][zone] = at
         self.now = max([self.now, *(t for m in out.values() for t in m.values())])
+        self.now = min(self.now, deadline)
         return out
 
     def wait_gone(
@@ -93,8 +113,13 @@ class FakeCatalogBench(FakeBench):
         self.now = self.origin + self.gone_s
         return {host: dict.fromkeys(zones, self.now) for host in hosts}
 
+    def verify_zones(self, host: str, zones: list[str], serial: int) -> dict[str, Any]:
+        self.sampled.append(list(zones))
+        return super().verify_zones(host, zones, serial)
+
     def usage(self, host: str) -> Usage:
-        return Usage(1.5, 4 << 20)
+        self.cpu += 0.25  # each reading a quarter second later
+        return Usage(self.cpu, 4 << 20)
 
     def member_transfers(self, host: str, since: float) -> int | None:
         return 0 if host == "b" else len(self.members)
@@ -143,7 +168,8 @@ def test_each_phase_is_one_record_per_consumer_with_nearest_rank_figures(
     assert added == {plan.catalog.member("h.example.", 1, 20)}  # type: ignore[union-attr]
     restarts = {r.host: r.extra["catalog"]["transfers_after_restart"] for r in records[-2:]}
     assert restarts == {"b": 0, "k": 20}
-    assert records[0].extra["catalog"]["consumer_cpu_s"] == 1.5
+    # The consumer's CPU from its start: its cgroup's count, read once the phase ended.
+    assert records[0].extra["catalog"]["consumer_cpu_s"] == 0.25
 
 
 def test_a_member_never_served_is_counted_and_ranks_last(tmp_path: Path) -> None:
@@ -199,3 +225,76 @@ def test_the_summary_pools_every_consumer_and_member_never_dropping_one(
     # falls on a member never served: not reached.
     assert (pooled["p50_s"], pooled["p95_s"], pooled["last_s"]) == (2.0, 2.0, None)
     assert rows[("provision", "b")]["p50_s"] == 0.1
+
+
+def test_versions_add_members_on_the_operators_pace_each_measured_from_its_own(
+    tmp_path: Path,
+) -> None:
+    """Three versions of 2 members, 5 s apart, to a consumer that takes 7 s per member: each
+    version is published when due, not when the one before is served, and each record's
+    latencies run from its own version."""
+    text = "members = 10\nadd = 2\nversions = 3\ninterval = '5s'\nremove = 0"
+    plan = _plan(tmp_path, text, hosts=("k",))
+    bench, records = _run(plan, member_s={"k": lambda zone: 7.0})
+    adds = [r for r in records if r.extra["catalog"]["phase"].startswith("add")]
+    assert [r.extra["catalog"]["phase"] for r in adds] == ["add", "add 2", "add 3"]
+    assert [len(p) for p in bench.published] == [12, 14, 16]
+    catalog = plan.catalog
+    assert catalog is not None
+    assert bench.published[2][10:16] == [catalog.member("h.example.", 1, i) for i in range(10, 16)]
+    for record in adds:
+        facts = record.extra["catalog"]
+        assert (facts["members"], facts["served"], facts["last_s"]) == (2, 2, 7.0)
+        assert record.ok and facts["consumer_cpu_s"] is not None
+    serials = [r.extra["catalog"]["catalog_serial"] for r in adds]
+    assert serials == [11, 12, 13]
+
+
+def test_a_version_not_served_before_the_timeout_fails_its_own_record(tmp_path: Path) -> None:
+    text = "members = 4\nadd = 1\nversions = 2\ninterval = '5s'\nremove = 0"
+    plan = _plan(tmp_path, text, hosts=("k",))
+    catalog = plan.catalog
+    assert catalog is not None
+    never = catalog.member("h.example.", 1, 5).zone  # the second version's member
+    _, records = _run(plan, member_s={"k": lambda zone: None if zone == never else 1.0})
+    by_phase = {r.extra["catalog"]["phase"]: r for r in records}
+    assert by_phase["add"].ok
+    assert by_phase["add 2"].failure == "timeout"
+    assert "served 0 of 1 members (add 2)" in (by_phase["add 2"].error or "")
+
+
+def test_a_zone_change_waits_for_the_members_next_serial_and_is_never_sampled(
+    tmp_path: Path,
+) -> None:
+    text = "members = 6\nadd = 0\nremove = 0\nchange = 'zone'\nrestart_secondary = true"
+    plan = _plan(tmp_path, text + "\nsample = 6", hosts=("k",))
+    bench, records = _run(plan, member_s={"k": lambda zone: 0.3})
+    assert [r.extra["catalog"]["phase"] for r in records] == ["provision", "change", "restart"]
+    catalog = plan.catalog
+    assert catalog is not None
+    changed = catalog.member("h.example.", 1, 0).zone
+    assert ("put member", changed, bench.base_serial + 1) in bench.calls
+    assert ([changed], bench.base_serial + 1) in bench.waits
+    change = records[1]
+    assert change.serial == bench.base_serial + 1 and change.ok
+    facts = change.extra["catalog"]
+    assert (facts["members"], facts["last_s"], facts["member_serial"]) == (1, 0.3, change.serial)
+    assert facts["verified_sample"] == 0
+    assert all(changed not in zones for zones in bench.sampled) and len(bench.sampled) == 2
+
+
+def test_a_rename_keeps_the_id_names_a_new_zone_and_times_the_old_ones_removal(
+    tmp_path: Path,
+) -> None:
+    text = "members = 5\nadd = 0\nremove = 0\nchange = 'rename'"
+    plan = _plan(tmp_path, text, hosts=("k",))
+    bench, records = _run(plan, member_s={"k": lambda zone: 0.4})
+    catalog = plan.catalog
+    assert catalog is not None
+    old, new = catalog.member("h.example.", 1, 0), catalog.member("h.example.", 1, 5)
+    assert bench.published[0][0] == dataclasses.replace(old, zone=new.zone)
+    assert bench.published[0][1:] == [catalog.member("h.example.", 1, i) for i in range(1, 5)]
+    facts = records[-1].extra["catalog"]
+    assert facts["phase"] == "rename" and facts["renamed_from"] == old.zone
+    assert (facts["members"], facts["served"], facts["last_s"]) == (1, 1, 0.4)
+    assert facts["old_gone_s"] == 0.5  # the fake's removals take gone_s

@@ -45,6 +45,19 @@ def test_the_pool_holds_every_member_each_repeat_adds(tmp_path: Path) -> None:
         (HEAD + HOSTING + '[catalog]\nmembers = 10\nversion = "2 \\"x"\n', "catalog.version"),
         (HEAD + HOSTING + "[catalog]\nmembers = 10\nversion = 2\n", "catalog.version"),
         (HEAD + HOSTING + '[catalog]\nmembers = 10\nsecond_target = "a b"\n', "second_target"),
+        (
+            HEAD + HOSTING + '[catalog]\nmembers = 10\nchange = "member"\n',
+            "catalog.change: 'member'",
+        ),
+        (HEAD + HOSTING + "[catalog]\nmembers = 10\nchange = 1\n", "catalog.change"),
+        (HEAD + HOSTING + "[catalog]\nmembers = 10\nversions = 3\nadd = 0\n", "set add = 1"),
+        (HEAD + HOSTING + "[catalog]\nmembers = 10\nversions = 0\n", "catalog.versions"),
+        (
+            HEAD.replace("3", "20")
+            + HOSTING
+            + "[catalog]\nmembers = 1000\nversions = 100\nadd = 1000\n",
+            "catalog.versions: the primary would load 2,001,000",
+        ),
     ],
 )
 def test_a_catalog_that_cannot_run_is_refused_naming_its_key(
@@ -54,6 +67,21 @@ def test_a_catalog_that_cannot_run_is_refused_naming_its_key(
         _load(tmp_path, text)
     assert words in str(caught.value)
     assert caught.value.exit_status == 2
+
+
+def test_versions_and_a_change_are_planned_as_phases_with_zones_of_their_own(
+    tmp_path: Path,
+) -> None:
+    text = "[catalog]\nmembers = 100\nadd = 2\nversions = 3\nchange = 'rename'\n"
+    plan = plan_case(_load(tmp_path, HEAD + HOSTING + text).cases[0])
+    catalog = plan.catalog
+    assert catalog is not None
+    assert catalog.phases() == ("provision", "add", "add 2", "add 3", "remove", "rename")
+    # Each repeat takes 2 x 3 added zones and one for the rename: 7, after the 100 members.
+    assert plan.zone_spec.zones == 100 + 7 * 3
+    assert [catalog.added_index(2, v) for v in (1, 2, 3)] == [107, 109, 111]
+    assert catalog.renamed_index(3) == 100 + 7 * 2 + 6
+    assert plan.transfers() == 6 * 3
 
 
 @pytest.mark.parametrize(("written", "planned"), [(None, "2"), ('"99"', "99"), ('""', None)])
@@ -167,3 +195,16 @@ def test_each_dialect_keeps_its_catalog_complaints_in_its_words(
 ) -> None:
     """Lines captured from the runs of docs/catalog.md."""
     assert bool(server_class(kind).catalog_wording.search(line)) is kept
+
+
+def test_members_share_the_pools_names_and_never_take_a_wrong_one(tmp_path: Path) -> None:
+    text = HEAD + HOSTING + "[catalog]\nmembers = 3\n"
+    catalog = plan_case(_load(tmp_path, text).cases[0]).catalog
+    assert catalog is not None
+    alone = catalog.first_members("h.example.", 1)
+    pool = ["".join(m.zone) for m in alone]  # equal strings, other objects
+    shared = catalog.first_members("h.example.", 1, pool)
+    assert shared == alone
+    assert all(m.zone is name for m, name in zip(shared, pool, strict=True))
+    shuffled = catalog.first_members("h.example.", 1, pool[::-1])  # not in index order
+    assert [m.zone for m in shuffled] == [m.zone for m in alone]

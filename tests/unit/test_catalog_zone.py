@@ -13,6 +13,7 @@ from harness.zonegen.catalog import (
     catalog_change,
     catalog_problems,
     member_id,
+    member_version,
     write_catalog,
 )
 from harness.zonegen.diff import apply_diff, load_zone, read_diff
@@ -55,6 +56,43 @@ def test_a_change_set_adds_and_removes_member_ptrs(tmp_path: Path) -> None:
     assert change.zone_path is not None
     assert ptrs(applied) == ptrs(load_zone(change.zone_path, CAT))
     assert set(ptrs(applied).values()) == {f"z{i}.example." for i in range(1, 7)}
+
+
+def test_a_changed_property_or_a_rename_changes_only_its_own_lines(tmp_path: Path) -> None:
+    old = members(range(3), group="a")
+    regrouped = Member("m1", "z1.example.", group="b")
+    renamed = Member("m2", "other.example.", group="a")
+    change = catalog_change(tmp_path, CAT, 1, 2, old, [old[0], regrouped, renamed])
+    deleted, added = read_diff(change.diff_path, CAT)
+    # The regrouped member keeps its PTR (deleting and adding it would reset it), the
+    # renamed one keeps its id and group and names another zone.
+    assert sorted(f"{n} {r.rdtype.name} {r}" for n, _, r in deleted[1:]) == [
+        f'group.m1.zones.{CAT} TXT "a"',
+        f"m2.zones.{CAT} PTR z2.example.",
+    ]
+    assert sorted(f"{n} {r.rdtype.name} {r}" for n, _, r in added[1:]) == [
+        f'group.m1.zones.{CAT} TXT "b"',
+        f"m2.zones.{CAT} PTR other.example.",
+    ]
+    assert change.zone_path is not None
+    assert ptrs(load_zone(change.zone_path, CAT))[f"m2.zones.{CAT}"] == "other.example."
+
+
+def test_a_members_next_version_is_its_file_at_a_new_serial(tmp_path: Path) -> None:
+    source = tmp_path / "z.example.zone"
+    source.write_text(
+        "z.example.\t3600\tIN\tSOA\tns.z.example. h.z.example. 1 10800 3600 1209600 300\n"
+        "z.example.\t3600\tIN\tNS\tns.z.example.\n"
+        "www.z.example.\t300\tIN\tA\t192.0.2.1\n"
+    )
+    change = member_version(tmp_path / "v", source, "z.example.", 4, 5)
+    assert change.zone_path is not None
+    new = load_zone(change.zone_path, "z.example.")
+    assert new.get_soa().serial == 5
+    assert new.find_rdataset("www", dns.rdatatype.A)[0].address == "192.0.2.1"
+    deleted, added = read_diff(change.diff_path, "z.example.")
+    assert [(r.serial, len(deleted)) for _, _, r in deleted] == [(4, 1)]
+    assert [(r.serial, len(added)) for _, _, r in added] == [(5, 1)]
 
 
 def test_a_duplicate_member_or_id_is_named() -> None:

@@ -24,8 +24,8 @@ from tests.unit.test_report import RUN_META
 JITTER = (1.0, 1.03, 0.98, 1.01, 0.99, 1.02)
 
 
-def catalog_run(root: Path, name: str, k_step: float) -> Path:
-    plan = _plan(root, "members = 20\nadd = 1\nremove = 0")
+def catalog_run(root: Path, name: str, k_step: float, more: str = "") -> Path:
+    plan = _plan(root, "members = 20\nadd = 1\nremove = 0\n" + more)
     records: list[TransferRecord] = []
     for repeat in range(1, 7):
         factor = JITTER[repeat - 1]
@@ -52,6 +52,18 @@ def test_a_slower_consumer_is_a_regression_of_its_p95_per_phase(tmp_path: Path) 
     assert f"{case} @ k: catalog last, add" in got
     assert f"{case} @ k: catalog CPU per change" in got
     assert result.exit_status == 1
+
+
+def test_a_zone_change_and_each_version_are_figures_of_their_own(tmp_path: Path) -> None:
+    more = "versions = 2\nchange = 'zone'"
+    a = catalog_run(tmp_path, "a", k_step=0.01, more=more)
+    b = catalog_run(tmp_path, "b", k_step=0.01, more=more)
+    figures = {item.label for item in load_and_compare(a, b).cases}
+    case = next(label for label in figures if " @ " in label).split(" @ ")[0]
+    for figure in ("catalog CPU per change", "catalog CPU per change, add 2",
+                   "catalog CPU per change, change", "catalog p95, change",
+                   "catalog last, add 2"):  # fmt: skip
+        assert f"{case} @ k: {figure}" in figures, figures
 
 
 def test_the_report_shows_each_phase_per_consumer_and_for_all(tmp_path: Path) -> None:

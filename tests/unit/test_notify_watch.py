@@ -147,6 +147,20 @@ def test_the_ports_a_peer_connected_to_are_the_primarys_not_its_own() -> None:
     assert watch.connect_ports("198.18.7.66", 2.5, 9.0) == [853]
 
 
+def test_forgotten_events_still_count_for_the_last_one_seen() -> None:
+    # A 100 k-member catalog's case forgets the events of each polling round (what it
+    # kept was some 300 k of them); settling still asks when the last one came.
+    watch = WireWatch("unused", ["198.18.7.66"])
+    watch.note(WireEvent(1.0, "notify", "198.18.7.66", 7))
+    watch.note(WireEvent(4.0, "soa_query", "198.18.7.66"))
+    watch.note(WireEvent(3.0, "connect", "198.18.7.66", None, 40000, 53))
+    watch.forget_before(10.0)
+    assert watch.events("198.18.7.66", 0.0) == []
+    assert watch.last(("soa_query", "connect"), "198.18.7.66") == 4.0
+    assert watch.last(("notify",)) == 1.0
+    assert watch.last(("notify",), "198.18.7.130") is None
+
+
 def test_a_packet_is_dated_by_the_kernels_stamp() -> None:
     stamp = TIMESPEC.pack(1_795_632_008, 250_000_000)  # taken 0.25 s before "now"
     ancillary = [(socket.SOL_SOCKET, SO_TIMESTAMPNS, stamp)]
