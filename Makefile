@@ -98,13 +98,15 @@ lint: venv
 # `make test`: what it installs and builds (setup, the test binaries, the compose images) and
 # lint first, timed apart; then the tests, timed: cargo's, then pytest's in two runs. The
 # first runs on PYTEST_WORKERS xdist workers, modules with a fixture of their own on one
-# worker each (`xdist_group`): three on two cores, because the system tests mostly wait on
-# servers, links and timeouts (measured here: 6.1 min of wall for 8 min of CPU at three
-# workers; 8.7 min at two, without three of the tests). The second runs the tests marked
+# worker each (`xdist_group`): four on two cores, because the system tests mostly wait on
+# servers, links, deploys and timeouts (measured here, 1,883 tests: 636 s at three workers,
+# every worker busy to the end (1,869 s of tests); 524 s at four, the tests' own times 8 %
+# longer (2,021 s); earlier, 6.1 min of wall for 8 min of CPU at three workers, 8.7 min at
+# two, without three of the tests). The second runs the tests marked
 # `alone` one after another, with nothing beside them: they assert durations, timing
 # relations or CPU figures (tests/conftest.py).
 # Each run lists its ten slowest tests. Every step runs even when one before it failed.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 PYTEST := $(PYTHON) -m pytest --durations=10 $(PYTEST_ARGS)
 

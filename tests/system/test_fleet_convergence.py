@@ -36,7 +36,7 @@ pytestmark = [
 ]
 
 
-def near_and_far(far: str, far_link: str, repeats: int, origin: str, timeout: str = "20s") -> str:
+def near_and_far(far: str, far_link: str, repeats: int, origin: str, timeout: str = "10s") -> str:
     """Two BIND secondaries at site near and one at site `far` behind `far_link`."""
     return f"""
 repeats = {repeats}
@@ -62,14 +62,18 @@ link = {far_link}
 """
 
 
+# The lost site's repeat waits the whole timeout (10 s); the near ones serve 500 records
+# in milliseconds.
 LOST = near_and_far("far", '{ delay = "20ms" }', 1, "lost.example.")
 
 
 # Knot secondaries retry a refused transfer only at their SOA retry timer (300 s), past the
 # timeout: a refused one stays refused for its repeat, and answers the next NOTIFY.
+# Each repeat waits the whole timeout for its refused ones: 10 s, more than twice the
+# three transfers one after another at the shaped 8 Mbit/s (1.4 MB each, about 1.4 s).
 QUOTA = """
 repeats = 2
-timeout = "20s"
+timeout = "10s"
 transports = ["tcp"]
 xfr = ["axfr"]
 trigger = "notify"

@@ -39,8 +39,16 @@ pytestmark = [
     pytest.mark.servers,
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
-    pytest.mark.xdist_group("lab"),  # one lab (module fixture) for all its tests
 ]
+# Each group runs on one worker (--dist loadgroup), which builds its own lab (the module
+# fixture: about a second); the groups run side by side. One group for the whole module
+# was a serial chain of about 7 minutes, the longest of the suite: its tests wait on the
+# remote runs' deploys and teardowns, not on the CPU. The two tests that read the one lab
+# run share a group (its fixture), and so do the two that kill a run named "killed".
+FLEET_RUN = pytest.mark.xdist_group("lab")
+KILLED = pytest.mark.xdist_group("lab-killed")
+RUNS = pytest.mark.xdist_group("lab-runs")
+BY_HAND = pytest.mark.xdist_group("lab-hand")
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 XFRBENCH = [sys.executable, "-m", "harness"]
@@ -194,6 +202,7 @@ def lab_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabR
         yield LabRun(result, root / "lab", prom, start, time.time())
 
 
+@FLEET_RUN
 def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     lab: Lab, lab_run: LabRun
 ) -> None:
@@ -268,6 +277,7 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert _left_on_controller("lab") == []  # no record, no folder of the run on the controller
 
 
+@FLEET_RUN
 def test_each_hosts_samples_are_scraped_where_its_server_runs(lab: Lab, lab_run: LabRun) -> None:
     """The run's Prometheus scrapes each host's agent for that host's servers (targets from
     the inventory), the run's exporter for its transfers; the dashboard shows them all."""
@@ -323,6 +333,7 @@ def _agents(lab: Lab) -> list[str]:
     return [line for line in _leftovers(lab) if "harness.remote.agent" in line]
 
 
+@KILLED
 def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
     lab: Lab, tmp_path: Path
 ) -> None:
@@ -414,6 +425,7 @@ def _by_hand(lab: Lab, form: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@BY_HAND
 @pytest.mark.parametrize("form", ["yaml", "ini"])
 def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
     lab: Lab, tmp_path: Path, form: str
@@ -436,6 +448,7 @@ def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
     assert _left_on_controller(f"hand-{form}") == []
 
 
+@KILLED
 def test_a_killed_run_whose_inventory_is_gone_is_torn_down_from_its_record(
     lab: Lab, tmp_path: Path
 ) -> None:
@@ -502,6 +515,7 @@ name = "far"
 """
 
 
+@RUNS
 def test_a_knot_primary_takes_new_zone_files_by_rsync_deltas(lab: Lab, tmp_path: Path) -> None:
     """Knot (and NSD) start on the hosts, and a Knot primary's new zone versions, whole
     zone files, reach its host as rsync deltas against the file it serves; clients pull
@@ -548,6 +562,7 @@ name = "far"
 """
 
 
+@RUNS
 def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) -> None:
     """Secondaries started with 100 zones configured and none on disk, each repeat from
     nothing: every zone polled and read back on its own host, the zone set pushed by one
