@@ -245,7 +245,10 @@ def write_database(db: Path, setup: ServerSetup) -> None:
     is created once and then only its keys and settings are replaced, while it runs: its
     copies stay, and the server reads the rows at each use (zone-metadata-cache-ttl 0)."""
     if setup.role == "primary":
-        db.unlink(missing_ok=True)
+        # With its write-ahead log (pdns.conf.j2): a log left by a killed server must not be
+        # replayed into the new file.
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            path.unlink(missing_ok=True)
     fresh = not db.exists()
     if fresh:
         write_private(db, "")
