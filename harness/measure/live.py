@@ -227,12 +227,12 @@ class LiveCase:
         binary = self.binaries[running.name]
         if binary.path != running.server.binary:
             running.server = srv.make(running.plan, binary, setup)
-            running.server.render()
+            srv.put_config(running)
             return "restart" if running.proc is not None else None
         if srv.switch_fields(setup) == srv.switch_fields(old):
             return None
         running.server.setup = setup
-        running.server.render()
+        srv.put_config(running)
         if running.proc is None:
             return None
         started = running.started_with or old
@@ -277,7 +277,7 @@ class LiveCase:
             workdir = self.case_dir / host.name
             zones = srv.fresh_secondary_zones(self._place(host.name), self.zones, workdir)
             running = self._server(host.name, zones, workdir)
-            running.server.render()
+            srv.put_config(running)
             self.secondaries[host.name] = running
 
     def start_secondaries(self) -> None:

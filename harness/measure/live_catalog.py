@@ -86,7 +86,7 @@ class LiveCatalogCase(LiveCase):
             workdir = self.case_dir / host.name
             zones = srv.fresh_secondary_zones(self._place(host.name), [self.first_zone], workdir)
             running = self._server(host.name, zones, workdir)
-            running.server.render()
+            srv.put_config(running)
             self.secondaries[host.name] = running
 
     def start_consumers(self) -> float:

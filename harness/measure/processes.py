@@ -125,12 +125,22 @@ def make(host_plan: HostPlan, binary: ServerBinary, setup: ServerSetup) -> Serve
     return make_server(binary.kind, setup, binary.path, in_container=binary.image is not None)
 
 
+def put_config(running: RunningServer) -> None:
+    """The server's config files on its place: its dialect's folders made there, each file
+    it renders put whole, owner-only (a config may hold the TSIG secret)."""
+    server, place = running.server, running.place
+    for folder, mode in server.folders():
+        place.mkdir(folder, mode)
+    for path, chunks in server.rendered().items():
+        place.write(path, chunks, 0o600)
+
+
 def spawn(running: RunningServer, *, render: bool = True) -> None:
     """Render (unless done already) and start the server on its place (Place.start: in its
     own cgroup, once it lives in its host's namespace)."""
     server = running.server
     if render:
-        server.render()
+        put_config(running)
     running.started_at = time.time()
     running.started_with = server.setup
     running.proc = running.place.start(server.argv(), workdir=server.setup.workdir)
@@ -142,7 +152,7 @@ def restart(running: RunningServer) -> None:
     stop(running)
     server = running.server
     for name in type(server).restart_forgets:
-        (server.setup.workdir / name).unlink(missing_ok=True)
+        running.place.remove(server.setup.workdir / name)
     spawn(running, render=False)
 
 
@@ -166,7 +176,7 @@ def stop(running: RunningServer, *, signalled: bool = False) -> None:
     if running.proc is not None:
         running.place.stop(running.proc, signalled=signalled)
         running.proc = None
-    running.server.remove_control_socket()
+    running.place.remove(running.server.control_path)
 
 
 def kill(running: RunningServer) -> list[int]:

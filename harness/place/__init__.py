@@ -175,6 +175,15 @@ class Place(Protocol):
         """A file the engine wrote (a rendered config, a key), put whole on this host."""
         ...
 
+    def write(self, path: Path, chunks: Iterable[str], mode: int = 0o600) -> None:
+        """A text file the engine rendered (a server's config), put whole on this host,
+        written as its pieces come (a config for 100 k zones is 40 MB)."""
+        ...
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        """A folder of this host (and its parents), kept when it exists."""
+        ...
+
     def remove(self, path: Path) -> None:
         """A file or folder of this host gone (nothing when it is not there)."""
         ...

@@ -232,7 +232,8 @@ class Agent(Measures, LinkOps, Primitives):
         proc = running.proc
         stop_process(proc, STOP_WAIT)
         self._forget(Spawned(name, proc, running.group))
-        running.server.remove_control_socket()
+        with contextlib.suppress(PermissionError):  # a control path outside the run's folder
+            self.op_remove(str(running.server.control_path))
         return proc.returncode
 
     def _tool(self, argv: list[str], timeout: float) -> dict[str, Any]:

@@ -237,6 +237,12 @@ class AgentPlace:
         self.channel.call("put", path=str(path), data=base64.b64encode(data).decode(),
                           mode=mode)  # fmt: skip
 
+    def write(self, path: Path, chunks: Iterable[str], mode: int = 0o600) -> None:
+        self.put(path, "".join(chunks).encode(), mode)
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        self.channel.call("mkdir", path=str(path), mode=mode)
+
     def remove(self, path: Path) -> None:
         self.channel.call("remove", path=str(path))
 

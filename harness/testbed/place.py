@@ -41,6 +41,7 @@ from harness.xfr.name_sample import Held, Key, served
 from harness.xfr.poll import SerialsSeen, wait_for_serials
 from harness.xfr.poll_zones import ZonesServed, wait_for_zones
 from harness.xfr.primary_check import check_primary_serves
+from harness.xfr.secrets import write_private_text
 from harness.xfr.update import query_soa
 from harness.xfr.verify import verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch
@@ -145,6 +146,13 @@ class TestbedPlace:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         path.chmod(mode)
+
+    def write(self, path: Path, chunks: Iterable[str], mode: int = 0o600) -> None:
+        write_private_text(path, chunks)
+        path.chmod(mode)
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
 
     def remove(self, path: Path) -> None:
         if path.is_dir() and not path.is_symlink():
