@@ -92,6 +92,7 @@ import dns.rrset
 from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
+from harness.observe.sampler import Target
 from harness.observe.sockdiag import ConnectionWatch
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
@@ -123,6 +124,9 @@ class Place(Protocol):
 
     name: str  # the host's name in the plan ("primary", "<site>-<n>", an inventory name)
     address: str  # where its server listens and its peers reach it
+    # Its files are this machine's (a namespace; a container over the run's folder): the
+    # engine's own tools may read and convert them in place (a disk copy, BIND's raw).
+    shares_files: bool
 
     # --- commands and processes ---------------------------------------------------------
 
@@ -162,6 +166,17 @@ class Place(Protocol):
         ...
 
     # --- files -------------------------------------------------------------------------
+
+    def here(self, local: Path) -> Path:
+        """Where this host keeps what the engine keeps at `local`, a path of the run's
+        results folder (a server's folder, the TLS files): `local` itself where files are
+        shared, the same place in the host's own folder of the run otherwise."""
+        ...
+
+    def copy_in(self, files: dict[Path, Path]) -> None:
+        """Files of this machine, never edited (generated zones), at their paths here
+        ({path here: this machine's file}): linked where files are shared, else sent."""
+        ...
 
     def fresh(self, folder: Path) -> None:
         """`folder` emptied, with an empty `zones/` in it (a secondary's cold state)."""
@@ -272,12 +287,42 @@ class Place(Protocol):
         ...
 
 
+class Sampling(Protocol):
+    """What the engine asks of a sampler (observe/sampler.py `Sampler`, or one relaying
+    the samples a host's agent takes of its servers)."""
+
+    def watch(
+        self,
+        case: str,
+        targets: list[Target],
+        link_counters: Callable[[], dict[str, Any]] | None,
+        ranges: dict[str, PortRange] | None = None,
+    ) -> Any: ...
+
+    def mark(self, event: str, repeat: int) -> Any: ...
+
+    def note(self, case: str, lines: list[dict[str, Any]]) -> None: ...
+
+
 class Places(Protocol):
     """The places of a case and the link between them."""
 
     backend: str  # the link emulator ("linkem", "netem", "none")
 
     def place(self, name: str) -> Place: ...
+
+    def sampling(self, sampler: Sampling | None) -> Sampling | None:
+        """Who samples the servers of these places for `sampler` (itself on this machine,
+        where cgroups and /proc are the engine's; else each host's agent, relayed)."""
+        ...
+
+    def path_counts(
+        self, primary: str, secondaries: list[str], port: int
+    ) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        """While open, the primary's connections to its secondaries on `port` watched
+        from its host (the real path's retransmits and RTT); the dict yielded is filled at
+        the close, by secondary, where a host counts them (empty elsewhere)."""
+        ...
 
     def wait_serials(
         self,

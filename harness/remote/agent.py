@@ -373,8 +373,8 @@ class Agent(Measures, LinkOps, Primitives):
             self.sampler.__enter__()
         chosen, ranges = [], {}
         port_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        for t in targets:
-            running = self.servers.get(t["name"])
+        for t in targets:  # by the pid it spawned (op_spawn), or the name it started
+            running = self.spawned.get(t["pid"]) if "pid" in t else self.servers.get(t["name"])
             if running is None or running.proc.poll() is not None:
                 continue
             chosen.append(Target(t["role"], t["server"], running.proc.pid, running.group,

@@ -44,10 +44,12 @@ from harness.observe.procfs import parse_port_range
 from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
-from harness.place import Place, Proc
+from harness.place import Place, Proc, Sampling
 from harness.remote.agent_place import record_text
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
+from harness.remote.relayed import Relayed, RelayedSampler, directions_of, link_counters
 from harness.servers.base import Reach
+from harness.spec import LinkSpec
 from harness.xfr import PullResult, TsigKey, XfrTimeout
 from harness.xfr.follow import SerialFollower
 from harness.xfr.name_sample import Held, Key
@@ -59,6 +61,7 @@ from harness.xfr.wire_watch import WireEvent
 READ_CHUNK = 8 << 20  # bytes of a file read per request
 LISTEN_STEP = 1.0  # seconds of each wait for a listener, between checks that it lives
 PORT_RANGE = "net.ipv4.ip_local_port_range"
+ROUND_OFF_S = 1e-4  # a host's time put on the controller's clock and back is off by as much
 
 
 class NotOnAgents(XfrbenchError):
@@ -124,14 +127,18 @@ class AgentWire:
         self.channel.call("wire_stop", wait=10)
 
     def events(self, peer: str, since: float, until: float | None = None) -> list[WireEvent]:
-        host_until = None if until is None else self.clock.to_host(until)
-        found = self.channel.call("wire_events", peer=peer, since=self.clock.to_host(since),
+        """Asked for a window widened by the clock conversions' round-off (~1e-6 s at unix
+        times: packets read in one batch with a NOTIFY share its time exactly), their
+        times kept within it."""
+        to_host, to_bench = self.clock.to_host, self.clock.to_bench
+        host_until = None if until is None else to_host(until) + ROUND_OFF_S
+        found = self.channel.call("wire_events", peer=peer, since=to_host(since) - ROUND_OFF_S,
                                   until=host_until, wait=10)  # fmt: skip
-        to_bench = self.clock.to_bench
         return [
-            WireEvent(to_bench(e["at"]), e["kind"], e["peer"], e["serial"], e["port"], e["to_port"])
+            WireEvent(max(since, to_bench(e["at"])), e["kind"], e["peer"], e["serial"], e["port"],
+                      e["to_port"])
             for e in found
-        ]
+        ]  # fmt: skip
 
     def connect_ports(self, peer: str, since: float, until: float | None = None) -> list[int]:
         events = self.events(peer, since, until)
@@ -164,17 +171,31 @@ def held_from(answer: list[Any] | None, rdtype: int) -> Held | None:
     return ttl, frozenset(dns.rdata.from_text(dns.rdataclass.IN, rdtype, t) for t in texts)
 
 
+Sync = Callable[[dict[str, Path], str], None]  # files {name: this machine's} into a folder
+
+
 class AgentPlace:
     """One host of an inventory, through its agent."""
 
+    shares_files = False
+
     def __init__(
-        self, name: str, address: str, channel: AgentChannel, run_dir: str, clock: HostClock
+        self,
+        name: str,
+        address: str,
+        channel: AgentChannel,
+        run_dir: str,
+        clock: HostClock,
+        results: Path | None = None,
+        sync: Sync | None = None,
     ) -> None:
         self.name = name
         self.address = address
         self.channel = channel
         self.run_dir = run_dir  # the host's folder of this run: every file the place touches
         self.clock = clock
+        self.results = results  # the run's results folder here, which run_dir mirrors
+        self.sync = sync  # rsync to the host (remote/sync.py); else files go by put
         self.started: AgentProc | None = None  # the server it runs (a cold start's wait)
         self._spawns = 0
 
@@ -232,6 +253,25 @@ class AgentPlace:
         return None  # its host's: sampled by its agent (stage 2), not by the controller
 
     # --- files -----------------------------------------------------------------------------
+
+    def here(self, local: Path) -> Path:
+        """`local`'s place under the host's run folder (fetch.yml brings it back there);
+        itself for a place without a results folder (an agent on this machine)."""
+        if self.results is None:
+            return local
+        return Path(self.run_dir, local.relative_to(self.results))
+
+    def copy_in(self, files: dict[Path, Path]) -> None:
+        """By rsync, a folder's files at once, where the place has it; else put whole."""
+        folders: dict[Path, dict[str, Path]] = {}
+        for target, source in files.items():
+            folders.setdefault(target.parent, {})[target.name] = source
+        for folder, named in folders.items():
+            if self.sync is not None:
+                self.sync(named, str(folder))
+                continue
+            for name, source in named.items():
+                self.put(folder / name, source.read_bytes())
 
     def put(self, path: Path, data: bytes, mode: int = 0o644) -> None:
         self.channel.call("put", path=str(path), data=base64.b64encode(data).decode(),
@@ -294,7 +334,7 @@ class AgentPlace:
             return base64.b64decode(answer)
 
         return Reach(self.address, None, timeout, lambda argv: self.run(argv, timeout=timeout),
-                     exchange)  # fmt: skip
+                     exchange, self.copy_in)  # fmt: skip
 
     def soa(self, zone: str, timeout: float) -> dns.rrset.RRset:
         return soa_rrset(self.channel.call("soa", address=self.address, zone=zone,
@@ -396,20 +436,63 @@ class AgentPlace:
 class AgentPlaces:
     """The hosts of an inventory as places; each host's server polled by its own agent."""
 
-    backend = "none"  # no link emulator of the controller's (a host's linkem: stage 2)
-
     def __init__(
         self,
         hosts: dict[str, tuple[str, AgentChannel, str]],
         clock: Callable[[str], ClockReading],
+        *,
+        results: Path | None = None,
+        sync: Callable[[str], Sync] | None = None,
+        serving: Collection[str] = (),
     ) -> None:
+        """`results`: the run's folder here, mirrored by each host's run folder; `sync`:
+        a host's rsync; `serving`: hosts whose agent serves its samples to Prometheus."""
         self._places = {
-            name: AgentPlace(name, address, channel, run_dir, HostClock(lambda n=name: clock(n)))
+            name: AgentPlace(
+                name,
+                address,
+                channel,
+                run_dir,
+                HostClock(lambda n=name: clock(n)),
+                results,
+                None if sync is None else sync(name),
+            )
             for name, (address, channel, run_dir) in hosts.items()
         }
+        self.clock = clock
+        self.serving = serving
+        self.links: dict[str, LinkSpec] = {}  # secondary host -> its site's emulated link
+
+    @property
+    def backend(self) -> str:
+        """Each secondary host's own linkem emulates its site's link (run/remote.py)."""
+        return "linkem" if self.links else "none"
 
     def place(self, name: str) -> AgentPlace:
         return self._places[name]
+
+    def _relayed(self, names: Iterable[str]) -> list[Relayed]:
+        return [Relayed(n, self.place(n).channel, lambda n=n: self.clock(n)) for n in names]
+
+    def sampling(self, sampler: Sampling | None) -> Sampling | None:
+        if sampler is None:
+            return None
+        return RelayedSampler(sampler, self._relayed(self._places), self.serving)
+
+    @contextlib.contextmanager
+    def path_counts(
+        self, primary: str, secondaries: list[str], port: int
+    ) -> Iterator[dict[str, Any]]:
+        """The primary's agent watches its connections (remote/pathwatch.py)."""
+        by_address = {self.place(name).address: name for name in secondaries}
+        channel = self.place(primary).channel
+        channel.call("paths_start", peers=list(by_address), port=port, wait=10)
+        counts: dict[str, Any] = {}
+        try:
+            yield counts
+        finally:
+            found = channel.call("paths_stop", wait=30)
+            counts |= {by_address[a]: c for a, c in found.items() if a in by_address}
 
     def wait_serials(
         self,
@@ -459,7 +542,7 @@ class AgentPlaces:
             list(pool.map(lambda p: p.flush_route_metrics(), self._places.values()))
 
     def link_counters(self) -> dict[str, Any]:
-        return {}
+        return link_counters(self._relayed(self.links)) if self.links else {}
 
     def link_queued(self) -> tuple[int, float] | None:
         return None
@@ -468,7 +551,7 @@ class AgentPlaces:
         return None
 
     def link_directions(self) -> list[Any]:
-        return []
+        return list(directions_of(self.links))
 
     def each(self) -> Iterator[AgentPlace]:
         return iter(self._places.values())

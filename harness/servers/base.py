@@ -151,6 +151,9 @@ class Reach:
     timeout: float
     run_tool: Callable[[list[str]], Any]
     exchange: Callable[[bytes], bytes] | None = None
+    # Its host's way of taking files of this machine ({path there: file here}): a whole
+    # new version of a zone; None: the files are this machine's (linked).
+    copy_in: Callable[[dict[Path, Path]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,9 @@ class Server(ABC):
     # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
     # none at the harness's log level.
     fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
+    # Whether it keeps state the harness writes itself beside its configs (PowerDNS's
+    # database), on this machine only: not yet set up on a host through its agent.
+    state_written_here: ClassVar[bool] = False
     # Whether, as a secondary, it keeps its copies where the harness can read them
     # (disk_copy): a scenario's `verify = "disk"` needs it.
     keeps_disk_copy: ClassVar[bool] = False
@@ -375,7 +381,11 @@ class Server(ABC):
         checks what it serves. The default: the new zone file, then the server's reload."""
         if version.change is None or version.change.zone_path is None:
             raise ValueError(f"{self.kind} publishes whole zone files: a whole zone is needed")
-        link_or_copy(version.change.zone_path, self.zone_file(version.zone))
+        target, source = self.zone_file(version.zone), version.change.zone_path
+        if reach.copy_in is None:
+            link_or_copy(source, target)
+        else:
+            reach.copy_in({target: source})
         reach.run_tool(self.reload_argv(version.zone))
         return "reload"
 

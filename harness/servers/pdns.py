@@ -297,6 +297,7 @@ class Pdns(PublishesByUpdate):
     kind = "pdns"
     title = "PowerDNS"
     daemon = "pdns_server"
+    state_written_here = True  # its database (write_database)
     config_name = "pdns.conf"
     # disable-syslog: the log is stderr, which the runner keeps in the workdir.
     log_name = "stderr.log"
