@@ -28,54 +28,35 @@ Three implementations:
   and the probes next to the server: SOA, sampled names, the primary's check, a signed
   update relayed as wire bytes, copies read back, a client's pull, zone and serial waits,
   the wire watcher); every time it reports is put on the engine's clock (`HostClock`).
-  tests/system/test_places.py runs LiveCase over it, agents in a testbed's namespaces
-  on this machine's file system (so the engine's local renders and reads reach them:
-  real hosts need them through put/read, below).
-  Not yet: `run --inventory` still drives RemoteCase (remote/bench.py), see below.
+  `run --inventory` (run/remote.py) runs LiveCase over it; so does
+  tests/system/test_places.py, agents in a testbed's namespaces.
 
-What LiveCase used of a testbed host before this interface (each now a place operation):
-`Host.run_tool` (control commands, reconfigurations, a dialect's publish tools, a disk
-copy's flush), `Testbed.spawn/stop/cgroup_of` and `os.kill` of the cgroup's pids (start,
-stop, kill a server), `/proc` of the pid against the namespace (started = entered),
-`socket_in(netns)` (the primary's TLS listener), `query_soa / verify_copy / verify_many /
-name_sample.served / check_primary_serves / pull_zone / wait_for_zones` with `netns=`
-(probes near the server), `socket_for / tcp_sockets / ConnectionWatch` with `netns=` (its
-sockets), `WireWatch(netns)` (the primary's wire), `Testbed.describe()` sysctls (its port
-range), and of the testbed as a whole `wait_for_serials` and `SerialFollower` over
-(address, netns) pairs, `flush_route_metrics`, `link_counters`, `link_queued`, the link's
-directions and linkem's control (`Places`).
+How the engine's decisions reach a host that is not this machine:
+- files: the engine renders a server's configs and puts them (measure/processes.py
+  `put_config`: `Place.mkdir`, `Place.write`), links or sends the generated zones
+  (`copy_in`: rsync to a host) and a whole new version of a zone (`Reach.copy_in`), puts
+  the group's TLS files (the key on the primary's host alone), removes a restarted
+  server's forgotten state and its control channel (`remove`), reads its log (`read`); a
+  server's folder is where the visit's folder has it on that host (`here`). Where files
+  are not shared (`shares_files`) a copy is read back, never read from the server's file,
+  and BIND loads its text zone (its raw format is made where its binary runs);
+- sampling: `Places.sampling` gives the engine the run's sampler here, or one relaying
+  what each host's agent samples of the processes it spawned (remote/relayed.py), their
+  times on the controller's clock;
+- the link: each secondary host's linkem (remote/hostlink.py, started per visit by
+  run/remote.py) gives `link_directions` and `link_counters`; the real path's TCP counts
+  come from the primary's agent (`Places.path_counts`, a record's extra.path);
+- records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
+  a duration that spans two hosts.
 
-What RemoteCase asks an agent for, and the place operation it becomes (done: the agent op
-behind each AgentPlace operation exists; left: run/remote.py calling LiveCase with them):
-- `run`, `control`, `reconfig` (the engine renders, the place runs the argv) -> `run`
-  (agent `exec`);
-- `start` (a `ServerSetup` rebuilt from JSON and rendered on the host) -> `put` of the
-  files the engine rendered, then `start` (agent `spawn`); `stop`, `alive` -> `stop`
-  (`halt`), `kill` (`kill`), `Proc.poll` (`poll`);
-- `fresh`, `read` -> `fresh`, `read`; `sysctls` -> `port_range` (applying a visit's TCP
-  settings, today push.yml's, is still to add); `flush_metrics` -> `flush_route_metrics`;
-- `soa_serial`, `verify`, `verify_zones`, `pull`, `wait_zones`, `wait_listening` ->
-  `soa`, `read_copy`, `read_copies`, `pull_from`, `wait_zones`, `wait_listening`;
-  `served`, `check_serves` (new) -> `served_names`, `check_serves`;
-- `wait_serials` -> `Places.wait_serials` (each agent polls its own server);
-- `wire_start/notify/events/last/forget/stop` -> `wire` (remote/place.py `AgentWire`);
-- `publish` (a dialect's publish decided on the host) -> the engine's publish through
-  `reach`: a signed update's wire relayed by the agent (`exchange`), tools by `run`.
-
-What stage 2 (run/remote.py over LiveCase, RemoteCase and the agent's `start`, `reconfig`,
-`control`, `publish`, `setup_from` retired) still needs, each a decision of the engine's:
-- files: `Server.render()`, `processes.primary_zones` (links), `restart`'s forgotten
-  state, `remove_control_socket`, a whole-file publish (`Server.publish`'s link) and
-  `disk_copy` (reads the copy) write or read the controller's file system; on an agent
-  place they must go through `put`/`remove`/`read` (zone files and TLS stay push.yml's);
-- sampling: `cgroup_of` is None on an agent place, so the controller's Sampler cannot
-  read a remote server; the agent's own sampler (`sample_watch` by server name) must take
-  pid targets and its lines be relayed (RemoteCase's `Observing`);
-- sockets: `sock_diag`, `tcp_sockets`, `connection_watch` are refused (SockDiagRefused):
-  settle's looker and the observer must read them through the agent, or do without;
-- `follow_serials` (a stream) is refused (NotOnAgents): an agent-side follower;
-- the link: `link_counters`/`link_directions` from each host's linkem (`link_stats`,
-  remote/hostlink.py), and the records' clock errors (run/remote.py `with_clock`).
+What an agent place does without, said where it shows: sock_diag (`sock_diag`,
+`tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
+connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
+no extra.tcp; a stream's serial follower (`follow_serials`, NotOnAgents) and linkem's
+runtime control (`link_control` None), so run/remote.py refuses streams and faults; a
+cold start's log is read against the start time the engine took (the controller's clock);
+PowerDNS's database (servers/pdns.py) is written on this machine, so a PowerDNS server
+on an inventory host is not yet set up through its place.
 """
 
 from __future__ import annotations

@@ -46,7 +46,6 @@ class Measures:
     teardown (_pidfile), are the Agent's."""
 
     run_dir: Path
-    servers: dict[str, Any]  # name -> Running (remote/agent.py)
     spawned: dict[int, Any]  # pid -> Spawned (remote/agent_place.py)
     paths: PathWatch | None
     iperf: subprocess.Popen[Any] | None
@@ -72,10 +71,10 @@ class Measures:
         max_rate: float,
         pid: int | None = None,
     ) -> dict[str, Any]:
-        """Every zone of the secondary `name` (or the process `pid` spawned) polled on this
+        """Every zone of the secondary `name` (the process `pid` spawned) polled on this
         host until it serves `serial` (xfr/poll_zones.py), while it runs; when each was
         first served, and how it was polled."""
-        running = self.servers.get(name) if pid is None else self.spawned.get(pid)
+        running = None if pid is None else self.spawned.get(pid)
 
         def alive(done: int, total: int) -> None:
             status = running.proc.poll() if running is not None else -1

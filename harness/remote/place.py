@@ -8,13 +8,14 @@ must run next to the server).
     place.put(folder / "named.conf", text.encode())   # the engine rendered it
     proc = place.start(server.argv(), workdir=folder)
 
-Paths given to a place are its host's (the engine renders a server's files for the folder
-`place.folder(...)` names on that host, then puts them). Times the agent reports are its
-host's unix time; the place puts them on the engine's clock (time.monotonic(), the
-controller's) with the channel's measured offset, as remote/observing.py `to_bench` does.
-What cannot be carried out here yet is refused with a message, never faked: sock_diag
-sampling of a remote server's connections, its cgroup read by the controller's sampler,
-and a serial followed through a stream (issue 30 stage 2, docs/architecture.md).
+Paths given to a place are its host's: a server's folder is where the run's results folder
+has it, in the host's own run folder (`here`), and the engine renders a server's files for
+it, then puts them. Times the agent reports are its host's unix time; the place puts them
+on the engine's clock (time.monotonic(), the controller's) with the channel's measured
+offset. What cannot be carried out here is refused with a message, never faked: sock_diag
+of a remote server's connections, its cgroup read by the controller's sampler (its agent
+samples it: remote/relayed.py), and a serial followed through a stream (harness/place's
+docstring lists what an agent place does without).
 """
 
 from __future__ import annotations
@@ -61,11 +62,30 @@ from harness.xfr.wire_watch import WireEvent
 READ_CHUNK = 8 << 20  # bytes of a file read per request
 LISTEN_STEP = 1.0  # seconds of each wait for a listener, between checks that it lives
 PORT_RANGE = "net.ipv4.ip_local_port_range"
-ROUND_OFF_S = 1e-4  # a host's time put on the controller's clock and back is off by as much
+ROUND_OFF_S = 1e-4  # seconds: a window's widening (wire_window)
 
 
 class NotOnAgents(XfrbenchError):
-    """What an agent-backed place cannot do yet (issue 30 stage 2)."""
+    """What an agent-backed place cannot do (yet)."""
+
+
+def wire_window(t0: float, until: float, to_host: Callable[[float], float]) -> tuple[float, float]:
+    """The primary's wire events of [t0, until] on the controller's clock, as the primary's
+    host times to ask its agent for, widened by the conversions' round-off: a host's time
+    put on the controller's clock and back is off by ~1e-6 s at unix times, and packets
+    read in one batch with a NOTIFY share its time exactly (pure)."""
+    return to_host(t0) - ROUND_OFF_S, to_host(until) + ROUND_OFF_S
+
+
+def on_bench(
+    events: list[dict[str, Any]], t0: float, to_bench: Callable[[float], float]
+) -> list[WireEvent]:
+    """The agent's wire events on the controller's clock, none before t0 (pure)."""
+    return [
+        WireEvent(max(t0, to_bench(e["at"])), e["kind"], e["peer"], e["serial"], e["port"],
+                  e.get("to_port"))
+        for e in events
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -127,18 +147,11 @@ class AgentWire:
         self.channel.call("wire_stop", wait=10)
 
     def events(self, peer: str, since: float, until: float | None = None) -> list[WireEvent]:
-        """Asked for a window widened by the clock conversions' round-off (~1e-6 s at unix
-        times: packets read in one batch with a NOTIFY share its time exactly), their
-        times kept within it."""
-        to_host, to_bench = self.clock.to_host, self.clock.to_bench
-        host_until = None if until is None else to_host(until) + ROUND_OFF_S
-        found = self.channel.call("wire_events", peer=peer, since=to_host(since) - ROUND_OFF_S,
-                                  until=host_until, wait=10)  # fmt: skip
-        return [
-            WireEvent(max(since, to_bench(e["at"])), e["kind"], e["peer"], e["serial"], e["port"],
-                      e["to_port"])
-            for e in found
-        ]  # fmt: skip
+        until_ = time.monotonic() if until is None else until
+        host_since, host_until = wire_window(since, until_, self.clock.to_host)
+        found = self.channel.call("wire_events", peer=peer, since=host_since,
+                                  until=None if until is None else host_until, wait=10)  # fmt: skip
+        return on_bench(found, since, self.clock.to_bench)
 
     def connect_ports(self, peer: str, since: float, until: float | None = None) -> list[int]:
         events = self.events(peer, since, until)
@@ -250,7 +263,7 @@ class AgentPlace:
         return [int(p) for p in pids]
 
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
-        return None  # its host's: sampled by its agent (stage 2), not by the controller
+        return None  # its host's: sampled by its agent (Places.sampling), not by the controller
 
     # --- files -----------------------------------------------------------------------------
 
