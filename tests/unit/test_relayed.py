@@ -46,3 +46,16 @@ def test_a_hosts_folder_mirrors_the_runs_results_folder(tmp_path: Path) -> None:
     )
     alone = AgentPlace("ns1", "192.0.2.11", None, "/r", clock)  # type: ignore[arg-type]
     assert alone.here(results / "x") == results / "x"  # an agent sharing this file system
+
+
+def test_files_of_this_machine_reach_a_host_by_one_rsync_per_folder(tmp_path: Path) -> None:
+    synced: list[tuple[dict[str, Path], str]] = []
+    clock = HostClock(lambda: ClockReading(0.0, 0.001, 0.002, 0.0, 5))
+    host = AgentPlace("ns0", "192.0.2.10", None, "/r", clock, tmp_path,  # type: ignore[arg-type]
+                      lambda files, dest: synced.append((files, dest)))  # fmt: skip
+    zones = {Path(f"/r/cases/000/ns0/zones/z{n}.zone"): tmp_path / f"z{n}" for n in range(3)}
+    host.copy_in(zones | {Path("/r/cases/000/ns0/diff"): tmp_path / "diff"})
+    assert synced == [
+        ({f"z{n}.zone": tmp_path / f"z{n}" for n in range(3)}, "/r/cases/000/ns0/zones"),
+        ({"diff": tmp_path / "diff"}, "/r/cases/000/ns0"),
+    ]
