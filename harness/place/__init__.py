@@ -47,16 +47,19 @@ How the engine's decisions reach a host that is not this machine:
   run/remote.py) gives `link_directions` and `link_counters`; the real path's TCP counts
   come from the primary's agent (`Places.path_counts`, a record's extra.path);
 - records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
-  a duration that spans two hosts.
+  a duration that spans two hosts;
+- a change stream: each host's agent follows its own servers' serials
+  (`follow_serials`: remote/relayed.py `AgentFollower`, a SerialFollower in each agent),
+  their changes put on the controller's clock.
 
 What an agent place does without, said where it shows: sock_diag (`sock_diag`,
 `tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
 connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
-no extra.tcp; a stream's serial follower (`follow_serials`, NotOnAgents) and linkem's
-runtime control (`link_control` None), so run/remote.py refuses streams and faults; a
-cold start's log is read against the start time the engine took (the controller's clock);
-PowerDNS's database (servers/pdns.py) is written on this machine, so a PowerDNS server
-on an inventory host is not yet set up through its place.
+no extra.tcp; linkem's runtime control (`link_control` None), so run/remote.py refuses
+faults; catalog cases (their catalog's versions are written here) are refused too. A cold
+start's log is read against the start time the engine took (the controller's clock);
+PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
+a PowerDNS server on an inventory host.
 """
 
 from __future__ import annotations

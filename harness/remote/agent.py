@@ -59,6 +59,7 @@ class Agent(Measures, LinkOps, Primitives):
         self.exporter: Exporter | None = None  # this host's samples, for the run's Prometheus
         self.paths: PathWatch | None = None  # the primary's connections during a repeat
         self.iperf: subprocess.Popen[Any] | None = None  # the bandwidth probe's server
+        self.follower: Any = None  # a change stream's serial follower (op_follow_start)
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
         # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
         self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
@@ -293,6 +294,7 @@ class Agent(Measures, LinkOps, Primitives):
             self.paths.counts()
             self.paths = None
         self.op_iperf_stop()
+        self.op_follow_stop()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "agent.json").unlink()
 

@@ -27,7 +27,6 @@ import subprocess
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-from harness.core.errors import ToolFailed, XfrbenchError
+from harness.core.errors import ToolFailed
 from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
@@ -48,11 +47,17 @@ from harness.observe.tcp_states import PortRange
 from harness.place import Place, Proc, Sampling
 from harness.remote.agent_place import record_text
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
-from harness.remote.relayed import Relayed, RelayedSampler, directions_of, link_counters
+from harness.remote.relayed import (
+    AgentFollower,
+    HostClock,
+    Relayed,
+    RelayedSampler,
+    directions_of,
+    link_counters,
+)
 from harness.servers.base import Reach
 from harness.spec import LinkSpec
 from harness.xfr import PullResult, TsigKey, XfrTimeout
-from harness.xfr.follow import SerialFollower
 from harness.xfr.name_sample import Held, Key
 from harness.xfr.poll import SerialsSeen
 from harness.xfr.poll_zones import ZonesServed, ZonesTimeout
@@ -63,10 +68,6 @@ READ_CHUNK = 8 << 20  # bytes of a file read per request
 LISTEN_STEP = 1.0  # seconds of each wait for a listener, between checks that it lives
 PORT_RANGE = "net.ipv4.ip_local_port_range"
 ROUND_OFF_S = 1e-4  # seconds: a window's widening (wire_window)
-
-
-class NotOnAgents(XfrbenchError):
-    """What an agent-backed place cannot do (yet)."""
 
 
 def wire_window(t0: float, until: float, to_host: Callable[[float], float]) -> tuple[float, float]:
@@ -86,23 +87,6 @@ def on_bench(
                   e.get("to_port"))
         for e in events
     ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class HostClock:
-    """A host's unix time against the controller's monotonic clock, by its latest reading."""
-
-    reading: Callable[[], ClockReading]
-
-    def to_bench(self, at: float) -> float:
-        return at - self.reading().offset_s - (time.time() - time.monotonic())
-
-    def to_host(self, at: float) -> float:
-        return at + self.reading().offset_s + (time.time() - time.monotonic())
-
-    def to_wall(self, at: float) -> float:
-        """A host's unix time as the controller's unix time."""
-        return at - self.reading().offset_s
 
 
 class AgentProc:
@@ -547,8 +531,15 @@ class AgentPlaces:
 
     def follow_serials(
         self, places: dict[str, Place], zone: str, interval: float
-    ) -> contextlib.AbstractContextManager[SerialFollower]:
-        raise NotOnAgents("a serial followed through a stream is not run on agents yet")
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Each host's agent follows its own servers' serials (by the names given)."""
+        hosts: dict[str, dict[str, str]] = {}
+        for name, place in places.items():
+            hosts.setdefault(place.name, {})[name] = place.address
+        agents = {h.name: h for h in self._relayed(hosts)}
+        clocks = {name: self.place(name).clock for name in hosts}
+        return AgentFollower({n: (agents[n], targets, clocks[n]) for n, targets in hosts.items()},
+                             zone, interval)  # fmt: skip
 
     def flush_route_metrics(self) -> None:
         with ThreadPoolExecutor(max_workers=max(1, len(self._places))) as pool:

@@ -8,8 +8,10 @@ the controller's clock with the channel's measured offset.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from harness.observe.sampler import Target
@@ -17,6 +19,24 @@ from harness.observe.tcp_states import PortRange
 from harness.remote.channel import AgentChannel, ClockReading
 from harness.remote.hostlink import host_directions
 from harness.spec import DirectionSpec, LinkSpec
+from harness.xfr.follow import SerialChange
+
+
+@dataclass(frozen=True)
+class HostClock:
+    """A host's unix time against the controller's monotonic clock, by its latest reading."""
+
+    reading: Callable[[], ClockReading]
+
+    def to_bench(self, at: float) -> float:
+        return at - self.reading().offset_s - (time.time() - time.monotonic())
+
+    def to_host(self, at: float) -> float:
+        return at + self.reading().offset_s + (time.time() - time.monotonic())
+
+    def to_wall(self, at: float) -> float:
+        """A host's unix time as the controller's unix time."""
+        return at - self.reading().offset_s
 
 
 class Relayed(NamedTuple):
@@ -108,3 +128,62 @@ def link_counters(hosts: Iterable[Relayed]) -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
         stats = list(pool.map(lambda h: h.channel.call("link_stats", wait=10), chosen))
     return {name: c for s in stats for name, c in s.get("directions", {}).items()}
+
+
+class AgentFollower:
+    """A change stream's serials followed on the hosts: each host's agent runs a poller
+    over its own servers (xfr/follow.py `SerialFollower`, op_follow_start), its changes put
+    on the controller's clock here; `SerialFollower`'s methods over all of them."""
+
+    def __init__(
+        self,
+        hosts: dict[str, tuple[Relayed, dict[str, str], HostClock]],
+        zone: str,
+        interval: float,
+    ) -> None:
+        self.hosts = hosts  # host -> (its agent, {name: address} followed there, its clock)
+        self.zone = zone
+        self.interval = interval
+        self._queries: dict[str, dict[str, int]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(hosts)))
+
+    def _each(self, op: str, wait: float = 10.0, **args: Any) -> dict[str, Any]:
+        def call(item: tuple[str, tuple[Relayed, dict[str, str], HostClock]]) -> Any:
+            name, (agent, targets, _) = item
+            extra = {"targets": targets, "zone": self.zone, "interval": self.interval}
+            return agent.channel.call(op, wait=wait, **(extra if op == "follow_start" else args))
+
+        items = list(self.hosts.items())
+        return dict(zip(self.hosts, self._pool.map(call, items), strict=True))
+
+    def __enter__(self) -> AgentFollower:
+        self._each("follow_start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._each("follow_stop")
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def expect(self, serial: int) -> None:
+        self._each("follow_expect", serial=serial)
+
+    def take(self, timeout: float) -> list[SerialChange]:
+        """What every host saw since the last call: asked without waiting first, then, when
+        none saw anything, waiting up to `timeout` on each."""
+        changes = self._take(0.0)
+        return changes or self._take(timeout)
+
+    def _take(self, timeout: float) -> list[SerialChange]:
+        out = []
+        for host, answer in self._each("follow_take", wait=timeout + 10, timeout=timeout).items():
+            to_bench = self.hosts[host][2].to_bench
+            self._queries[host] = answer["queries"]
+            out += [SerialChange(name, serial, to_bench(at), None if before is None
+                                 else to_bench(before))
+                    for name, serial, at, before in answer["changes"]]  # fmt: skip
+        return sorted(out, key=lambda change: change.at)
+
+    def queries(self) -> dict[str, int]:
+        return {name: n for per in self._queries.values() for name, n in per.items()}

@@ -7,7 +7,7 @@ A site's [link] (delay, jitter, loss) is emulated by linkem on each of its secon
 (remote/hostlink.py), started for each visit and stopped at its end.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do (a rate, the primary's uplink, change streams, faults, a
+inventory backend does not do (a rate, the primary's uplink, catalog cases, faults, a
 server whose state the harness writes here, PowerDNS's database, a server suite other than
 the hosts' own), and sites on one side only (inventory.match_sites).
 """
@@ -26,6 +26,7 @@ from harness.inventory import InventoryHost, load_inventory, match_sites
 from harness.link import linkem
 from harness.measure.client_pull import TLS_HOSTNAME
 from harness.measure.live import LiveCase
+from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.fleet import RemoteFleet
@@ -68,14 +69,13 @@ def check_scenario(loaded: LoadedScenario) -> None:
             if site.link.impaired and site.link.backend == "netem":
                 refuse(f"{key}.backend", "inventory hosts emulate a site's link with linkem",
                        "remove link.backend or set it to 'linkem'")  # fmt: skip
-        if scenario.trigger in ("stream", "catalog"):
-            what = "change streams" if scenario.trigger == "stream" else "catalog cases"
+        if scenario.trigger == "catalog":
             refuse(
                 "trigger",
-                f"{what} are not run on inventory hosts: their flow drives the servers "
-                "of a namespace testbed",
-                "use trigger = 'notify', 'retransfer' or 'cold-start', or run the scenario "
-                "on the netns backend (without --inventory)",
+                "catalog cases are not run on inventory hosts: their flow writes the catalog "
+                "zone's versions where the harness runs",
+                "use trigger = 'notify', 'retransfer', 'cold-start' or 'stream', or run the "
+                "scenario on the netns backend (without --inventory)",
             )
         if scenario.trigger == "cold-start" and scenario.cold_start_poll == "off":
             refuse(
@@ -225,8 +225,9 @@ class RemoteSession(GroupSession):
                 places.links = {h.name: h.link for h in group.first.secondaries
                                 if h.name in self.links}  # fmt: skip
             by_case = {case.name: run.binaries[case.name] for case in group.cases}
-            self.live = LiveCase(group, self.dir, places, self.binaries, zones, tsig, tls,
-                                 run.sampler, spent, by_case)  # fmt: skip
+            engine = LiveStreamCase if group.first.stream is not None else LiveCase
+            self.live = engine(group, self.dir, places, self.binaries, zones, tsig, tls,
+                               run.sampler, spent, by_case)  # fmt: skip
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
             with spent.phase("primary_load"):
                 self.live.start_primary()

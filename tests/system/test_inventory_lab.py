@@ -568,3 +568,35 @@ def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) ->
     (sync,) = json.loads((run / "run.json").read_text())["remote"]["costs"]["sync"]
     assert sync["sent_bytes"] > 0  # the zone set, one rsync
     assert _wait_clean(lab) == []
+
+
+# The small fleet under a stream of 15 change sets, one every 200 ms.
+STREAM = (
+    SMALL_FLEET.replace('xfr = ["axfr"]', 'xfr = ["ixfr"]')
+    .replace('trigger = "notify"', 'trigger = "stream"')
+    .replace("records = 200\n", "records = 2000\nixfr_changes = 10\n")
+    + '[stream]\ninterval = "200ms"\nupdates = 15\n'
+)
+
+
+def test_a_change_stream_on_lab_hosts_is_followed_on_each_host(lab: Lab, tmp_path: Path) -> None:
+    """A stream on the hosts: the engine publishes each serial, each host's agent follows
+    its own server's serial (its changes on the controller's clock), every secondary gets
+    every serial, and the final copies are verified on their hosts."""
+    scenario = tmp_path / "stream.toml"
+    scenario.write_text(STREAM)
+    run, records = _run_on_lab(lab, scenario, tmp_path, "stream")
+    assert len(records) == 15 * 3
+    last = max(r["serial"] for r in records)
+    for record in records:
+        assert record["ok"], (record["host"], record["serial"], record["error"])
+        assert record["verified"] == (record["serial"] == last), record["serial"]
+        assert record["trigger"] == "stream" and record["duration_s"] >= 0
+    by_host: dict[str, list[int]] = {}
+    for record in records:
+        by_host.setdefault(record["host"], []).append(record["serial"])
+    assert {h: len(set(s)) for h, s in by_host.items()} == {"ns1": 15, "ns2": 15, "ns3": 15}
+    assert all(r["extra"]["stream"]["serial_method"] == "dynamic update" for r in records)
+    (figures,) = json.loads((run / "summary.json").read_text())["stream"].values()
+    assert all(f["soa_queries"] > 0 for f in figures["secondaries"])  # followed on each host
+    assert _wait_clean(lab) == []

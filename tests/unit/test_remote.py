@@ -159,12 +159,17 @@ def test_what_the_inventory_backend_does_not_do_is_refused(
     assert caught.value.exit_status == 2
 
 
+def test_a_change_stream_runs_on_inventory_hosts(tmp_path: Path) -> None:
+    """Each host's agent follows its own servers' serials (remote/relayed.py)."""
+    text = ('trigger = "stream"\n' + FLEET.replace('"axfr", ', "")
+            + '[stream]\ninterval = "1s"\nupdates = 5\n')  # fmt: skip
+    (tmp_path / "s.toml").write_text(text)
+    check_scenario(spec.load(tmp_path / "s.toml"))
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [
-        # The stream's flow drives a namespace testbed's servers (measure/live_stream.py).
-        ('trigger = "stream"\n' + FLEET.replace('"axfr", ', "")
-         + '[stream]\ninterval = "1s"\nupdates = 5\n', "trigger"),
         # A cold start timed by the logs alone reads them on this machine (served_log.py).
         ('trigger = "cold-start"\ncold_start_poll = "off"\n' + FLEET.replace(', "ixfr"', ""),
          "cold_start_poll"),
