@@ -112,7 +112,7 @@ class LiveCase:
         self.generated = zones
         self.tsig = tsig
         self.tls = tls
-        self.sampler = sampler
+        self.sampler = places.sampling(sampler)  # the run's, or one relaying hosts' samples
         self.spent = spent or WallClock()
         self.zones = [z.origin for z in zones.files]
         self.first_zone = self.zones[0]
@@ -133,6 +133,7 @@ class LiveCase:
         self.change: ChangeSet | None = None  # the change set of the last publish
         # Signs the dynamic updates that publish new serials (a secret of this case only).
         self.update_key = new_tsig(name="xfrbench-update.")
+        self._tls_on: dict[str, TlsFiles | None] = {}  # host -> the TLS files as it has them
 
     # --- Bench: clocks -------------------------------------------------------------------
 
@@ -149,8 +150,8 @@ class LiveCase:
         secondary is set for the selected case."""
         host_plan = next(h for h in self.plan.hosts if h.name == name)
         group, case = self.group, self.plan
-        update_key = None
-        if host_plan.role == "primary":
+        update_key, primary = None, host_plan.role == "primary"
+        if primary:
             transport, ixfr, tsig_only = None, group.ixfr, group.signed_only
             # A primary that takes new versions as files gets no update key: a zone open
             # to updates is a dynamic zone, which BIND will not reload from its file.
@@ -160,29 +161,25 @@ class LiveCase:
             update_key = None if by_file else self.update_key
         else:
             transport, ixfr, tsig_only = case.transport, case.ixfr, True
-        peers = (
-            [h.name for h in case.secondaries]
-            if host_plan.role == "primary"
-            else [case.primary.name]
-        )
+        peers = [h.name for h in case.secondaries] if primary else [case.primary.name]
         setup = srv.server_setup(
-            host_plan,
-            self.places,
-            peers,
-            workdir,
-            zones,
-            transport=transport,
-            tsig=self.tsig,
-            tls=self.tls,
-            ixfr=ixfr,
-            notify=case.notify,
-            update_key=update_key,
-        )
+            host_plan, self.places, peers, workdir, zones, transport=transport, tsig=self.tsig,
+            tls=self._tls(name), ixfr=ixfr, notify=case.notify, update_key=update_key,
+        )  # fmt: skip
         setup.tsig_known, setup.tsig_only = self.tsig, tsig_only
         setup.provide_ixfr = provides_ixfr(case, self.binaries)  # a primary's (primary_ixfr.py)
-        setup.tls_known = self.tls  # set only when some case of the group uses XoT
+        setup.tls_known = self._tls(name)  # set only when some case of the group uses XoT
         setup.signed = case.zone_spec.signed
         return setup
+
+    def _tls(self, name: str) -> TlsFiles | None:
+        if name not in self._tls_on:  # put on its host once
+            primary = name == self.plan.primary.name
+            self._tls_on[name] = srv.tls_on(self._place(name), self.tls, primary)
+        return self._tls_on[name]
+
+    def _workdir(self, name: str) -> Path:
+        return self._place(name).here(self.case_dir / name)  # where the visit's folder has it
 
     def _server(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> RunningServer:
         host_plan = next(h for h in self.plan.hosts if h.name == name)
@@ -227,12 +224,12 @@ class LiveCase:
         binary = self.binaries[running.name]
         if binary.path != running.server.binary:
             running.server = srv.make(running.plan, binary, setup)
-            running.server.render()
+            srv.put_config(running)
             return "restart" if running.proc is not None else None
         if srv.switch_fields(setup) == srv.switch_fields(old):
             return None
         running.server.setup = setup
-        running.server.render()
+        srv.put_config(running)
         if running.proc is None:
             return None
         started = running.started_with or old
@@ -244,8 +241,8 @@ class LiveCase:
 
     def start_primary(self) -> None:
         name = self.plan.primary.name
-        workdir = self.case_dir / name
-        zones = srv.primary_zones(self.generated.files, workdir, self.binaries.get(name))
+        workdir, place = self._workdir(name), self._place(name)
+        zones = srv.primary_zones(self.generated.files, place, workdir, self.binaries.get(name))
         self.primary = self._server(name, zones, workdir)
         peers = [self._place(h.name).address for h in self.plan.secondaries]
         self.wire = self.primary.place.wire(peers).__enter__()
@@ -274,10 +271,10 @@ class LiveCase:
     def prepare_secondaries(self) -> None:
         self.stop_secondaries()
         for host in self.plan.secondaries:
-            workdir = self.case_dir / host.name
+            workdir = self._workdir(host.name)
             zones = srv.fresh_secondary_zones(self._place(host.name), self.zones, workdir)
             running = self._server(host.name, zones, workdir)
-            running.server.render()
+            srv.put_config(running)
             self.secondaries[host.name] = running
 
     def start_secondaries(self) -> None:
@@ -491,7 +488,8 @@ class LiveCase:
         or read back (verify = "served"; once more when the first read met the server
         between versions: measure/copies.py)."""
         running, timeout = self.secondaries[host], self.plan.timeout
-        if self.plan.verify != "served" and (copy := running.server.disk_copy(zone)):
+        by_file = self.plan.verify != "served" and running.place.shares_files
+        if by_file and (copy := running.server.disk_copy(zone)):
             change, ref = self.change if zone == self.first_zone else None, self._reference(zone)
             return from_disk(running, copy, zone, serial, ref, change, self.plan, self.spent)
         return read_back(
@@ -532,12 +530,13 @@ class LiveCase:
         """A client on `host` pulls the first zone from the primary across the link, over
         the selected case's transport (measure/client_pull.py)."""
         assert self.primary is not None
+        tls = self._tls(host)
         result = self._place(host).pull_from(
             method,
             self.first_zone,
             self.primary.place.address,
             self.plan.transport,
-            tls_ca=self.tls.ca_cert if self.tls else None,
+            tls_ca=tls.ca_cert if tls else None,
             tsig=self.tsig,
             timeout=self.plan.timeout,
         )

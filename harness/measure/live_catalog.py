@@ -88,10 +88,10 @@ class LiveCatalogCase(LiveCase):
         """Every consumer with the catalog zone alone, nothing on disk."""
         self.stop_secondaries()
         for host in self.plan.secondaries:
-            workdir = self.case_dir / host.name
+            workdir = self._workdir(host.name)
             zones = srv.fresh_secondary_zones(self._place(host.name), [self.first_zone], workdir)
             running = self._server(host.name, zones, workdir)
-            running.server.render()
+            srv.put_config(running)
             self.secondaries[host.name] = running
 
     def start_consumers(self) -> float:

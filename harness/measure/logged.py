@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.servers import count_failures, count_refusals
-from harness.servers.base import FALLBACK_KINDS, Server, zone_name
+from harness.servers.base import Server, zone_name
+from harness.servers.fallbacks import FALLBACK_KINDS
 from harness.servers.log_reading import last_incoming, last_outgoing
 
 

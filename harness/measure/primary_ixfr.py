@@ -10,7 +10,7 @@ cannot (Capabilities.withholds_ixfr_primary), plan/case.py declares the case uns
 
 from __future__ import annotations
 
-from harness.measure.processes import RunningServer
+from harness.measure.processes import RunningServer, put_config
 from harness.plan.case import CasePlan
 from harness.servers.binaries import ServerBinary
 
@@ -29,6 +29,6 @@ def switch_primary(primary: RunningServer, provide: bool, timeout: float) -> boo
     if not setup.ixfr or setup.provide_ixfr == provide:
         return False
     setup.provide_ixfr = provide
-    primary.server.render()
+    put_config(primary)
     primary.place.run(primary.server.reconfig_argv(), timeout=timeout)
     return True

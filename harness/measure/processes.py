@@ -24,7 +24,6 @@ from harness.servers import Server, ServerSetup, ZoneEntry, make_server, server_
 from harness.servers.binaries import ServerBinary
 from harness.xfr import TsigKey
 from harness.xfr.secrets import TlsFiles
-from harness.zonegen.cache import link_or_copy
 
 TLS_LISTEN_TIMEOUT = 20.0  # after it serves: no port 853 by then means no XoT configured
 
@@ -96,23 +95,34 @@ def server_setup(
 
 
 def primary_zones(
-    files: list[Any], workdir: Path, binary: ServerBinary | None = None
+    files: list[Any], place: Place, workdir: Path, binary: ServerBinary | None = None
 ) -> list[ZoneEntry]:
-    """The primary serves its own copy of each generated file (linked, never edited), in
-    the format its dialect loads fastest (Server.primary_file: BIND's raw for a large zone)
-    when its binary runs on this host."""
-    zone_dir = workdir / "zones"
-    zone_dir.mkdir(parents=True, exist_ok=True)
-    entries = []
+    """The primary serves its own copy of each generated file (linked, never edited, or
+    sent to its host), in the format its dialect loads fastest (Server.primary_file:
+    BIND's raw for a large zone) when its binary runs on this machine's files."""
+    entries, copies = [], {}
+    convert = binary is not None and binary.image is None and place.shares_files
     for zone in files:
         source = ZoneEntry(zone.origin, zone.path)
-        if binary is not None and binary.image is None:
+        if convert and binary is not None:
             dialect = server_class(binary.kind)
             source = dialect.primary_file(zone.path, zone.origin, binary.path, binary.version)
-        target = zone_dir / f"{zone.origin}zone"
-        link_or_copy(source.file, target)
+        target = workdir / "zones" / f"{zone.origin}zone"
+        copies[target] = source.file
         entries.append(ZoneEntry(zone.origin, target, source.format))
+    place.copy_in(copies)
     return entries
+
+
+def tls_on(place: Place, tls: TlsFiles | None, primary: bool) -> TlsFiles | None:
+    """The group's TLS files as `place` has them: put there unless files are shared (its
+    key on the primary's host alone, owner-only)."""
+    if tls is None or place.shares_files:
+        return tls
+    for file in (tls.ca_cert, tls.cert, *([tls.key] if primary else [])):
+        place.put(place.here(file), file.read_bytes(), 0o600)
+    here = place.here
+    return TlsFiles(here(tls.ca_cert), here(tls.cert), here(tls.key), tls.hostname)
 
 
 def fresh_secondary_zones(place: Place, origins: list[str], workdir: Path) -> list[ZoneEntry]:
@@ -125,12 +135,22 @@ def make(host_plan: HostPlan, binary: ServerBinary, setup: ServerSetup) -> Serve
     return make_server(binary.kind, setup, binary.path, in_container=binary.image is not None)
 
 
+def put_config(running: RunningServer) -> None:
+    """The server's config files on its place: its dialect's folders made there, each file
+    it renders put whole, owner-only (a config may hold the TSIG secret)."""
+    server, place = running.server, running.place
+    for folder, mode in server.folders():
+        place.mkdir(folder, mode)
+    for path, chunks in server.rendered().items():
+        place.write(path, chunks, 0o600)
+
+
 def spawn(running: RunningServer, *, render: bool = True) -> None:
     """Render (unless done already) and start the server on its place (Place.start: in its
     own cgroup, once it lives in its host's namespace)."""
     server = running.server
     if render:
-        server.render()
+        put_config(running)
     running.started_at = time.time()
     running.started_with = server.setup
     running.proc = running.place.start(server.argv(), workdir=server.setup.workdir)
@@ -142,7 +162,7 @@ def restart(running: RunningServer) -> None:
     stop(running)
     server = running.server
     for name in type(server).restart_forgets:
-        (server.setup.workdir / name).unlink(missing_ok=True)
+        running.place.remove(server.setup.workdir / name)
     spawn(running, render=False)
 
 
@@ -166,7 +186,7 @@ def stop(running: RunningServer, *, signalled: bool = False) -> None:
     if running.proc is not None:
         running.place.stop(running.proc, signalled=signalled)
         running.proc = None
-    running.server.remove_control_socket()
+    running.place.remove(running.server.control_path)
 
 
 def kill(running: RunningServer) -> list[int]:

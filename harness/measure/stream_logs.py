@@ -12,7 +12,8 @@ more than "receiving AXFR-style IXFR" (Knot, the secondary).
 from __future__ import annotations
 
 from harness.measure.stream_records import StreamTransfer
-from harness.servers.base import FALLBACK_KINDS, Fallback, LoggedTransfer, Server, zone_name
+from harness.servers.base import LoggedTransfer, Server, zone_name
+from harness.servers.fallbacks import FALLBACK_KINDS, Fallback
 
 
 def _fallback_for(

@@ -114,6 +114,7 @@ class TransferObserver:
         self._before: dict[str, Any] = {}
         self._after: dict[str, Any] = {}
         self._watches: dict[str, ConnectionWatch] = {}
+        self._paths: dict[str, Any] = {}  # secondary -> its path's TCP counts, where counted
         self._stack = contextlib.ExitStack()
         self._began = self._finished = 0.0  # monotonic: the repeat's observation window
         self._sockets: dict[str, dict[str, list[Ends]]] = {}  # "before"/"after" -> host -> dump
@@ -127,6 +128,9 @@ class TransferObserver:
         primary = self._place(self.plan.primary.name)
         since = self._began = time.monotonic()
         self._sockets["before"] = self._dumps()
+        secondaries = [h.name for h in self.plan.secondaries]
+        counting = self.places.path_counts(self.plan.primary.name, secondaries, self.port)
+        self._paths = self._stack.enter_context(counting)  # filled as finish() closes it
         for name in self._watched:
             host = self._place(name)
             with contextlib.suppress(SockDiagRefused):
@@ -177,6 +181,8 @@ class TransferObserver:
         if self.wire is not None:
             address = self._place(host).address
             facts["wire"] = wire_facts(self.wire.events(address, t0, served), t0)
+        if host in self._paths:
+            facts["path"] = self._paths[host]  # the repeat's, as the primary's TCP saw it
         sockets = self._transfer_sockets(host)
         if sockets is not None:
             facts["sockets"] = sockets

@@ -28,54 +28,38 @@ Three implementations:
   and the probes next to the server: SOA, sampled names, the primary's check, a signed
   update relayed as wire bytes, copies read back, a client's pull, zone and serial waits,
   the wire watcher); every time it reports is put on the engine's clock (`HostClock`).
-  tests/system/test_places.py runs LiveCase over it, agents in a testbed's namespaces
-  on this machine's file system (so the engine's local renders and reads reach them:
-  real hosts need them through put/read, below).
-  Not yet: `run --inventory` still drives RemoteCase (remote/bench.py), see below.
+  `run --inventory` (run/remote.py) runs LiveCase over it; so does
+  tests/system/test_places.py, agents in a testbed's namespaces.
 
-What LiveCase used of a testbed host before this interface (each now a place operation):
-`Host.run_tool` (control commands, reconfigurations, a dialect's publish tools, a disk
-copy's flush), `Testbed.spawn/stop/cgroup_of` and `os.kill` of the cgroup's pids (start,
-stop, kill a server), `/proc` of the pid against the namespace (started = entered),
-`socket_in(netns)` (the primary's TLS listener), `query_soa / verify_copy / verify_many /
-name_sample.served / check_primary_serves / pull_zone / wait_for_zones` with `netns=`
-(probes near the server), `socket_for / tcp_sockets / ConnectionWatch` with `netns=` (its
-sockets), `WireWatch(netns)` (the primary's wire), `Testbed.describe()` sysctls (its port
-range), and of the testbed as a whole `wait_for_serials` and `SerialFollower` over
-(address, netns) pairs, `flush_route_metrics`, `link_counters`, `link_queued`, the link's
-directions and linkem's control (`Places`).
+How the engine's decisions reach a host that is not this machine:
+- files: the engine renders a server's configs and puts them (measure/processes.py
+  `put_config`: `Place.mkdir`, `Place.write`), links or sends the generated zones
+  (`copy_in`: rsync to a host) and a whole new version of a zone (`Reach.copy_in`), puts
+  the group's TLS files (the key on the primary's host alone), removes a restarted
+  server's forgotten state and its control channel (`remove`), reads its log (`read`); a
+  server's folder is where the visit's folder has it on that host (`here`). Where files
+  are not shared (`shares_files`) a copy is read back, never read from the server's file,
+  and BIND loads its text zone (its raw format is made where its binary runs);
+- sampling: `Places.sampling` gives the engine the run's sampler here, or one relaying
+  what each host's agent samples of the processes it spawned (remote/relayed.py), their
+  times on the controller's clock;
+- the link: each secondary host's linkem (remote/hostlink.py, started per visit by
+  run/remote.py) gives `link_directions` and `link_counters`; the real path's TCP counts
+  come from the primary's agent (`Places.path_counts`, a record's extra.path);
+- records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
+  a duration that spans two hosts;
+- a change stream: each host's agent follows its own servers' serials
+  (`follow_serials`: remote/relayed.py `AgentFollower`, a SerialFollower in each agent),
+  their changes put on the controller's clock.
 
-What RemoteCase asks an agent for, and the place operation it becomes (done: the agent op
-behind each AgentPlace operation exists; left: run/remote.py calling LiveCase with them):
-- `run`, `control`, `reconfig` (the engine renders, the place runs the argv) -> `run`
-  (agent `exec`);
-- `start` (a `ServerSetup` rebuilt from JSON and rendered on the host) -> `put` of the
-  files the engine rendered, then `start` (agent `spawn`); `stop`, `alive` -> `stop`
-  (`halt`), `kill` (`kill`), `Proc.poll` (`poll`);
-- `fresh`, `read` -> `fresh`, `read`; `sysctls` -> `port_range` (applying a visit's TCP
-  settings, today push.yml's, is still to add); `flush_metrics` -> `flush_route_metrics`;
-- `soa_serial`, `verify`, `verify_zones`, `pull`, `wait_zones`, `wait_listening` ->
-  `soa`, `read_copy`, `read_copies`, `pull_from`, `wait_zones`, `wait_listening`;
-  `served`, `check_serves` (new) -> `served_names`, `check_serves`;
-- `wait_serials` -> `Places.wait_serials` (each agent polls its own server);
-- `wire_start/notify/events/last/forget/stop` -> `wire` (remote/place.py `AgentWire`);
-- `publish` (a dialect's publish decided on the host) -> the engine's publish through
-  `reach`: a signed update's wire relayed by the agent (`exchange`), tools by `run`.
-
-What stage 2 (run/remote.py over LiveCase, RemoteCase and the agent's `start`, `reconfig`,
-`control`, `publish`, `setup_from` retired) still needs, each a decision of the engine's:
-- files: `Server.render()`, `processes.primary_zones` (links), `restart`'s forgotten
-  state, `remove_control_socket`, a whole-file publish (`Server.publish`'s link) and
-  `disk_copy` (reads the copy) write or read the controller's file system; on an agent
-  place they must go through `put`/`remove`/`read` (zone files and TLS stay push.yml's);
-- sampling: `cgroup_of` is None on an agent place, so the controller's Sampler cannot
-  read a remote server; the agent's own sampler (`sample_watch` by server name) must take
-  pid targets and its lines be relayed (RemoteCase's `Observing`);
-- sockets: `sock_diag`, `tcp_sockets`, `connection_watch` are refused (SockDiagRefused):
-  settle's looker and the observer must read them through the agent, or do without;
-- `follow_serials` (a stream) is refused (NotOnAgents): an agent-side follower;
-- the link: `link_counters`/`link_directions` from each host's linkem (`link_stats`,
-  remote/hostlink.py), and the records' clock errors (run/remote.py `with_clock`).
+What an agent place does without, said where it shows: sock_diag (`sock_diag`,
+`tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
+connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
+no extra.tcp; linkem's runtime control (`link_control` None), so run/remote.py refuses
+faults; catalog cases (their catalog's versions are written here) are refused too. A cold
+start's log is read against the start time the engine took (the controller's clock);
+PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
+a PowerDNS server on an inventory host.
 """
 
 from __future__ import annotations
@@ -92,6 +76,7 @@ import dns.rrset
 from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
+from harness.observe.sampler import Target
 from harness.observe.sockdiag import ConnectionWatch
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
@@ -123,6 +108,9 @@ class Place(Protocol):
 
     name: str  # the host's name in the plan ("primary", "<site>-<n>", an inventory name)
     address: str  # where its server listens and its peers reach it
+    # Its files are this machine's (a namespace; a container over the run's folder): the
+    # engine's own tools may read and convert them in place (a disk copy, BIND's raw).
+    shares_files: bool
 
     # --- commands and processes ---------------------------------------------------------
 
@@ -163,6 +151,17 @@ class Place(Protocol):
 
     # --- files -------------------------------------------------------------------------
 
+    def here(self, local: Path) -> Path:
+        """Where this host keeps what the engine keeps at `local`, a path of the run's
+        results folder (a server's folder, the TLS files): `local` itself where files are
+        shared, the same place in the host's own folder of the run otherwise."""
+        ...
+
+    def copy_in(self, files: dict[Path, Path]) -> None:
+        """Files of this machine, never edited (generated zones), at their paths here
+        ({path here: this machine's file}): linked where files are shared, else sent."""
+        ...
+
     def fresh(self, folder: Path) -> None:
         """`folder` emptied, with an empty `zones/` in it (a secondary's cold state)."""
         ...
@@ -173,6 +172,15 @@ class Place(Protocol):
 
     def put(self, path: Path, data: bytes, mode: int = 0o644) -> None:
         """A file the engine wrote (a rendered config, a key), put whole on this host."""
+        ...
+
+    def write(self, path: Path, chunks: Iterable[str], mode: int = 0o600) -> None:
+        """A text file the engine rendered (a server's config), put whole on this host,
+        written as its pieces come (a config for 100 k zones is 40 MB)."""
+        ...
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        """A folder of this host (and its parents), kept when it exists."""
         ...
 
     def remove(self, path: Path) -> None:
@@ -263,12 +271,42 @@ class Place(Protocol):
         ...
 
 
+class Sampling(Protocol):
+    """What the engine asks of a sampler (observe/sampler.py `Sampler`, or one relaying
+    the samples a host's agent takes of its servers)."""
+
+    def watch(
+        self,
+        case: str,
+        targets: list[Target],
+        link_counters: Callable[[], dict[str, Any]] | None,
+        ranges: dict[str, PortRange] | None = None,
+    ) -> Any: ...
+
+    def mark(self, event: str, repeat: int) -> Any: ...
+
+    def note(self, case: str, lines: list[dict[str, Any]]) -> None: ...
+
+
 class Places(Protocol):
     """The places of a case and the link between them."""
 
     backend: str  # the link emulator ("linkem", "netem", "none")
 
     def place(self, name: str) -> Place: ...
+
+    def sampling(self, sampler: Sampling | None) -> Sampling | None:
+        """Who samples the servers of these places for `sampler` (itself on this machine,
+        where cgroups and /proc are the engine's; else each host's agent, relayed)."""
+        ...
+
+    def path_counts(
+        self, primary: str, secondaries: list[str], port: int
+    ) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        """While open, the primary's connections to its secondaries on `port` watched
+        from its host (the real path's retransmits and RTT); the dict yielded is filled at
+        the close, by secondary, where a host counts them (empty elsewhere)."""
+        ...
 
     def wait_serials(
         self,

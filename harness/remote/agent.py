@@ -3,12 +3,14 @@ controller over the SSH channel that started it (JSON lines on stdin and stdout)
 
     python3 -m harness.remote.agent RUN_DIR TAG      # started by remote/channel.py
 
-On its host it does what the netns backend does inside a namespace: it renders and starts
-the servers (a dialect each, in a cgroup of its own, pid files under RUN_DIR/pids), runs
-their control tools, puts new serials on the primary, polls SOA serials (the secondary's
-served time is seen on its own host), watches the primary's wire for NOTIFYs, reads a
-copy back for verification (RRSUM), and samples its servers. Times it reports are this
-host's clock (unix seconds); the controller converts them with the offset it measured.
+On its host it executes what the controller's case engine asks (remote/agent_place.py:
+spawn the argv it is given in a cgroup with a pid file under RUN_DIR/pids, signal, halt,
+kill, put and remove files of the run's folder, run tools), and the probes that must run
+next to a server: SOA polls (a secondary's served time is seen on its own host), the
+primary's wire, copies read back (RRSUM), samples of the processes it spawned, the real
+path's counts, its site's link (linkem). It decides nothing about a case. Times it reports
+are this host's clock (unix seconds); the controller converts them with the offset it
+measured.
 
 Requests run on threads of their own, so a long wait for serials never holds the clock
 exchange or the sampler's lines back. Nothing but answers goes to stdout.
@@ -30,67 +32,18 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from harness.core.stopping import stop_process
-from harness.core.transport import Transport
 from harness.metrics.exporter import Exporter
 from harness.observe.procfs import parse_port_range
 from harness.observe.sampler import Sampler, Target
 from harness.remote.agent_link import LinkOps
 from harness.remote.agent_measures import Measures, proc_start, real_minus_mono
-from harness.remote.agent_place import STOP_WAIT, Primitives, Spawned
+from harness.remote.agent_place import Primitives, Spawned
 from harness.remote.pathwatch import PathWatch
 from harness.results.folder import SAMPLES
-from harness.servers import Server, ServerSetup, ZoneEntry, make_server
-from harness.servers.base import NewVersion, Reach
-from harness.xfr import TsigKey, XfrError, XfrTimeout
+from harness.xfr import XfrTimeout
 from harness.xfr.poll import wait_for_serials
-from harness.xfr.secrets import TlsFiles
-from harness.xfr.update import query_soa, with_serial
 from harness.xfr.verify import verify_copy
 from harness.xfr.wire_watch import WireWatch
-from harness.zonegen.model import ChangeSet
-
-
-def setup_from(data: dict[str, Any]) -> ServerSetup:
-    """A dialect's setup from the controller's JSON (paths are this host's)."""
-    tsig = TsigKey(**data["tsig"]) if data.get("tsig") else None
-    known = TsigKey(**data["tsig_known"]) if data.get("tsig_known") else None
-    update = TsigKey(**data["update_key"]) if data.get("update_key") else None
-
-    def tls_files(t: dict[str, str] | None) -> TlsFiles | None:
-        if not t:
-            return None
-        return TlsFiles(Path(t["ca_cert"]), Path(t["cert"]), Path(t["key"]), t["hostname"])
-
-    return ServerSetup(
-        role=data["role"],
-        address=data["address"],
-        peers=tuple(data["peers"]),
-        zones=[ZoneEntry(z["origin"], Path(z["file"])) for z in data["zones"]],
-        workdir=Path(data["workdir"]),
-        transport=Transport.from_dict(data["transport"]) if data.get("transport") else None,
-        tsig=tsig,
-        tsig_known=known,
-        tsig_only=data.get("tsig_only", True),
-        tls=tls_files(data.get("tls")),
-        tls_known=tls_files(data.get("tls_known")),
-        ixfr=data.get("ixfr", True),
-        provide_ixfr=data.get("provide_ixfr", True),
-        notify=data.get("notify", True),
-        options=dict(data.get("options", {})),
-        config=str(data.get("config", "")),
-        signed=bool(data.get("signed", False)),
-        update_key=update,
-        control_socket=Path(data["control_socket"]) if data.get("control_socket") else None,
-    )
-
-
-class Running:
-    def __init__(self, name: str, server: Server, proc: subprocess.Popen[Any], group: Any):
-        self.name = name
-        self.server = server
-        self.proc = proc
-        self.group = group
 
 
 class Agent(Measures, LinkOps, Primitives):
@@ -99,7 +52,6 @@ class Agent(Measures, LinkOps, Primitives):
         self.tag = tag
         self.out = out
         self.lock = threading.Lock()
-        self.servers: dict[str, Running] = {}  # what op_start rendered and started
         self.spawned: dict[int, Spawned] = {}  # pid -> what op_spawn started
         self.wire: WireWatch | None = None
         self.sampler: Sampler | None = None
@@ -107,6 +59,7 @@ class Agent(Measures, LinkOps, Primitives):
         self.exporter: Exporter | None = None  # this host's samples, for the run's Prometheus
         self.paths: PathWatch | None = None  # the primary's connections during a repeat
         self.iperf: subprocess.Popen[Any] | None = None  # the bandwidth probe's server
+        self.follower: Any = None  # a change stream's serial follower (op_follow_start)
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
         # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
         self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
@@ -189,20 +142,6 @@ class Agent(Measures, LinkOps, Primitives):
 
     # --- servers --------------------------------------------------------------------------
 
-    def op_start(self, name: str, kind: str, binary: str, setup: dict[str, Any]) -> dict[str, Any]:
-        server = make_server(kind, setup_from(setup), Path(binary))  # type: ignore[arg-type]
-        for zone in server.setup.zones:
-            zone.file.parent.mkdir(parents=True, exist_ok=True)
-        # The control socket lives apart from the workdir (a unix socket's path is short):
-        # Knot and NSD refuse to start when its folder is missing.
-        server.setup.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        server.render()
-        spawned = self._spawn(name, server.argv(), server.setup.workdir)
-        proc = spawned.proc
-        self.servers[name] = Running(name, server, proc, spawned.group)
-        return {"pid": proc.pid, "started_at": time.time(), "log": str(server.log_path),
-                "workdir": str(server.setup.workdir), "argv": server.argv()}  # fmt: skip
-
     def _pidfile(self, name: str, record: dict[str, Any]) -> None:
         path = self.run_dir / "pids" / f"{name}.json"
         tmp = path.with_suffix(".tmp")
@@ -222,71 +161,7 @@ class Agent(Measures, LinkOps, Primitives):
                                      f"within {timeout:g} s") from None  # fmt: skip
                 time.sleep(0.05)
 
-    def op_alive(self, names: list[str]) -> dict[str, int | None]:
-        return {n: self.servers[n].proc.poll() for n in names if n in self.servers}
-
-    def op_stop(self, name: str) -> int | None:
-        running = self.servers.pop(name, None)
-        if running is None:
-            return None
-        proc = running.proc
-        stop_process(proc, STOP_WAIT)
-        self._forget(Spawned(name, proc, running.group))
-        running.server.remove_control_socket()
-        return proc.returncode
-
-    def _tool(self, argv: list[str], timeout: float) -> dict[str, Any]:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        if result.returncode != 0:
-            raise XfrError(f"{argv[0]} exited {result.returncode}: {result.stderr.strip()[-400:]}")
-        return {"stdout": result.stdout[-2000:]}
-
-    def op_reconfig(self, name: str, setup: dict[str, Any], timeout: float) -> None:
-        running = self.servers[name]
-        fresh = setup_from(setup)
-        fresh.control_socket = running.server.setup.control_socket
-        running.server.setup = fresh
-        running.server.render()
-        self._tool(running.server.reconfig_argv(), timeout)
-
-    def op_control(self, name: str, action: str, zone: str, timeout: float) -> None:
-        server = self.servers[name].server
-        argv = server.retransfer_argv(zone) if action == "retransfer" else server.refresh_argv(zone)
-        self._tool(argv, timeout)
-
-    def op_publish(
-        self, name: str, zone: str, serial: int, change: dict[str, Any] | None, timeout: float
-    ) -> dict[str, Any]:
-        """The dialect's publish on this host, then the wait until the primary serves it."""
-        server = self.servers[name].server
-        address = server.setup.address
-        soa = query_soa(address, zone, netns=None, timeout=timeout)
-        changes = None
-        if change is not None:
-            changes = ChangeSet(**{k: Path(v) if k.endswith("_path") else v
-                                   for k, v in change.items()})  # fmt: skip
-        version = NewVersion(zone, with_serial(soa, serial), changes)
-        reach = Reach(address, None, timeout, lambda argv: self._tool(argv, timeout))
-        issued = time.time()
-        method = server.publish(version, reach)
-        seen = wait_for_serials({"p": (address, None)}, zone, serial,
-                                deadline=time.monotonic() + timeout, interval=0.005)  # fmt: skip
-        if "p" not in seen.served:
-            raise XfrTimeout(f"timeout after {timeout:g} s: the primary never served {zone} "
-                             f"serial {serial} ({method})")  # fmt: skip
-        return {
-            "issued": issued,
-            "served": seen.served["p"] + real_minus_mono(),
-            "method": method,
-            "old_soa": soa.to_text(),
-            "new_soa": version.soa.to_text(),
-        }
-
     # --- serials, copies, the wire -----------------------------------------------------------
-
-    def op_soa_serial(self, address: str, zone: str, timeout: float) -> int:
-        (rdata,) = list(query_soa(address, zone, netns=None, timeout=timeout))
-        return int(rdata.serial)
 
     def op_wait_serials(
         self, targets: dict[str, str], zone: str, serial: int, timeout: float, interval: float
@@ -372,8 +247,8 @@ class Agent(Measures, LinkOps, Primitives):
             self.sampler.__enter__()
         chosen, ranges = [], {}
         port_range = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        for t in targets:
-            running = self.servers.get(t["name"])
+        for t in targets:  # by the pid it spawned (op_spawn)
+            running = self.spawned.get(t["pid"])
             if running is None or running.proc.poll() is not None:
                 continue
             chosen.append(Target(t["role"], t["server"], running.proc.pid, running.group,
@@ -405,9 +280,6 @@ class Agent(Measures, LinkOps, Primitives):
     def shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self.op_link_stop()  # the rules first: without linkem they would drop packets
-        for name in list(self.servers):
-            with contextlib.suppress(Exception):
-                self.op_stop(name)
         self.halt_spawned()
         if self.wire is not None:
             self.wire.__exit__(None, None, None)
@@ -422,6 +294,7 @@ class Agent(Measures, LinkOps, Primitives):
             self.paths.counts()
             self.paths = None
         self.op_iperf_stop()
+        self.op_follow_stop()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "agent.json").unlink()
 

@@ -1,7 +1,8 @@
 """The agent's measuring operations (a part of `remote.agent.Agent`): a client's pull
 from this host, the primary's connections to its secondaries (the real path's
-retransmits), the bandwidth probe's server, and a cold start's zones polled and read back
-on this host. Times they report are this host's clock (unix seconds).
+retransmits), the bandwidth probe's server, a cold start's zones polled and read back on
+this host, and a change stream's serials followed here. Times they report are this
+host's clock (unix seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from harness.measure.client_pull import pull_zone
 from harness.measure.cold_start import polling_summary
 from harness.remote.pathwatch import PathWatch
 from harness.xfr import TsigKey, XfrError
+from harness.xfr.follow import SerialFollower
 from harness.xfr.poll_zones import ZonesTimeout, wait_for_zones
 from harness.xfr.verify import verify_many
 
@@ -46,10 +48,10 @@ class Measures:
     teardown (_pidfile), are the Agent's."""
 
     run_dir: Path
-    servers: dict[str, Any]  # name -> Running (remote/agent.py)
     spawned: dict[int, Any]  # pid -> Spawned (remote/agent_place.py)
     paths: PathWatch | None
     iperf: subprocess.Popen[Any] | None
+    follower: SerialFollower | None  # a change stream's, while it runs
 
     # --- a cold start -------------------------------------------------------------------------
 
@@ -72,10 +74,10 @@ class Measures:
         max_rate: float,
         pid: int | None = None,
     ) -> dict[str, Any]:
-        """Every zone of the secondary `name` (or the process `pid` spawned) polled on this
+        """Every zone of the secondary `name` (the process `pid` spawned) polled on this
         host until it serves `serial` (xfr/poll_zones.py), while it runs; when each was
         first served, and how it was polled."""
-        running = self.servers.get(name) if pid is None else self.spawned.get(pid)
+        running = None if pid is None else self.spawned.get(pid)
 
         def alive(done: int, total: int) -> None:
             status = running.proc.poll() if running is not None else -1
@@ -159,3 +161,33 @@ class Measures:
             return {}
         counts = watch.counts()
         return counts | ({"error": watch.error} if watch.error else {})
+
+    # --- a change stream ----------------------------------------------------------------------
+
+    def op_follow_start(self, targets: dict[str, str], zone: str, interval: float) -> None:
+        """Follow the serial of `zone` on this host's servers ({name: address}): one
+        poller thread (xfr/follow.py), until op_follow_stop."""
+        self.op_follow_stop()
+        follower = SerialFollower({n: (a, None) for n, a in targets.items()}, zone,
+                                  interval=interval)  # fmt: skip
+        self.follower = follower.__enter__()
+
+    def op_follow_expect(self, serial: int) -> None:
+        if self.follower is not None:
+            self.follower.expect(serial)
+
+    def op_follow_take(self, timeout: float) -> dict[str, Any]:
+        """The changes seen since the last call (waiting up to `timeout` for one), their
+        times this host's unix time, and the queries sent so far."""
+        assert self.follower is not None
+        shift = real_minus_mono()
+        changes = [
+            [c.host, c.serial, c.at + shift, None if c.before is None else c.before + shift]
+            for c in self.follower.take(timeout)
+        ]
+        return {"changes": changes, "queries": self.follower.queries()}
+
+    def op_follow_stop(self) -> None:
+        follower, self.follower = self.follower, None
+        if follower is not None:
+            follower.close()

@@ -8,13 +8,14 @@ must run next to the server).
     place.put(folder / "named.conf", text.encode())   # the engine rendered it
     proc = place.start(server.argv(), workdir=folder)
 
-Paths given to a place are its host's (the engine renders a server's files for the folder
-`place.folder(...)` names on that host, then puts them). Times the agent reports are its
-host's unix time; the place puts them on the engine's clock (time.monotonic(), the
-controller's) with the channel's measured offset, as remote/observing.py `to_bench` does.
-What cannot be carried out here yet is refused with a message, never faked: sock_diag
-sampling of a remote server's connections, its cgroup read by the controller's sampler,
-and a serial followed through a stream (issue 30 stage 2, docs/architecture.md).
+Paths given to a place are its host's: a server's folder is where the run's results folder
+has it, in the host's own run folder (`here`), and the engine renders a server's files for
+it, then puts them. Times the agent reports are its host's unix time; the place puts them
+on the engine's clock (time.monotonic(), the controller's) with the channel's measured
+offset. What cannot be carried out here is refused with a message, never faked: sock_diag
+of a remote server's connections, its cgroup read by the controller's sampler (its agent
+samples it: remote/relayed.py), and a serial followed through a stream (harness/place's
+docstring lists what an agent place does without).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import subprocess
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-from harness.core.errors import ToolFailed, XfrbenchError
+from harness.core.errors import ToolFailed
 from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
@@ -44,12 +44,20 @@ from harness.observe.procfs import parse_port_range
 from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
-from harness.place import Place, Proc
+from harness.place import Place, Proc, Sampling
 from harness.remote.agent_place import record_text
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
+from harness.remote.relayed import (
+    AgentFollower,
+    HostClock,
+    Relayed,
+    RelayedSampler,
+    directions_of,
+    link_counters,
+)
 from harness.servers.base import Reach
+from harness.spec import LinkSpec
 from harness.xfr import PullResult, TsigKey, XfrTimeout
-from harness.xfr.follow import SerialFollower
 from harness.xfr.name_sample import Held, Key
 from harness.xfr.poll import SerialsSeen
 from harness.xfr.poll_zones import ZonesServed, ZonesTimeout
@@ -59,27 +67,26 @@ from harness.xfr.wire_watch import WireEvent
 READ_CHUNK = 8 << 20  # bytes of a file read per request
 LISTEN_STEP = 1.0  # seconds of each wait for a listener, between checks that it lives
 PORT_RANGE = "net.ipv4.ip_local_port_range"
+ROUND_OFF_S = 1e-4  # seconds: a window's widening (wire_window)
 
 
-class NotOnAgents(XfrbenchError):
-    """What an agent-backed place cannot do yet (issue 30 stage 2)."""
+def wire_window(t0: float, until: float, to_host: Callable[[float], float]) -> tuple[float, float]:
+    """The primary's wire events of [t0, until] on the controller's clock, as the primary's
+    host times to ask its agent for, widened by the conversions' round-off: a host's time
+    put on the controller's clock and back is off by ~1e-6 s at unix times, and packets
+    read in one batch with a NOTIFY share its time exactly (pure)."""
+    return to_host(t0) - ROUND_OFF_S, to_host(until) + ROUND_OFF_S
 
 
-@dataclass(frozen=True)
-class HostClock:
-    """A host's unix time against the controller's monotonic clock, by its latest reading."""
-
-    reading: Callable[[], ClockReading]
-
-    def to_bench(self, at: float) -> float:
-        return at - self.reading().offset_s - (time.time() - time.monotonic())
-
-    def to_host(self, at: float) -> float:
-        return at + self.reading().offset_s + (time.time() - time.monotonic())
-
-    def to_wall(self, at: float) -> float:
-        """A host's unix time as the controller's unix time."""
-        return at - self.reading().offset_s
+def on_bench(
+    events: list[dict[str, Any]], t0: float, to_bench: Callable[[float], float]
+) -> list[WireEvent]:
+    """The agent's wire events on the controller's clock, none before t0 (pure)."""
+    return [
+        WireEvent(max(t0, to_bench(e["at"])), e["kind"], e["peer"], e["serial"], e["port"],
+                  e.get("to_port"))
+        for e in events
+    ]  # fmt: skip
 
 
 class AgentProc:
@@ -124,14 +131,11 @@ class AgentWire:
         self.channel.call("wire_stop", wait=10)
 
     def events(self, peer: str, since: float, until: float | None = None) -> list[WireEvent]:
-        host_until = None if until is None else self.clock.to_host(until)
-        found = self.channel.call("wire_events", peer=peer, since=self.clock.to_host(since),
-                                  until=host_until, wait=10)  # fmt: skip
-        to_bench = self.clock.to_bench
-        return [
-            WireEvent(to_bench(e["at"]), e["kind"], e["peer"], e["serial"], e["port"], e["to_port"])
-            for e in found
-        ]
+        until_ = time.monotonic() if until is None else until
+        host_since, host_until = wire_window(since, until_, self.clock.to_host)
+        found = self.channel.call("wire_events", peer=peer, since=host_since,
+                                  until=None if until is None else host_until, wait=10)  # fmt: skip
+        return on_bench(found, since, self.clock.to_bench)
 
     def connect_ports(self, peer: str, since: float, until: float | None = None) -> list[int]:
         events = self.events(peer, since, until)
@@ -164,17 +168,31 @@ def held_from(answer: list[Any] | None, rdtype: int) -> Held | None:
     return ttl, frozenset(dns.rdata.from_text(dns.rdataclass.IN, rdtype, t) for t in texts)
 
 
+Sync = Callable[[dict[str, Path], str], None]  # files {name: this machine's} into a folder
+
+
 class AgentPlace:
     """One host of an inventory, through its agent."""
 
+    shares_files = False
+
     def __init__(
-        self, name: str, address: str, channel: AgentChannel, run_dir: str, clock: HostClock
+        self,
+        name: str,
+        address: str,
+        channel: AgentChannel,
+        run_dir: str,
+        clock: HostClock,
+        results: Path | None = None,
+        sync: Sync | None = None,
     ) -> None:
         self.name = name
         self.address = address
         self.channel = channel
         self.run_dir = run_dir  # the host's folder of this run: every file the place touches
         self.clock = clock
+        self.results = results  # the run's results folder here, which run_dir mirrors
+        self.sync = sync  # rsync to the host (remote/sync.py); else files go by put
         self.started: AgentProc | None = None  # the server it runs (a cold start's wait)
         self._spawns = 0
 
@@ -229,13 +247,38 @@ class AgentPlace:
         return [int(p) for p in pids]
 
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
-        return None  # its host's: sampled by its agent (stage 2), not by the controller
+        return None  # its host's: sampled by its agent (Places.sampling), not by the controller
 
     # --- files -----------------------------------------------------------------------------
+
+    def here(self, local: Path) -> Path:
+        """`local`'s place under the host's run folder (fetch.yml brings it back there);
+        itself for a place without a results folder (an agent on this machine)."""
+        if self.results is None:
+            return local
+        return Path(self.run_dir, local.relative_to(self.results))
+
+    def copy_in(self, files: dict[Path, Path]) -> None:
+        """By rsync, a folder's files at once, where the place has it; else put whole."""
+        folders: dict[Path, dict[str, Path]] = {}
+        for target, source in files.items():
+            folders.setdefault(target.parent, {})[target.name] = source
+        for folder, named in folders.items():
+            if self.sync is not None:
+                self.sync(named, str(folder))
+                continue
+            for name, source in named.items():
+                self.put(folder / name, source.read_bytes())
 
     def put(self, path: Path, data: bytes, mode: int = 0o644) -> None:
         self.channel.call("put", path=str(path), data=base64.b64encode(data).decode(),
                           mode=mode)  # fmt: skip
+
+    def write(self, path: Path, chunks: Iterable[str], mode: int = 0o600) -> None:
+        self.put(path, "".join(chunks).encode(), mode)
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        self.channel.call("mkdir", path=str(path), mode=mode)
 
     def remove(self, path: Path) -> None:
         self.channel.call("remove", path=str(path))
@@ -288,7 +331,7 @@ class AgentPlace:
             return base64.b64decode(answer)
 
         return Reach(self.address, None, timeout, lambda argv: self.run(argv, timeout=timeout),
-                     exchange)  # fmt: skip
+                     exchange, self.copy_in)  # fmt: skip
 
     def soa(self, zone: str, timeout: float) -> dns.rrset.RRset:
         return soa_rrset(self.channel.call("soa", address=self.address, zone=zone,
@@ -390,20 +433,63 @@ class AgentPlace:
 class AgentPlaces:
     """The hosts of an inventory as places; each host's server polled by its own agent."""
 
-    backend = "none"  # no link emulator of the controller's (a host's linkem: stage 2)
-
     def __init__(
         self,
         hosts: dict[str, tuple[str, AgentChannel, str]],
         clock: Callable[[str], ClockReading],
+        *,
+        results: Path | None = None,
+        sync: Callable[[str], Sync] | None = None,
+        serving: Collection[str] = (),
     ) -> None:
+        """`results`: the run's folder here, mirrored by each host's run folder; `sync`:
+        a host's rsync; `serving`: hosts whose agent serves its samples to Prometheus."""
         self._places = {
-            name: AgentPlace(name, address, channel, run_dir, HostClock(lambda n=name: clock(n)))
+            name: AgentPlace(
+                name,
+                address,
+                channel,
+                run_dir,
+                HostClock(lambda n=name: clock(n)),
+                results,
+                None if sync is None else sync(name),
+            )
             for name, (address, channel, run_dir) in hosts.items()
         }
+        self.clock = clock
+        self.serving = serving
+        self.links: dict[str, LinkSpec] = {}  # secondary host -> its site's emulated link
+
+    @property
+    def backend(self) -> str:
+        """Each secondary host's own linkem emulates its site's link (run/remote.py)."""
+        return "linkem" if self.links else "none"
 
     def place(self, name: str) -> AgentPlace:
         return self._places[name]
+
+    def _relayed(self, names: Iterable[str]) -> list[Relayed]:
+        return [Relayed(n, self.place(n).channel, lambda n=n: self.clock(n)) for n in names]
+
+    def sampling(self, sampler: Sampling | None) -> Sampling | None:
+        if sampler is None:
+            return None
+        return RelayedSampler(sampler, self._relayed(self._places), self.serving)
+
+    @contextlib.contextmanager
+    def path_counts(
+        self, primary: str, secondaries: list[str], port: int
+    ) -> Iterator[dict[str, Any]]:
+        """The primary's agent watches its connections (remote/pathwatch.py)."""
+        by_address = {self.place(name).address: name for name in secondaries}
+        channel = self.place(primary).channel
+        channel.call("paths_start", peers=list(by_address), port=port, wait=10)
+        counts: dict[str, Any] = {}
+        try:
+            yield counts
+        finally:
+            found = channel.call("paths_stop", wait=30)
+            counts |= {by_address[a]: c for a, c in found.items() if a in by_address}
 
     def wait_serials(
         self,
@@ -445,15 +531,22 @@ class AgentPlaces:
 
     def follow_serials(
         self, places: dict[str, Place], zone: str, interval: float
-    ) -> contextlib.AbstractContextManager[SerialFollower]:
-        raise NotOnAgents("a serial followed through a stream is not run on agents yet")
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Each host's agent follows its own servers' serials (by the names given)."""
+        hosts: dict[str, dict[str, str]] = {}
+        for name, place in places.items():
+            hosts.setdefault(place.name, {})[name] = place.address
+        agents = {h.name: h for h in self._relayed(hosts)}
+        clocks = {name: self.place(name).clock for name in hosts}
+        return AgentFollower({n: (agents[n], targets, clocks[n]) for n, targets in hosts.items()},
+                             zone, interval)  # fmt: skip
 
     def flush_route_metrics(self) -> None:
         with ThreadPoolExecutor(max_workers=max(1, len(self._places))) as pool:
             list(pool.map(lambda p: p.flush_route_metrics(), self._places.values()))
 
     def link_counters(self) -> dict[str, Any]:
-        return {}
+        return link_counters(self._relayed(self.links)) if self.links else {}
 
     def link_queued(self) -> tuple[int, float] | None:
         return None
@@ -462,7 +555,7 @@ class AgentPlaces:
         return None
 
     def link_directions(self) -> list[Any]:
-        return []
+        return list(directions_of(self.links))
 
     def each(self) -> Iterator[AgentPlace]:
         return iter(self._places.values())

@@ -1,14 +1,15 @@
 """A run on the hosts of an Ansible inventory (`xfrbench run --inventory lab.yml`): the
-scenario's sites matched to the inventory's, each visit's servers on those hosts through
-`remote.RemoteCase`, and every record's clock error beside its duration.
+scenario's sites matched to the inventory's, each visit's servers on those hosts through the
+one case engine (measure/live.py `LiveCase`) over agent places (remote/place.py), and every
+record's clock error beside its duration.
 
 A site's [link] (delay, jitter, loss) is emulated by linkem on each of its secondary hosts
 (remote/hostlink.py), started for each visit and stopped at its end.
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do (a rate, the primary's uplink, change streams,
-faults, a server suite other than the hosts' own), and sites on one side only
-(inventory.match_sites).
+inventory backend does not do (a rate, the primary's uplink, catalog cases, faults, a
+server whose state the harness writes here, PowerDNS's database, a server suite other than
+the hosts' own), and sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from harness.core.terms import SERVER_TO_SERVER
 from harness.inventory import InventoryHost, load_inventory, match_sites
 from harness.link import linkem
 from harness.measure.client_pull import TLS_HOSTNAME
+from harness.measure.live import LiveCase
+from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
-from harness.remote.bench import RemoteCase
 from harness.remote.fleet import RemoteFleet
 from harness.remote.hostlink import host_link
 from harness.remote.paths import add_transfer, measure_paths
+from harness.remote.place import AgentPlaces
 from harness.results.meta import ServerInfo, case_meta
 from harness.results.model import TransferRecord
 from harness.results.store import RunStore, write_case_files, write_json_atomic
@@ -66,14 +69,13 @@ def check_scenario(loaded: LoadedScenario) -> None:
             if site.link.impaired and site.link.backend == "netem":
                 refuse(f"{key}.backend", "inventory hosts emulate a site's link with linkem",
                        "remove link.backend or set it to 'linkem'")  # fmt: skip
-        if scenario.trigger in ("stream", "catalog"):
-            what = "change streams" if scenario.trigger == "stream" else "catalog cases"
+        if scenario.trigger == "catalog":
             refuse(
                 "trigger",
-                f"{what} are not run on inventory hosts: their flow drives the servers "
-                "of a namespace testbed",
-                "use trigger = 'notify', 'retransfer' or 'cold-start', or run the scenario "
-                "on the netns backend (without --inventory)",
+                "catalog cases are not run on inventory hosts: their flow writes the catalog "
+                "zone's versions where the harness runs",
+                "use trigger = 'notify', 'retransfer', 'cold-start' or 'stream', or run the "
+                "scenario on the netns backend (without --inventory)",
             )
         if scenario.trigger == "cold-start" and scenario.cold_start_poll == "off":
             refuse(
@@ -97,6 +99,13 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "the servers' processes on this machine",
                 "run the scenario on the netns backend (without --inventory)",
             )
+        for host in plan_case(case).hosts:
+            dialect = server_class(host.server.kind)
+            if dialect.state_written_here:
+                refuse(f"servers.{host.role}.kind",
+                       f"{dialect.title} is not run on inventory hosts yet: the harness writes "
+                       "its state beside its configs on this machine, not on its host",
+                       "choose another server, or run it on the netns backend")  # fmt: skip
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
                 refuse(f"secondaries.{site.name}.suite",
@@ -162,9 +171,10 @@ def with_clock(record: TransferRecord, fleet: RemoteFleet, primary: str) -> Tran
 
 
 class RemoteSession(GroupSession):
-    """One visit of a group on the inventory's hosts: zones pushed by Ansible, servers
-    started by the agents, the slots run by GroupSession.run, the hosts' folders fetched
-    back into the visit's folder at the end."""
+    """One visit of a group on the inventory's hosts: the case engine (measure/live.py
+    `LiveCase`) over the hosts' agents as places (remote/place.py), their TCP settings set
+    by Ansible, the slots run by GroupSession.run, the hosts' folders fetched back into the
+    visit's folder at the end."""
 
     def __init__(self, group: GroupPlan, visit_dir: Path, run: RunContext) -> None:
         fleet: RemoteFleet = run.remote
@@ -180,6 +190,19 @@ class RemoteSession(GroupSession):
         self.host_settings: dict[str, dict[str, Any]] = {}
         self.links: dict[str, dict[str, Any]] = {}  # host -> its linkem's config and rules
 
+    def _places(self) -> AgentPlaces:
+        """Every host of the inventory through its agent; the visit's folder here is each
+        host's cases/<visit> in its run folder (fetch.yml brings it back)."""
+        fleet = self.fleet
+        hosts = {h.name: (h.address, fleet.channel(h.name), fleet.run_dir(h.name))
+                 for h in fleet.inventory.hosts}  # fmt: skip
+
+        def sync(name: str) -> Callable[[dict[str, Path], str], None]:
+            return lambda files, dest: fleet.sync(name, files, dest, basis=[])
+
+        return AgentPlaces(hosts, fleet.clock, results=self.dir.parent.parent, sync=sync,
+                           serving=fleet.metrics)  # fmt: skip
+
     def __enter__(self) -> RemoteSession:
         group, run = self.group, self.run_ctx
         spent = run.spent
@@ -187,34 +210,27 @@ class RemoteSession(GroupSession):
         try:
             zones, tsig = self._generate()
             tls = None
-            if group.tls:  # made here (0600), pushed by push.yml, removed with the run's folder
+            if group.tls:  # made here (0600), put on the hosts, removed with the run's folder
                 address = self.fleet.inventory.primary.address
                 tls = new_tls(self.dir / "tls", TLS_HOSTNAME, address)
-            self.live = RemoteCase(
-                group,
-                self.dir.name,
-                self.dir,
-                self.fleet,
-                self.binaries,
-                zones,
-                tsig,
-                run.sampler,
-                spent,
-                tls,
-            )  # type: ignore[assignment]
-            live: RemoteCase = self.live  # type: ignore[assignment]
-            run.status(f"{group.name}: pushing zones (ansible)")
+            places = self._places()
             with spent.phase("testbed"):
-                sysctls = live.sysctls() if self.fleet.sets_sysctls else None
-                self.fleet.push(live.pushes(), sysctls)
-                live.sync_zones()
+                if self.fleet.sets_sysctls:
+                    run.status(f"{group.name}: the hosts' TCP settings (ansible)")
+                    self.fleet.push({}, {h.name: h.settings.sysctls() for h in group.first.hosts})
                 self.host_settings = self._read_settings()
             self._stack.callback(self._close_remote)
             with spent.phase("testbed"):
                 self._start_links()
+                places.links = {h.name: h.link for h in group.first.secondaries
+                                if h.name in self.links}  # fmt: skip
+            by_case = {case.name: run.binaries[case.name] for case in group.cases}
+            engine = LiveStreamCase if group.first.stream is not None else LiveCase
+            self.live = engine(group, self.dir, places, self.binaries, zones, tsig, tls,
+                               run.sampler, spent, by_case)  # fmt: skip
             run.status(f"{group.name}: primary loading {group.first.zone_spec.records:,} records")
             with spent.phase("primary_load"):
-                live.start_primary()
+                self.live.start_primary()
         except (CaseFailed, XfrTimeout) as exc:
             self.broken, self.broken_kind = str(exc), "server"
         except BaseException:
@@ -259,7 +275,7 @@ class RemoteSession(GroupSession):
         try:
             try:
                 if live is not None:
-                    live.close()  # type: ignore[attr-defined]
+                    live.close()
             finally:
                 self._stop_links()
         finally:

@@ -19,10 +19,10 @@ import base64
 import re
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
 import dns.rrset
 import jinja2
@@ -31,6 +31,7 @@ from harness.core.terms import TRANSPORTS, Role, ServerKind, TransportName
 from harness.core.transport import DNS_PORT, XOT_PORT, Transport
 from harness.servers.capabilities import Capabilities, Footprint
 from harness.servers.failures import FailureWording
+from harness.servers.fallbacks import Fallback, FallbackWording, fallbacks_in, zone_name
 from harness.servers.refusals import RefusalWording
 from harness.servers.snippet import Setting, refused
 from harness.xfr import TsigKey
@@ -150,6 +151,9 @@ class Reach:
     timeout: float
     run_tool: Callable[[list[str]], Any]
     exchange: Callable[[bytes], bytes] | None = None
+    # Its host's way of taking files of this machine ({path there: file here}): a whole
+    # new version of a zone; None: the files are this machine's (linked).
+    copy_in: Callable[[dict[Path, Path]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -201,54 +205,12 @@ EVERY_SWITCH: frozenset[Switch] = frozenset(
 TCP_TSIG_SWITCHES: frozenset[Switch] = frozenset({("tcp", "tcp-tsig"), ("tcp-tsig", "tcp")})
 
 
-# Why an IXFR became an AXFR, in kinds a reader can count; each dialect maps its own words.
-FallbackKind = Literal[
-    "journal trimmed",  # the primary's history no longer reaches the secondary's serial
-    "delta too large",  # the IXFR would be larger than the primary lets it (max-ixfr-ratio)
-    "history inconsistent",  # the history does not apply to the secondary's copy
-    "IXFR refused",  # the primary answered the IXFR request with an error
-    "falling back to AXFR",  # a full zone in answer to an IXFR, no reason given
-]
-FALLBACK_KINDS: tuple[FallbackKind, ...] = get_args(FallbackKind)
-
-
-@dataclass(frozen=True)
-class Fallback:
-    """A server's own line saying that an IXFR became an AXFR: on the primary's side
-    ("out", it sent a full zone) or the secondary's ("in", it took one)."""
-
-    server: ServerKind
-    side: str  # out | in
-    zone: str
-    peer: str | None  # the other end, as the line writes it
-    kind: FallbackKind
-    text: str  # the line's message, as the server wrote it
-    at_unix: float | None
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class FallbackWording:
-    """One line shape: its pattern (groups `zone`, `peer` where it names them, and
-    `message`, the words kept), which side writes it, and its kind."""
-
-    pattern: re.Pattern[str]
-    side: str
-    kind: FallbackKind
-
-
 def parse_semver(text: str) -> tuple[int, int, int]:
     match = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
     if not match:
         raise ValueError(f"not a version: {text!r}")
     major, minor, patch = (int(part) for part in match.groups())
     return major, minor, patch
-
-
-def zone_name(name: str) -> str:
-    return name if name.endswith(".") else name + "."
 
 
 _env = jinja2.Environment(
@@ -309,6 +271,9 @@ class Server(ABC):
     # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
     # none at the harness's log level.
     fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
+    # Whether it keeps state the harness writes itself beside its configs (PowerDNS's
+    # database), on this machine only: not yet set up on a host through its agent.
+    state_written_here: ClassVar[bool] = False
     # Whether, as a secondary, it keeps its copies where the harness can read them
     # (disk_copy): a scenario's `verify = "disk"` needs it.
     keeps_disk_copy: ClassVar[bool] = False
@@ -333,6 +298,7 @@ class Server(ABC):
         self.binary = binary
         self.in_container = in_container
         self.control_secret = base64.b64encode(secrets.token_bytes(32)).decode()
+        self._rendering: dict[Path, Iterable[str]] | None = None  # rendered()'s, while it runs
 
     # --- what is true of the kind ------------------------------------------------------------
 
@@ -419,7 +385,11 @@ class Server(ABC):
         checks what it serves. The default: the new zone file, then the server's reload."""
         if version.change is None or version.change.zone_path is None:
             raise ValueError(f"{self.kind} publishes whole zone files: a whole zone is needed")
-        link_or_copy(version.change.zone_path, self.zone_file(version.zone))
+        target, source = self.zone_file(version.zone), version.change.zone_path
+        if reach.copy_in is None:
+            link_or_copy(source, target)
+        else:
+            reach.copy_in({target: source})
         reach.run_tool(self.reload_argv(version.zone))
         return "reload"
 
@@ -431,26 +401,7 @@ class Server(ABC):
     @classmethod
     def parse_fallbacks(cls, text: str) -> list[Fallback]:
         """Every line of the log text saying an IXFR became an AXFR, in order (pure)."""
-        out = []
-        for line in text.splitlines():
-            for wording in cls.fallback_wording:
-                match = wording.pattern.search(line)
-                if match is None:
-                    continue
-                groups = match.groupdict()
-                out.append(
-                    Fallback(
-                        cls.kind,
-                        wording.side,
-                        zone_name(groups["zone"]),
-                        groups.get("peer"),
-                        wording.kind,
-                        groups["message"],
-                        cls.failures.timestamp(line),
-                    )
-                )
-                break
-        return out
+        return fallbacks_in(text, cls.kind, cls.fallback_wording, cls.failures.timestamp)
 
     @classmethod
     @abstractmethod
@@ -505,18 +456,42 @@ class Server(ABC):
         }
 
     def _render(self, template: str, target: Path) -> Path:
+        chunks = _env.get_template(template).generate(self._context())
+        if self._rendering is not None:  # rendered(): the engine's place writes it
+            self._rendering[target] = chunks
+            return target
         # Configs may hold the TSIG secret: owner-only, like every other secret.
-        return write_private_text(target, _env.get_template(template).generate(self._context()))
+        return write_private_text(target, chunks)
+
+    def folders(self) -> list[tuple[Path, int]]:
+        """The folders its files and state need, empty ones too, with their modes."""
+        catalog = self.setup.catalog
+        return [(self.setup.workdir, 0o755)] + ([(catalog.members_dir, 0o755)] if catalog else [])
+
+    def rendered(self) -> dict[Path, Iterable[str]]:
+        """Its config files by path, written nowhere: measure/processes.py `put_config`
+        writes them on its place. A dialect's own state file (PowerDNS's database) is
+        still written here, on this machine."""
+        self._rendering = {}
+        try:
+            self._render_files()
+            return self._rendering
+        finally:
+            self._rendering = None
 
     def render(self) -> list[Path]:
-        """Write the config files into the workdir; returns them."""
-        self.setup.workdir.mkdir(parents=True, exist_ok=True)
-        if self.setup.catalog is not None:
-            self.setup.catalog.members_dir.mkdir(parents=True, exist_ok=True)
+        """Write the config files into the workdir on this machine; returns them."""
+        for folder, mode in self.folders():
+            folder.mkdir(mode=mode, parents=True, exist_ok=True)
         return self._render_files()
 
     @abstractmethod
     def _render_files(self) -> list[Path]: ...
+
+    @property
+    def control_path(self) -> Path:
+        """What a stopped server leaves of its control channel, removed after each stop."""
+        return self.setup.socket_path
 
     @abstractmethod
     def argv(self) -> list[str]:
@@ -525,11 +500,6 @@ class Server(ABC):
     @abstractmethod
     def control(self, *command: str) -> list[str]:
         """argv of the server's control tool with its per-run channel."""
-
-    def remove_control_socket(self) -> None:
-        """Remove the control channel a stopped server leaves behind (outside its workdir:
-        `ServerSetup.control_socket`). The runner calls it after each stop."""
-        self.setup.socket_path.unlink(missing_ok=True)
 
     @abstractmethod
     def reload_argv(self, zone: str) -> list[str]: ...

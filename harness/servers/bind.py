@@ -36,7 +36,6 @@ from typing import ClassVar
 
 from harness.servers.base import (
     EVERY_SWITCH,
-    FallbackWording,
     LoggedTransfer,
     NewVersion,
     Pacing,
@@ -49,6 +48,7 @@ from harness.servers.base import (
 )
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.fallbacks import FallbackWording
 from harness.servers.refusals import RefusalWording
 from harness.servers.snippet import Setting, braced_statements, indented
 from harness.xfr.zone_copy import DiskCopy

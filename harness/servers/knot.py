@@ -41,7 +41,6 @@ from typing import ClassVar
 
 from harness.servers.base import (
     TCP_TSIG_SWITCHES,
-    FallbackWording,
     LoggedTransfer,
     PublishesByUpdate,
     parse_semver,
@@ -49,6 +48,7 @@ from harness.servers.base import (
 )
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording
+from harness.servers.fallbacks import FallbackWording
 from harness.servers.snippet import Setting, indented, yaml_sections, yaml_settings
 from harness.xfr.zone_copy import DiskCopy
 
@@ -321,9 +321,11 @@ class Knot(PublishesByUpdate):
     def peer_is(cls, peer: str | None, address: str) -> bool:
         return (peer or "").startswith(f"{address}@")
 
+    def folders(self) -> list[tuple[Path, int]]:
+        wd = self.setup.workdir
+        return [*super().folders(), (wd / "db", 0o755), (wd / "zones", 0o755)]
+
     def _render_files(self) -> list[Path]:
-        (self.setup.workdir / "db").mkdir(exist_ok=True)
-        (self.setup.workdir / "zones").mkdir(exist_ok=True)
         return [self._render("knot/knot.conf.j2", self.config)]
 
     def argv(self) -> list[str]:

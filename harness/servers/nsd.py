@@ -287,8 +287,10 @@ class Nsd(Server):
     def peer_is(cls, peer: str | None, address: str) -> bool:
         return (peer or "") == address or (peer or "").startswith(f"{address}@")
 
+    def folders(self) -> list[tuple[Path, int]]:
+        return [*super().folders(), (self.setup.workdir / "xfr", 0o755)]
+
     def _render_files(self) -> list[Path]:
-        (self.setup.workdir / "xfr").mkdir(exist_ok=True)
         return [self._render("nsd/nsd.conf.j2", self.config)]
 
     def argv(self) -> list[str]:

@@ -77,7 +77,6 @@ loop waits at max-tcp-connections): `refusals` stays None.
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
 import time
 from contextlib import closing
@@ -301,6 +300,7 @@ class Pdns(PublishesByUpdate):
     kind = "pdns"
     title = "PowerDNS"
     daemon = "pdns_server"
+    state_written_here = True  # its database (write_database)
     config_name = "pdns.conf"
     # disable-syslog: the log is stderr, which the runner keeps in the workdir.
     log_name = "stderr.log"
@@ -494,9 +494,11 @@ class Pdns(PublishesByUpdate):
             "dnssec": self.setup.signed,
         }
 
+    def folders(self) -> list[tuple[Path, int]]:
+        return [*super().folders(), (self.socket_dir, 0o700)]
+
     def _render_files(self) -> list[Path]:
         wd = self.setup.workdir
-        self.socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         files = [
             self._render("pdns/pdns.conf.j2", self.config),
             self._render("pdns/start.sh.j2", wd / "start.sh"),
@@ -518,8 +520,9 @@ class Pdns(PublishesByUpdate):
             *command,
         ]
 
-    def remove_control_socket(self) -> None:
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
+    @property
+    def control_path(self) -> Path:
+        return self.socket_dir
 
     def reload_argv(self, zone: str) -> list[str]:
         # No file to re-read: the zone is loaded again (an atomic replace; 9 s at 1 M).

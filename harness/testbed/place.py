@@ -30,7 +30,7 @@ from harness.observe.procfs import ProcessGone, descendants, netns_inode, parse_
 from harness.observe.sockdiag import ConnectionWatch, socket_for, tcp_sockets
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
-from harness.place import Place, Proc
+from harness.place import Place, Proc, Sampling
 from harness.servers.base import Reach
 from harness.testbed.core import Testbed
 from harness.testbed.hosts import Host
@@ -41,9 +41,11 @@ from harness.xfr.name_sample import Held, Key, served
 from harness.xfr.poll import SerialsSeen, wait_for_serials
 from harness.xfr.poll_zones import ZonesServed, wait_for_zones
 from harness.xfr.primary_check import check_primary_serves
+from harness.xfr.secrets import write_private_text
 from harness.xfr.update import query_soa
 from harness.xfr.verify import verify_copy, verify_many
 from harness.xfr.wire_watch import WireWatch
+from harness.zonegen.cache import link_or_copy
 
 CONTROL_DIR = Path("/run/xfrbench/ctl")  # short paths for control sockets (108-byte limit)
 ENTER_LIMIT = 2.0  # seconds a started server may take to enter its namespace
@@ -66,6 +68,8 @@ def wait_entered(proc: Proc, netns: str, limit: float = ENTER_LIMIT) -> None:
 
 class TestbedPlace:
     """One host of a testbed (a namespace, or a container's)."""
+
+    shares_files = True  # the driver's own file system (compose shares the run folder)
 
     def __init__(self, testbed: Testbed, host: Host) -> None:
         self.testbed = testbed
@@ -130,6 +134,14 @@ class TestbedPlace:
 
     # --- files: the driver's own file system (compose shares the run folder) -----------
 
+    def here(self, local: Path) -> Path:
+        return local
+
+    def copy_in(self, files: dict[Path, Path]) -> None:
+        for target, source in files.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            link_or_copy(source, target)
+
     def fresh(self, folder: Path) -> None:
         if folder.exists():
             shutil.rmtree(folder)
@@ -145,6 +157,13 @@ class TestbedPlace:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         path.chmod(mode)
+
+    def write(self, path: Path, chunks: Iterable[str], mode: int = 0o600) -> None:
+        write_private_text(path, chunks)
+        path.chmod(mode)
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
 
     def remove(self, path: Path) -> None:
         if path.is_dir() and not path.is_symlink():
@@ -260,6 +279,15 @@ class TestbedPlaces:
         if name not in self._places:
             self._places[name] = TestbedPlace(self.testbed, self.testbed.hosts[name])
         return self._places[name]
+
+    def sampling(self, sampler: Sampling | None) -> Sampling | None:
+        return sampler  # the servers' cgroups and /proc are this machine's
+
+    def path_counts(
+        self, primary: str, secondaries: list[str], port: int
+    ) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        # The emulated link counts its own drops (link_counters): no TCP counts here.
+        return contextlib.nullcontext({})
 
     def wait_serials(
         self,

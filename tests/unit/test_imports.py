@@ -126,7 +126,7 @@ LAYERS: list[set[str]] = [
     {"compose", "lab", "inventory"},  # the other places servers run
     {"results"},  # the record: written and read here only; case.json comes from a plan
     {"measure", "metrics", "report", "compare"},  # records made; records read back
-    {"remote"},  # measure's operations on real hosts, through an agent each
+    {"remote"},  # real hosts as places, through an agent each (it runs measure's probes)
     {"run"},  # a run end to end: it chooses the backend, so it sits above them all
     {"commands", "linktest", "capacity"},  # the subcommands beside run
     {"cli"},  # the entry point

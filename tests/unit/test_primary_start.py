@@ -30,19 +30,22 @@ class _Place:
     def wire(self, peers: list[str]) -> _NoWire:
         return _NoWire()
 
+    def here(self, local: Path) -> Path:
+        return local
+
 
 def primary_loading_for(
     seconds: float | None, timeout: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> live.LiveCase:
     """A LiveCase whose primary first serves its zone `seconds` after it starts (None:
     never), on a clock that stands at 0; the servers, the wire and the testbed are fakes."""
-    monkeypatch.setattr(live.srv, "primary_zones", lambda files, workdir, binary: [])
+    monkeypatch.setattr(live.srv, "primary_zones", lambda files, place, workdir, binary: [])
     monkeypatch.setattr(live.srv, "spawn", lambda running: None)
     plan = SimpleNamespace(
         primary=SimpleNamespace(name="primary"), secondaries=[], timeout=timeout, transport=TCP
     )
     zones = SimpleNamespace(files=[SimpleNamespace(origin="cz.", serial=1)])
-    places = SimpleNamespace(place=lambda name: _Place())
+    places = SimpleNamespace(place=lambda name: _Place(), sampling=lambda sampler: sampler)
     case = live.LiveCase(plan, tmp_path, places, {}, zones, None, None)  # type: ignore[arg-type]
     fake: Any = case
     fake.clock = lambda: 0.0

@@ -16,8 +16,8 @@ from harness.measure.watch import wire_facts
 from harness.plan.case import plan_case
 from harness.remote.bundle import build_bundle, python_tag
 from harness.remote.channel import ClockReading, best_exchange
-from harness.remote.observing import on_bench, wire_window
 from harness.remote.paths import parse_ping
+from harness.remote.place import on_bench, wire_window
 from harness.remote.record import remove_work
 from harness.results.model import TransferRecord
 from harness.run.remote import check_scenario, on_inventory, with_clock
@@ -144,6 +144,8 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ('[[faults]]\nkind = "primary-restart"\n', "faults"),
         # The copies are read back on their hosts; their files stay there (remote/agent.py).
         ('verify = "disk"\n', "verify"),
+        # Its database is written where the harness runs (servers/pdns.py).
+        ('[servers.secondary]\nkind = "pdns"\n', "servers.secondary.kind"),
     ],
 )
 def test_what_the_inventory_backend_does_not_do_is_refused(
@@ -157,12 +159,17 @@ def test_what_the_inventory_backend_does_not_do_is_refused(
     assert caught.value.exit_status == 2
 
 
+def test_a_change_stream_runs_on_inventory_hosts(tmp_path: Path) -> None:
+    """Each host's agent follows its own servers' serials (remote/relayed.py)."""
+    text = ('trigger = "stream"\n' + FLEET.replace('"axfr", ', "")
+            + '[stream]\ninterval = "1s"\nupdates = 5\n')  # fmt: skip
+    (tmp_path / "s.toml").write_text(text)
+    check_scenario(spec.load(tmp_path / "s.toml"))
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [
-        # The stream's flow drives a namespace testbed's servers (measure/live_stream.py).
-        ('trigger = "stream"\n' + FLEET.replace('"axfr", ', "")
-         + '[stream]\ninterval = "1s"\nupdates = 5\n', "trigger"),
         # A cold start timed by the logs alone reads them on this machine (served_log.py).
         ('trigger = "cold-start"\ncold_start_poll = "off"\n' + FLEET.replace(', "ixfr"', ""),
          "cold_start_poll"),

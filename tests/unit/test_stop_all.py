@@ -17,6 +17,10 @@ SLOW_EXIT = 'trap "date +%s.%N > {mark}; sleep 0.3; exit 0" TERM; while :; do sl
 class _Bed:
     def __init__(self) -> None:
         self.stopped: list[tuple[int, bool, float]] = []
+        self.removed: list[int] = []  # whose control socket was removed
+
+    def remove(self, path: Path) -> None:
+        self.removed.append(int(path.name))
 
     def stop(self, proc: subprocess.Popen[Any], *, signalled: bool) -> int:
         proc.wait(10.0)
@@ -27,11 +31,10 @@ class _Bed:
 def test_every_server_gets_its_signal_before_any_is_waited_for(tmp_path: Path) -> None:
     servers: list[Any] = []
     bed = _Bed()  # the place every server runs on
-    removed: list[int] = []  # whose control socket was removed
     for n in range(3):
         mark = tmp_path / f"term-{n}"
         proc = subprocess.Popen(["sh", "-c", SLOW_EXIT.format(mark=mark)])
-        server = SimpleNamespace(remove_control_socket=lambda n=n: removed.append(n))
+        server = SimpleNamespace(control_path=tmp_path / str(n))
         servers.append(SimpleNamespace(proc=proc, server=server, place=bed))
     time.sleep(0.2)  # the traps are set
     stop_all(servers)
@@ -40,4 +43,4 @@ def test_every_server_gets_its_signal_before_any_is_waited_for(tmp_path: Path) -
     assert all(flag for _, flag, _ in bed.stopped) and len(bed.stopped) == 3
     assert max(signalled) < first_exit  # all three were stopping at once
     assert all(s.proc is None for s in servers)
-    assert sorted(removed) == [0, 1, 2]
+    assert sorted(bed.removed) == [0, 1, 2]

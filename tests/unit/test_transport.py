@@ -16,7 +16,6 @@ from harness.core.terms import TRANSPORTS
 from harness.core.transport import TCP, Transport
 from harness.measure.client_pull import pull_zone
 from harness.plan.case import GroupPlan, plan_case
-from harness.remote.agent import setup_from
 from harness.xfr import TsigKey
 from tests.unit.test_flows import FakeBench, _run
 
@@ -64,21 +63,6 @@ def test_the_agents_json_refuses_parts_that_disagree() -> None:
     forged = Transport.parse("xot").to_dict() | {"port": 53}
     with pytest.raises(ValueError, match="do not match its name"):
         Transport.from_dict(forged)
-
-
-def test_a_secondary_setup_crosses_to_its_host_with_its_transport() -> None:
-    """The controller's setup (remote/bench.py) as its host's agent reads it back."""
-    transport = Transport.parse("xot-tsig", "hmac-sha512")
-    key = {"name": "k.", "algorithm": "hmac-sha512", "secret": "c2VjcmV0"}
-    files = {"ca_cert": "/t/ca.pem", "cert": "/t/c.pem", "key": "/t/k.pem", "hostname": "p."}
-    sent = {
-        "role": "secondary", "address": "10.0.0.3", "peers": ["10.0.0.2"], "zones": [],
-        "workdir": "/w", "transport": transport.to_dict(), "tsig": key, "tls": files,
-    }  # fmt: skip
-    setup = setup_from(json.loads(json.dumps(sent)))
-    assert setup.transport == transport
-    primary = setup_from(json.loads(json.dumps(sent | {"role": "primary", "transport": None})))
-    assert primary.transport is None  # a primary serves every transport of its group
 
 
 def test_what_a_switch_changes() -> None:
