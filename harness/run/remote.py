@@ -99,13 +99,6 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "the servers' processes on this machine",
                 "run the scenario on the netns backend (without --inventory)",
             )
-        for host in plan_case(case).hosts:
-            dialect = server_class(host.server.kind)
-            if dialect.state_written_here:
-                refuse(f"servers.{host.role}.kind",
-                       f"{dialect.title} is not run on inventory hosts yet: the harness writes "
-                       "its state beside its configs on this machine, not on its host",
-                       "choose another server, or run it on the netns backend")  # fmt: skip
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
                 refuse(f"secondaries.{site.name}.suite",

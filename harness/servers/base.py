@@ -271,9 +271,6 @@ class Server(ABC):
     # Its lines saying an IXFR became an AXFR (tests/fixtures/fallbacks/); () when it logs
     # none at the harness's log level.
     fallback_wording: ClassVar[tuple[FallbackWording, ...]] = ()
-    # Whether it keeps state the harness writes itself beside its configs (PowerDNS's
-    # database), on this machine only: not yet set up on a host through its agent.
-    state_written_here: ClassVar[bool] = False
     # Whether, as a secondary, it keeps its copies where the harness can read them
     # (disk_copy): a scenario's `verify = "disk"` needs it.
     keeps_disk_copy: ClassVar[bool] = False
@@ -456,7 +453,9 @@ class Server(ABC):
         }
 
     def _render(self, template: str, target: Path) -> Path:
-        chunks = _env.get_template(template).generate(self._context())
+        return self._write(target, _env.get_template(template).generate(self._context()))
+
+    def _write(self, target: Path, chunks: Iterable[str]) -> Path:
         if self._rendering is not None:  # rendered(): the engine's place writes it
             self._rendering[target] = chunks
             return target
@@ -470,8 +469,8 @@ class Server(ABC):
 
     def rendered(self) -> dict[Path, Iterable[str]]:
         """Its config files by path, written nowhere: measure/processes.py `put_config`
-        writes them on its place. A dialect's own state file (PowerDNS's database) is
-        still written here, on this machine."""
+        writes them on its place (a dialect's state, such as PowerDNS's database rows, is
+        rendered as a script its start applies on the host)."""
         self._rendering = {}
         try:
             self._render_files()

@@ -77,9 +77,7 @@ loop waits at max-tcp-connections): `refusals` stays None.
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
-from contextlib import closing
 from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
@@ -96,7 +94,6 @@ from harness.servers.base import (
 from harness.servers.capabilities import Capabilities, Footprint, Support
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.servers.snippet import Setting, assignment_settings
-from harness.xfr.secrets import write_private
 from harness.xfr.zone_copy import DiskCopy
 
 SCHEMA = TEMPLATES / "pdns" / "schema.sqlite3.sql"  # the 4.7.3 package's gsqlite3 schema
@@ -237,60 +234,53 @@ def zone_metadata(setup: ServerSetup) -> list[tuple[str, str]]:
     return rows
 
 
-def write_database(db: Path, setup: ServerSetup) -> None:
-    """Zones, TSIG keys and their settings into `db` (mode 0600: it holds the secrets).
+def _sql(value: str | None) -> str:
+    """A string (or NULL) as an SQL literal."""
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
 
-    A primary's database is new at each start (start.sh loads its records). A secondary's
-    is created once and then only its keys and settings are replaced, while it runs: its
-    copies stay, and the server reads the rows at each use (zone-metadata-cache-ttl 0)."""
-    if setup.role == "primary":
-        # With its write-ahead log (pdns.conf.j2): a log left by a killed server must not be
-        # replayed into the new file.
-        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-            path.unlink(missing_ok=True)
-    fresh = not db.exists()
-    if fresh:
-        write_private(db, "")
-    with closing(sqlite3.connect(db, timeout=30)) as con:
-        if fresh:
-            con.executescript(SCHEMA.read_text())
-        with con:  # one transaction: a running server sees the old rows or the new
-            kind = "MASTER" if setup.role == "primary" else "SLAVE"
-            master = None if setup.role == "primary" else setup.primary
-            for zone in setup.zones:
-                name = zone.origin.rstrip(".")
-                # A catalog a secondary consumes is a CONSUMER zone (4.7+): its members are
-                # created as SLAVE zones of the same primary as the catalog names them.
-                consumes = setup.catalog is not None and zone.origin == setup.catalog.zone
-                kind_of = "CONSUMER" if consumes else kind
-                con.execute(
-                    "INSERT OR IGNORE INTO domains (name, type) VALUES (?, ?)", (name, kind_of)
-                )
-                con.execute(
-                    "UPDATE domains SET type = ?, master = ? WHERE name = ?",
-                    (kind_of, master, name),
-                )
-            con.execute("DELETE FROM tsigkeys")
-            keys = {k.name: k for k in (setup.tsig_known or setup.tsig, setup.update_key) if k}
-            con.executemany(
-                "INSERT INTO tsigkeys (name, algorithm, secret) VALUES (?, ?, ?)",
-                [(k.name.rstrip("."), k.algorithm, k.secret) for k in keys.values()],
-            )
-            marks = ", ".join("?" * len(_KINDS))
-            con.execute(f"DELETE FROM domainmetadata WHERE kind IN ({marks})", _KINDS)
-            rows = zone_metadata(setup)
-            con.executemany(
-                "INSERT INTO domainmetadata (domain_id, kind, content) "
-                "SELECT id, ?, ? FROM domains",
-                rows,
-            )
-            # 4.7.3 takes a consumer zone by AXFR only: an IXFR of it ends "can't determine
-            # backend, not configured as slave" and "got 0 deltas, zone committed with serial
-            # 0", and the catalog's change never reaches its members (seen here).
-            con.execute(
-                "DELETE FROM domainmetadata WHERE kind = 'IXFR' AND domain_id IN "
-                "(SELECT id FROM domains WHERE type = 'CONSUMER')"
-            )
+
+def database_sql(setup: ServerSetup) -> str:
+    """Zones, TSIG keys and their settings as one SQL transaction, for the sqlite3 tool on
+    the server's own host (start.sh before the server starts, reconfig_argv while it runs).
+
+    A primary's database is new at each start (start.sh removes it and loads its records).
+    A secondary's is created once and then only its keys and settings are replaced, while it
+    runs: its copies stay, and the server reads the rows at each use (zone-metadata-cache-ttl
+    0), the old rows or the new, never a mix."""
+    kind = "MASTER" if setup.role == "primary" else "SLAVE"
+    master = None if setup.role == "primary" else setup.primary
+    lines = [".timeout 30000", ".bail on", "BEGIN;"]
+    for zone in setup.zones:
+        name = _sql(zone.origin.rstrip("."))
+        # A catalog a secondary consumes is a CONSUMER zone (4.7+): its members are created
+        # as SLAVE zones of the same primary as the catalog names them.
+        consumes = setup.catalog is not None and zone.origin == setup.catalog.zone
+        kind_of = _sql("CONSUMER" if consumes else kind)
+        lines.append(f"INSERT OR IGNORE INTO domains (name, type) VALUES ({name}, {kind_of});")
+        lines.append(
+            f"UPDATE domains SET type = {kind_of}, master = {_sql(master)} WHERE name = {name};"
+        )
+    lines.append("DELETE FROM tsigkeys;")
+    keys = {k.name: k for k in (setup.tsig_known or setup.tsig, setup.update_key) if k}
+    for key in keys.values():
+        values = ", ".join(_sql(v) for v in (key.name.rstrip("."), key.algorithm, key.secret))
+        lines.append(f"INSERT INTO tsigkeys (name, algorithm, secret) VALUES ({values});")
+    kinds = ", ".join(_sql(k) for k in _KINDS)
+    lines.append(f"DELETE FROM domainmetadata WHERE kind IN ({kinds});")
+    for meta, content in zone_metadata(setup):
+        lines.append(
+            "INSERT INTO domainmetadata (domain_id, kind, content) "
+            f"SELECT id, {_sql(meta)}, {_sql(content)} FROM domains;"
+        )
+    # 4.7.3 takes a consumer zone by AXFR only: an IXFR of it ends "can't determine backend,
+    # not configured as slave" and "got 0 deltas, zone committed with serial 0", and the
+    # catalog's change never reaches its members (seen here).
+    lines.append(
+        "DELETE FROM domainmetadata WHERE kind = 'IXFR' AND domain_id IN "
+        "(SELECT id FROM domains WHERE type = 'CONSUMER');"
+    )
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
 
 
 # --- the dialect -------------------------------------------------------------------------
@@ -300,7 +290,6 @@ class Pdns(PublishesByUpdate):
     kind = "pdns"
     title = "PowerDNS"
     daemon = "pdns_server"
-    state_written_here = True  # its database (write_database)
     config_name = "pdns.conf"
     # disable-syslog: the log is stderr, which the runner keeps in the workdir.
     log_name = "stderr.log"
@@ -473,6 +462,11 @@ class Pdns(PublishesByUpdate):
         return self.setup.workdir / DATABASE
 
     @property
+    def database_script(self) -> Path:
+        """The rows the database must hold (database_sql), applied on the server's host."""
+        return self.setup.workdir / "database.sql"
+
+    @property
     def socket_dir(self) -> Path:
         """pdns_server and pdns_control take a directory, where the server puts
         pdns.controlsocket and pdns.pid: one of its own beside the runner's short path."""
@@ -487,6 +481,8 @@ class Pdns(PublishesByUpdate):
         return super()._context() | {
             "binary": self.binary,
             "database": self.database,
+            "database_script": self.database_script,
+            "schema": self.setup.workdir / "schema.sql",
             "socket_dir": self.socket_dir,
             "pdnsutil": self._tool("pdnsutil"),
             "zone2sql": self._tool("zone2sql"),
@@ -505,8 +501,8 @@ class Pdns(PublishesByUpdate):
         ]
         if self.setup.role == "primary" and len(self.setup.zones) > LOAD_EACH_UP_TO:
             files.append(self._render("pdns/zones.conf.j2", wd / "zones.conf"))
-        write_database(self.database, self.setup)
-        return [*files, self.database]
+        files.append(self._write(wd / "schema.sql", [SCHEMA.read_text()]))
+        return [*files, self._write(self.database_script, [database_sql(self.setup)])]
 
     def argv(self) -> list[str]:
         # start.sh loads a primary's zones, then execs pdns_server (the same pid).
@@ -544,9 +540,14 @@ class Pdns(PublishesByUpdate):
         return DiskCopy(path, "master", argv, waits=True, prints=True)
 
     def reconfig_argv(self) -> list[str]:
-        # What a case switches (TSIG, IXFR, NOTIFY) is in rows render() replaced, read at
-        # each use: nothing to reload. `rping` checks that the server still answers.
-        return self.control("rping")
+        # What a case switches (TSIG, IXFR, NOTIFY) is in rows, read at each use: the
+        # rendered rows are applied on the server's host, then `rping` checks that the server
+        # still answers.
+        control = " ".join(f"'{arg}'" for arg in self.control("rping"))
+        return [
+            "/bin/sh", "-c",
+            f"sqlite3 '{self.database}' < '{self.database_script}' && {control}",
+        ]  # fmt: skip
 
     def retransfer_argv(self, zone: str) -> list[str]:
         # A transfer now, without an SOA check: an AXFR, since the zone has no IXFR

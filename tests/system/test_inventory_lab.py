@@ -545,6 +545,45 @@ def test_a_knot_primary_takes_its_zone_by_rsync_and_new_versions_by_update(
     assert _wait_clean(lab) == []
 
 
+BIND_PDNS = """
+repeats = 1
+timeout = "60s"
+transports = ["tcp", "tcp-tsig"]
+xfr = ["axfr", "ixfr"]
+trigger = "notify"
+[zones]
+preset = "tld"
+records = 2000
+origin = "lab."
+[servers.primary]
+kind = "bind"
+[servers.secondary]
+kind = "pdns"
+[[secondaries]]
+name = "near"
+[[secondaries]]
+name = "far"
+"""
+
+
+@pytest.mark.xdist_group("lab-pdns")
+def test_pdns_secondaries_take_their_rows_on_their_hosts(lab: Lab, tmp_path: Path) -> None:
+    """PowerDNS keeps zones, keys and settings as rows of its database: the engine renders
+    them as a script that start.sh applies on the host, also at each switch of transport or
+    kind (PowerDNS is restarted for it); every copy is verified."""
+    scenario = tmp_path / "bind-pdns.toml"
+    scenario.write_text(BIND_PDNS)
+    run, records = _run_on_lab(lab, scenario, tmp_path, "pdns")
+    assert len(records) == 2 * 2 * 3, [(r["case"], r["host"]) for r in records]
+    assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
+    assert {r["secondary_kind"] for r in records} == {"pdns"}
+    switched = {r["extra"]["schedule"].get("switched_by") for r in records}
+    assert switched - {None}, switched  # new rows for the next case, applied on the host
+    visit = next((run / "cases").iterdir())
+    assert (visit / "ns1" / "database.sql").exists()
+    assert _wait_clean(lab) == []
+
+
 COLD_START = """
 repeats = 2
 timeout = "300s"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -144,6 +145,16 @@ def _rows(db: Path, sql: str) -> set[tuple[object, ...]]:
         return set(con.execute(sql).fetchall())
 
 
+def _apply(server: Pdns) -> Path:
+    """What start.sh (and a switch's reconfig_argv) does on the server's host: the schema
+    into a new database, then the rendered rows, by the sqlite3 tool."""
+    db, workdir = server.database, server.setup.workdir
+    script = f'[ -s "{db}" ] || sqlite3 -bail "{db}" < "{workdir}/schema.sql"; '
+    script += f'sqlite3 "{db}" < "{server.database_script}"'
+    subprocess.run(["/bin/sh", "-c", script], check=True)
+    return db
+
+
 def test_primary_renders_its_zones_keys_and_settings(tmp_path: Path) -> None:
     tsig, update = new_tsig(), new_tsig(name="xfrbench-update.")
     setup = _setup(tmp_path, "primary", tsig=tsig, tsig_only=False, update_key=update)
@@ -165,8 +176,10 @@ def test_primary_renders_its_zones_keys_and_settings(tmp_path: Path) -> None:
     start = (setup.workdir / "start.sh").read_text()
     assert 'load-zone z0.example. "' in start and "exec /usr/sbin/pdns_server" in start
     assert f'--socket-dir="{tmp_path}/ctl/abc-p"' in start
-    db = setup.workdir / "pdns.sqlite3"
-    assert db in files and stat.S_IMODE(db.stat().st_mode) == 0o600  # it holds the secrets
+    script = server.database_script  # it holds the secrets
+    assert script in files and stat.S_IMODE(script.stat().st_mode) == 0o600
+    assert "umask 077" in start  # ...and so does the database start.sh makes
+    db = _apply(server)
     assert _rows(db, "SELECT name, type, master FROM domains") == {("z0.example", "MASTER", None)}
     assert _rows(db, "SELECT name, algorithm, secret FROM tsigkeys") == {
         ("xfrbench-xfr", "hmac-sha256", tsig.secret),
@@ -187,12 +200,13 @@ def test_primary_renders_its_zones_keys_and_settings(tmp_path: Path) -> None:
 
 def test_a_primary_of_many_zones_loads_them_in_one_transaction(tmp_path: Path) -> None:
     setup = _setup(tmp_path, "primary", n=12, notify=False, tsig=new_tsig())
-    Pdns(setup, Path("/usr/sbin/pdns_server")).render()
+    server = Pdns(setup, Path("/usr/sbin/pdns_server"))
+    server.render()
     start = (setup.workdir / "start.sh").read_text()
     assert "load-zone z" not in start and "zone2sql --gsqlite" in start
     zones = (setup.workdir / "zones.conf").read_text()
     assert zones.count("type master;") == 12
-    db = setup.workdir / "pdns.sqlite3"
+    db = _apply(server)
     assert len(_rows(db, "SELECT name FROM domains WHERE type = 'MASTER'")) == 12
     # TSIG only and no NOTIFY: no address may transfer unsigned, nobody is notified.
     assert _rows(db, "SELECT DISTINCT kind FROM domainmetadata") == {("TSIG-ALLOW-AXFR",)}
@@ -206,7 +220,7 @@ def test_a_secondary_is_switched_by_its_rows_and_keeps_its_copy(tmp_path: Path) 
     conf = (setup.workdir / "pdns.conf").read_text().splitlines()
     assert "secondary=yes" in conf and "trusted-notification-proxy=127.0.0.1" in conf
     assert "allow-notify-from=198.18.0.2/32, 127.0.0.0/8" in conf
-    db = setup.workdir / "pdns.sqlite3"
+    db = _apply(server)
     assert _rows(db, "SELECT name, type, master FROM domains") == {
         ("z0.example", "SLAVE", "198.18.0.2")
     }
@@ -221,6 +235,7 @@ def test_a_secondary_is_switched_by_its_rows_and_keeps_its_copy(tmp_path: Path) 
     # The next case: no TSIG (the key stays known for signed NOTIFYs), AXFR.
     server.setup = _setup(tmp_path, "secondary", tsig=None, tsig_known=key, ixfr=False)
     server.render()
+    _apply(server)
     assert _rows(db, "SELECT kind FROM domainmetadata") == set()
     assert _rows(db, "SELECT name FROM tsigkeys") == {("xfrbench-xfr",)}
     assert _rows(db, "SELECT count(*) FROM records") == {(1,)}
@@ -237,13 +252,14 @@ def test_a_signed_zone_is_kept_as_transferred_and_read_back(tmp_path: Path) -> N
     server = Pdns(setup, Path("/usr/sbin/pdns_server"))
     server.render()
     assert "gsqlite3-dnssec=yes" in server.config.read_text().splitlines()
-    db = setup.workdir / "pdns.sqlite3"
+    db = _apply(server)
     assert _rows(db, "SELECT kind, content FROM domainmetadata") == {
         ("PRESIGNED", "1"),
         ("IXFR", "1"),
     }
     assert server.disk_copy("z0.example.") is None
     server.render()  # a switch replaces the row, never doubles it
+    _apply(server)
     assert _rows(db, "SELECT count(*) FROM domainmetadata WHERE kind = 'PRESIGNED'") == {(1,)}
     assert Pdns.snippet_owned["gsqlite3-dnssec"]
 
@@ -274,7 +290,11 @@ def test_control_commands(tmp_path: Path) -> None:
         "127.0.0.1",
         "z0.example.",
     ]
-    assert server.reconfig_argv()[-1] == "rping"
+    # A switch: the rendered rows applied on the server's host, then a check it answers.
+    shell, flag, script = server.reconfig_argv()
+    assert (shell, flag) == ("/bin/sh", "-c")
+    assert script.startswith(f"sqlite3 '{tmp_path}/secondary/pdns.sqlite3' < ")
+    assert script.endswith(f"'{socket_dir}' 'rping'")
     assert server.argv() == ["/bin/bash", f"{tmp_path}/secondary/start.sh"]
 
 
