@@ -413,6 +413,17 @@ class Bind(PublishesByUpdate):
     # parse_log's lines are all in the xfer-in and xfer-out categories.
     transfer_log_words = (" xfer-in: ", " xfer-out: ")
 
+    # A member moved to another catalog (RFC 9432 §5.1), as lib/dns/catz.c logs it.
+    coo_log = re.compile(
+        r"catz: zone '(?P<zone>[^']+)' change of ownership from '(?P<old>[^']+)' to "
+        r"'(?P<new>[^']+)'"
+    )
+
+    @classmethod
+    def coo_problem(cls, version: str) -> str | None:
+        """9.18 implements the coo property (its libdns logs the change of ownership)."""
+        return cls.catalog_consumer_problem(version)
+
     @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:
         """catalog-zones since 9.11, schema version 2 since 9.18 (the harness's catalogs are
