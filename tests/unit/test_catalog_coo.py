@@ -12,7 +12,10 @@ import pytest
 
 from harness import spec
 from harness.core.errors import ScenarioError
-from harness.plan.case import plan_case
+from harness.measure.catalog import catalog_repeat
+from harness.measure.records import RecordContext
+from harness.plan.case import CasePlan, plan_case
+from harness.results.model import TransferRecord
 from harness.run.runner import check_catalog_consumers
 from harness.servers import server_class
 from harness.servers.base import CatalogConsumer, ServerSetup, ZoneEntry
@@ -20,6 +23,7 @@ from harness.servers.binaries import ServerBinary
 from harness.servers.pdns import database_sql
 from harness.zonegen.catalog import Member, coo_versions, member_id, write_catalog
 from harness.zonegen.diff import load_zone
+from tests.unit.test_catalog_flow import FakeCatalogBench, _plan
 
 HEAD = 'trigger = "catalog"\nxfr = ["ixfr"]\nrepeats = 2\n'
 HOSTING = '[zones]\npreset = "hosting"\norigin = "h.example."\n'
@@ -191,3 +195,83 @@ def test_every_consumer_is_configured_with_both_catalogs(tmp_path: Path) -> None
     sql = database_sql(_two_catalogs(tmp_path))
     for catalog in (A, B):
         assert f"VALUES ('{catalog[:-1]}', 'CONSUMER')" in sql
+
+
+class CooBench(FakeCatalogBench):
+    """Two catalogs; consumer "b" logs each move 0.3 s after the new catalog is served,
+    "k" logs none; hosts in `drops` stop answering for the moved members once the old
+    catalog drops them; "k" transfers each moved member again."""
+
+    def __init__(self, plan: CasePlan, drops: tuple[str, ...] = ()) -> None:
+        super().__init__(plan, member_s={"b": lambda z: 0.1, "k": lambda z: 0.2})
+        self.other: list[Member] = []
+        self.moved_at = 0.0
+        self.drops = drops
+        self.versions: list[tuple[str, list[Member]]] = []
+
+    def catalog_members(self, zone: str | None = None) -> list[Member]:
+        return list(self.other if zone == B else self.members)
+
+    def put_catalog(self, members: list[Member], zone: str | None = None) -> tuple[int, float]:
+        self.versions.append((zone or A, list(members)))
+        if zone != B:
+            return super().put_catalog(members)
+        self.other = list(members)
+        self.now += 0.01
+        self.moved_at = self.now
+        return 2, self.now
+
+    def wait_gone(
+        self, hosts: list[str], zones: list[str], deadline: float
+    ) -> dict[str, dict[str, float]]:
+        self.now = deadline
+        return {h: (dict.fromkeys(zones, deadline - 1) if h in self.drops else {}) for h in hosts}
+
+    def ownership_changes(self, host: str, to: str, since: float) -> dict[str, float] | None:
+        if host == "k":
+            return None
+        return {m.zone: self.wall() - self.now + self.moved_at + 0.3 for m in self.other}
+
+    def member_transfers(
+        self, host: str, since: float, zones: list[str] | None = None
+    ) -> int | None:
+        return 0 if host == "b" else len(zones or [])
+
+
+def test_each_moved_member_is_timed_by_the_consumers_log_or_its_staying_served(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, "members = 6\nadd = 0\nremove = 0\ncoo = 2\ninterval = '5s'")
+    bench = CooBench(plan)
+    out: list[TransferRecord] = []
+    catalog_repeat(bench, RecordContext("run", plan), 1, out.append, {})
+    # Marked in the old catalog, named in the new, dropped from the old: in that order.
+    zones = [(catalog, [m.id for m in members]) for catalog, members in bench.versions]
+    assert zones == [
+        (A, [f"m{i}" for i in range(6)]),
+        (B, ["m0", "m1"]),
+        (A, ["m2", "m3", "m4", "m5"]),
+    ]
+    assert [m.coo for m in bench.versions[0][1]] == [B, B, None, None, None, None]
+    coo = {r.host: r for r in out if r.extra["catalog"]["phase"] == "coo"}
+    b, k = coo["b"].extra["catalog"], coo["k"].extra["catalog"]
+    assert coo["b"].ok and coo["k"].ok
+    assert b["members"] == b["served"] == 2 and b["last_s"] == pytest.approx(0.3)
+    assert b["moved_by"] == "its log" and b["retransfers"] == 0
+    # Without a log line: served throughout the interval after the old catalog dropped them
+    # (published 5 s after the new one was served), so 10 s.
+    assert k["moved_by"] == "served after the removal" and k["last_s"] == pytest.approx(10.01)
+    assert k["still_served"] == 2 and k["retransfers"] == 2
+    assert b["coo_to"] == B and coo["b"].serial == 2
+
+
+def test_a_member_the_consumer_drops_after_the_move_is_not_reached(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "members = 4\nadd = 0\nremove = 0\ncoo = 2\ninterval = '5s'")
+    bench = CooBench(plan, drops=("b",))
+    out: list[TransferRecord] = []
+    catalog_repeat(bench, RecordContext("run", plan), 1, out.append, {})
+    coo = {r.host: r for r in out if r.extra["catalog"]["phase"] == "coo"}
+    facts = coo["b"].extra["catalog"]
+    assert not coo["b"].ok and coo["b"].failure == "timeout"
+    assert facts["served"] == 0 and facts["still_served"] == 0 and len(facts["dropped"]) == 2
+    assert coo["k"].ok
