@@ -327,7 +327,7 @@ class Server(ABC):
         return f"xfrbench does not configure {cls.title} {version} as a catalog consumer yet"
 
     # Its log line for a member moved between two catalogs (RFC 9432 §5.1, catalog.coo),
-    # with the groups `zone`, `old` and `new` (catalogs without the final dot), or None
+    # with the groups `zone` and `new` (the catalog, without the final dot), or None
     # when it writes none (measure/catalog.py then times the move by the member still
     # served after its removal from the old catalog).
     coo_log: ClassVar[re.Pattern[str] | None] = None

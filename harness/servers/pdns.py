@@ -440,6 +440,12 @@ class Pdns(PublishesByUpdate):
     def snippet_settings(cls, text: str) -> list[Setting]:
         return assignment_settings(text)
 
+    # A member moved to another catalog, as 4.7.3 logs it (to the second: its log's stamps).
+    coo_log = re.compile(
+        r"Catalog-Zone zone '(?P<zone>[^']+)' owner change without state reset, old catalog "
+        r"'(?P<old>[^']+)', new catalog '(?P<new>[^']+)'"
+    )
+
     @classmethod
     def coo_problem(cls, version: str) -> str | None:
         """4.7's consumer reads the coo property ("update coo for zone" in its binary)."""
