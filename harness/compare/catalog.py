@@ -6,9 +6,10 @@ so they are no independent samples (the rule every fleet and stream figure follo
   repeat in which the rank fell on a member never served has no value, and counts as an
   attempt without one);
 - per case and consumer: the consumer's CPU seconds for the one-member add (what one
-  change to a catalog of that size costs it; a zone change's and a rename's apart) and the
-  members it transferred again after a restart (a count: compared as a difference, at
-  least one member).
+  change to a catalog of that size costs it; a zone change's, a rename's and a change of
+  ownership's apart) and the members it transferred again after a restart, and after a
+  change of ownership the moved members it transferred again ("..., coo") (counts:
+  compared as a difference, at least one member).
 Each is compared like every figure (compare/case.py) and drift is checked over repeats.
 """
 
@@ -32,10 +33,11 @@ PER_CATALOG_REPEAT = "repeat and consumer: its members' p95 or last, its CPU or 
 # (figure kind, the phases it is read in (None: all; the first's figure is named by its
 # kind alone, as before a change or a rename was measured), the key of extra.catalog)
 _READ = (
-    (CATALOG_P95, None, "p95_s"),
-    (CATALOG_LAST, None, "last_s"),
-    (CATALOG_CPU, ("add", "change", "rename"), "consumer_cpu_s"),
-    (CATALOG_RETRANSFERS, ("restart",), "transfers_after_restart"),
+    (CATALOG_P95, None, ("p95_s",)),
+    (CATALOG_LAST, None, ("last_s",)),
+    (CATALOG_CPU, ("add", "change", "rename", "coo"), ("consumer_cpu_s",)),
+    # A change of ownership's re-transfers of the moved members: "..., coo".
+    (CATALOG_RETRANSFERS, ("restart", "coo"), ("transfers_after_restart", "retransfers")),
 )
 
 
@@ -45,13 +47,13 @@ def _values(records: list[TransferRecord]) -> dict[tuple[str, str, str], Values]
     for record in sorted(records, key=lambda r: r.repeat):
         facts = record.extra["catalog"]
         phase = str(facts["phase"])
-        for kind, only, key in _READ:
+        for kind, only, keys in _READ:
             if only is not None and phase.split()[0] not in only:  # "add 2": a version
                 continue
             figure = kind if only is not None and phase == only[0] else figure_name(kind, phase)
             entry = out.setdefault((record.case, record.host, figure), Values([], 0))
             entry.attempts += 1
-            value = facts.get(key)
+            value = next((v for k in keys if (v := facts.get(k)) is not None), None)
             if value is not None:
                 entry.values.append(float(value))
                 entry.series.setdefault(record.host, []).append(float(value))

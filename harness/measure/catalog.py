@@ -43,7 +43,7 @@ from harness.measure.records import Observed, RecordContext, transfer_record
 from harness.measure.steps import Seconds, settle
 from harness.plan.catalog import CatalogPlan
 from harness.results.stream import reached
-from harness.zonegen.catalog import Member, catalog_problems
+from harness.zonegen.catalog import Member, catalog_problems, coo_versions
 
 FAILURES_KEPT = 10  # a consumer's failed attempts kept per record, in its own words
 
@@ -59,17 +59,18 @@ class Usage:
 class CatalogBench(Bench, Protocol):
     """What the catalog flow needs beyond the other flows."""
 
-    def catalog_members(self) -> list[Member]:
-        """The members the primary's catalog names now."""
+    def catalog_members(self, zone: str | None = None) -> list[Member]:
+        """The members the primary's catalog (`zone`: another it serves) names now."""
 
     def catalog_serial(self) -> int:
         """The catalog's serial the primary serves now."""
 
     def sleep(self, seconds: float) -> None: ...
 
-    def put_catalog(self, members: list[Member]) -> tuple[int, float]:
+    def put_catalog(self, members: list[Member], zone: str | None = None) -> tuple[int, float]:
         """Publish a catalog version naming `members` (the primary's dialect: an update or a
-        file and reload) and wait until the primary serves it: (its serial, when)."""
+        file and reload) and wait until the primary serves it: (its serial, when). `zone`:
+        another catalog the primary serves (a change of ownership's), not the first."""
 
     def start_consumers(self) -> float:
         """Every consumer fresh (no member, no catalog on disk) and started: when."""
@@ -94,8 +95,15 @@ class CatalogBench(Bench, Protocol):
 
     def usage(self, host: str) -> Usage: ...
 
-    def member_transfers(self, host: str, since: float) -> int | None:
-        """Incoming member transfers `host` logged since `since` (unix; None: not logged)."""
+    def member_transfers(
+        self, host: str, since: float, zones: list[str] | None = None
+    ) -> int | None:
+        """Incoming member transfers `host` logged since `since` (unix; None: not logged),
+        of `zones` alone when given."""
+
+    def ownership_changes(self, host: str, to: str, since: float) -> dict[str, float] | None:
+        """Members `host` logged as moved to the catalog `to` since `since` (unix): zone ->
+        when (unix); None when its dialect writes no such line."""
 
     def member_failures(self, host: str, since: float) -> list[str]:
         """`host`'s failed attempts and refusals since `since` (unix), in its own words."""
@@ -159,7 +167,9 @@ def catalog_repeat(
     started_wall = bench.wall()
     bench.mark("transfer-start", repeat)
     t0 = bench.start_consumers()
-    zones = sorted({m.zone for m in members})
+    # The members an earlier repeat moved to the change of ownership's catalog stay there.
+    moved = bench.catalog_members(catalog.coo_zone) if catalog.coo else []
+    zones = sorted({m.zone for m in (*members, *moved)})
     run.measure(hosts, PhaseSeen("provision", serial, t0, "consumer started"), zones, started_wall)
     if catalog.add:
         members = _add_versions(run, hosts, members)
@@ -187,8 +197,10 @@ def catalog_repeat(
         serial, served = bench.put_catalog(members)
         phase = PhaseSeen("rename", serial, served, "primary served")
         run.measure(hosts, phase, [renamed.zone], when_wall, renamed_from=old.zone)
+    if catalog.coo:
+        members, moved = _coo(run, hosts, members, moved)
     if catalog.restart_secondary:
-        zones = sorted({m.zone for m in members})
+        zones = sorted({m.zone for m in (*members, *moved)})
         for host in hosts:
             when_wall = bench.wall()
             t = bench.restart_consumer(host)
@@ -253,6 +265,64 @@ def _add_versions(run: _Run, hosts: list[str], members: list[Member]) -> list[Me
         spent = {h: after[h] - version.cpu_at[h] for h in hosts}
         run.record(hosts, phase, version.zones, version.wall, seen, cpu_spent=spent)
     return members
+
+
+def _coo(
+    run: _Run, hosts: list[str], members: list[Member], moved: list[Member]
+) -> tuple[list[Member], list[Member]]:
+    """A change of ownership (RFC 9432 §5.1) of the first `coo` members, each version
+    `interval` after the one before: the old catalog with their `coo` PTRs naming the new
+    one, the new catalog naming them (same ids), the old one without them. Per member: from
+    the primary serving the new catalog until the consumer logged the move (a dialect that
+    logs one), else until the old catalog's removal was `interval` behind it with the
+    member served throughout; a member it stopped answering for in that time is not
+    reached. Also: its transfers of the moved members since the first version (a consumer
+    that keeps them transfers none). (the old catalog's members, the new one's)"""
+    bench, catalog = run.bench, run.catalog
+    to = catalog.coo_zone
+    marked, moved, kept = coo_versions(members, moved, catalog.coo, to)
+    zones = [m.zone for m in members[: catalog.coo]]
+    _interval(bench, catalog)
+    since_wall = bench.wall()
+    before = {h: bench.usage(h).cpu_s or 0.0 for h in hosts}
+    bench.put_catalog(marked)
+    _interval(bench, catalog)
+    serial, served = bench.put_catalog(moved, to)
+    offset = bench.wall() - bench.clock()  # unix = bench clock + offset
+    _interval(bench, catalog)
+    bench.put_catalog(kept)
+    # Polled for `interval` after the removal: a consumer that drops a member then is seen.
+    with bench.spent.phase("transfer"):
+        dropped = bench.wait_gone(hosts, zones, bench.clock() + catalog.interval)
+    deadline, checked = bench.clock() + run.ctx.plan.timeout, bench.clock()
+    seen: dict[str, dict[str, float]] = {}
+    facts: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        logged = bench.ownership_changes(host, to, since_wall - 1.0)
+        while logged is not None and len(set(zones) & logged.keys()) < len(zones):
+            if bench.clock() >= deadline:
+                break
+            bench.sleep(0.2)
+            logged = bench.ownership_changes(host, to, since_wall - 1.0)
+        gone = dropped.get(host, {})
+        if logged is None:
+            seen[host] = {z: checked for z in zones if z not in gone}
+        else:
+            seen[host] = {
+                z: at - offset for z, at in logged.items() if z in zones and z not in gone
+            }
+        facts[host] = {
+            "coo_from": catalog.zone,
+            "coo_to": to,
+            "moved_by": "its log" if logged is not None else "served after the removal",
+            "still_served": len(zones) - len(gone),
+            "dropped": sorted(gone)[:FAILURES_KEPT],
+            "retransfers": bench.member_transfers(host, since_wall - 1.0, zones),
+        }
+    spent = {h: (bench.usage(h).cpu_s or 0.0) - before[h] for h in hosts}
+    phase = PhaseSeen("coo", serial, served, "primary served")
+    run.record(hosts, phase, zones, since_wall, seen, cpu_spent=spent, more=facts)
+    return kept, moved
 
 
 def _sleep_until(bench: CatalogBench, moment: float) -> None:

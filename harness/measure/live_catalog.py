@@ -31,7 +31,7 @@ from harness.xfr import XfrError, XfrTimeout
 from harness.xfr.update import with_serial
 from harness.xfr.zonefile_sum import zone_set_sums
 from harness.zonegen.catalog import Member, catalog_change, member_version, write_catalog
-from harness.zonegen.model import ZoneFiles
+from harness.zonegen.model import ChangeSet, ZoneFiles
 
 GONE_POLL_S = 0.05  # between two rounds of asking whether removed members are gone
 PROGRESS_EVERY_S = 0.5  # a consumer's members written to samples.jsonl at most this often
@@ -43,14 +43,17 @@ def with_catalog(
     zone: str,
     members: list[Member],
     version: str | None,
+    others: tuple[str, ...] = (),
 ) -> zonegen.GeneratedZones:
-    """The hosting pool with the catalog naming `members` first, at the pool's serial."""
+    """The hosting pool with the catalog naming `members` first, at the pool's serial, then
+    each of `others` (a change of ownership's catalogs), naming no member yet."""
     folder.mkdir(parents=True, exist_ok=True)
     serial = zones.files[0].serial
-    catalog = write_catalog(folder / f"{zone}zone", zone, serial, members, version)
     files = zones.files
-    first = files.with_first(catalog) if isinstance(files, ZoneFiles) else (catalog, *files)
-    return dataclasses.replace(zones, files=first)
+    for name, named in [*((o, []) for o in reversed(others)), (zone, members)]:
+        catalog = write_catalog(folder / f"{name}zone", name, serial, named, version)
+        files = files.with_first(catalog) if isinstance(files, ZoneFiles) else (catalog, *files)
+    return dataclasses.replace(zones, files=files)
 
 
 class LiveCatalogCase(LiveCase):
@@ -68,7 +71,13 @@ class LiveCatalogCase(LiveCase):
         self.catalog_dir = case_dir / "catalog"
         self.pool = zones  # the hosting zones alone: their sums are cached beside them
         self.version = catalog.version
-        zones = with_catalog(zones, self.catalog_dir, catalog.zone, self.members, self.version)
+        self.others = catalog.catalogs[1:]  # a change of ownership's catalog, if any
+        zones = with_catalog(
+            zones, self.catalog_dir, catalog.zone, self.members, self.version, self.others
+        )
+        self.base = zones.files[0].serial
+        self.other_members: dict[str, list[Member]] = {o: [] for o in self.others}
+        self.other_serving: dict[str, int] = dict.fromkeys(self.others, self.base)
         super().__init__(plan, case_dir, places, binaries, zones, *args, **kwargs)
         self.cpu_before: dict[str, float] = {}  # host -> its cgroup's CPU at its last start
         self.peak_reset: dict[str, bool] = {}  # host -> its peak was reset at that start
@@ -81,7 +90,7 @@ class LiveCatalogCase(LiveCase):
     def _setup(self, name: str, zones: list[srv.ZoneEntry], workdir: Path) -> srv.ServerSetup:
         setup = super()._setup(name, zones, workdir)
         if setup.role == "secondary":
-            setup.catalog = CatalogConsumer(self.first_zone, workdir / "members")
+            setup.catalog = CatalogConsumer(self.first_zone, workdir / "members", self.others)
         return setup
 
     def prepare_secondaries(self) -> None:
@@ -89,7 +98,8 @@ class LiveCatalogCase(LiveCase):
         self.stop_secondaries()
         for host in self.plan.secondaries:
             workdir = self._workdir(host.name)
-            zones = srv.fresh_secondary_zones(self._place(host.name), [self.first_zone], workdir)
+            catalogs = [self.first_zone, *self.others]
+            zones = srv.fresh_secondary_zones(self._place(host.name), catalogs, workdir)
             running = self._server(host.name, zones, workdir)
             srv.put_config(running)
             self.secondaries[host.name] = running
@@ -127,20 +137,41 @@ class LiveCatalogCase(LiveCase):
 
     # --- the catalog on the primary -----------------------------------------------------
 
-    def catalog_members(self) -> list[Member]:
-        return list(self.members)
+    def catalog_members(self, zone: str | None = None) -> list[Member]:
+        if zone is None or zone == self.first_zone:
+            return list(self.members)
+        return list(self.other_members[zone])
 
     def catalog_serial(self) -> int:
         return self.serving
 
-    def put_catalog(self, members: list[Member]) -> tuple[int, float]:
+    def put_catalog(self, members: list[Member], zone: str | None = None) -> tuple[int, float]:
+        """A version of the catalog (`zone`: one of the others, a change of ownership's)."""
+        if zone is not None and zone != self.first_zone:
+            old, serial = self.other_members[zone], self.other_serving[zone] + 1
+            _, issued = self._publish_catalog(zone, old, members, serial)
+            served = self._poll_catalog(zone, serial, issued)
+            self.other_members[zone], self.other_serving[zone] = list(members), serial
+            return serial, served
+        zone, serial = self.first_zone, self.serving + 1
+        change, issued = self._publish_catalog(zone, self.members, members, serial)
+        served = self._poll_catalog(zone, serial, issued)
+        self.serving, self.members, self.change = serial, list(members), change
+        self.references.pop(zone, None)
+        return serial, served
+
+    def catalog_serial_of(self, zone: str) -> int:
+        return self.serving if zone == self.first_zone else self.other_serving[zone]
+
+    def _publish_catalog(
+        self, zone: str, old: list[Member], new: list[Member], serial: int
+    ) -> tuple[ChangeSet, float]:
+        """The version from `old` to `new` members put on the primary: its change set, and
+        when it was issued."""
         primary = self.primary
         assert primary is not None and self.wire is not None
-        zone, serial = self.first_zone, self.serving + 1
         folder = self.catalog_dir / "versions"
-        change = catalog_change(
-            folder, zone, self.serving, serial, self.members, members, self.version
-        )
+        change = catalog_change(folder, zone, serial - 1, serial, old, new, self.version)
         place = primary.place
         soa = place.soa(zone, timeout=self.plan.timeout)
         issued = self.clock()
@@ -151,17 +182,20 @@ class LiveCatalogCase(LiveCase):
             )
         except XfrError as exc:
             raise PublishFailed(
-                f"the primary did not take catalog serial {serial}: {exc}"
+                f"the primary did not take catalog {zone} serial {serial}: {exc}"
             ) from None
-        served = self._poll(primary, zone, serial, issued + self.plan.timeout)
+        return change, issued
+
+    def _poll_catalog(self, zone: str, serial: int, issued: float) -> float:
+        """When the primary first served the catalog `zone` at `serial`."""
+        assert self.primary is not None
+        served = self._poll(self.primary, zone, serial, issued + self.plan.timeout)
         if served is None:
             raise XfrTimeout(
                 f"timeout after {self.plan.timeout:g} s: the primary never served catalog "
                 f"{zone} serial {serial}"
             )
-        self.serving, self.members, self.change = serial, list(members), change
-        self.references.pop(zone, None)
-        return serial, served
+        return served
 
     # --- what the consumers serve -------------------------------------------------------
 
@@ -325,15 +359,44 @@ class LiveCatalogCase(LiveCase):
             if isinstance(lines, io.IOBase):
                 lines.close()
 
-    def member_transfers(self, host: str, since: float) -> int | None:
+    def ownership_changes(self, host: str, to: str, since: float) -> dict[str, float] | None:
+        """Members `host` logged as moved to the catalog `to` since `since` (unix): zone ->
+        when (unix); None when its dialect logs no such line."""
         dialect = type(self.secondaries[host].server)
+        if (pattern := dialect.coo_log) is None:
+            return None
+        wording, target = dialect.failures, _bare(to)
+        out: dict[str, float] = {}
+        for line in self._log_since(host, since):
+            found = pattern.search(line)
+            if found is None or _bare(found["new"]) != target:
+                continue
+            stamp = wording.timestamp(line, None, since)
+            if stamp is not None:
+                out.setdefault(_bare(found["zone"]) + ".", stamp)
+        return out
+
+    def member_transfers(
+        self, host: str, since: float, zones: list[str] | None = None
+    ) -> int | None:
+        """Incoming transfers of members (of `zones` alone, when given) logged since
+        `since` (unix; None: not stamped)."""
+        dialect = type(self.secondaries[host].server)
+        only = None if zones is None else {_bare(z) for z in zones}
         lines: Iterable[str] = self._log_since(host, since)
         if (words := dialect.transfer_log_words) is not None:
             # A 100 k-member consumer's log since its restart is 30 MB of "loaded" lines:
             # joined and split whole, it was the driver's peak (+51 MiB).
             lines = (line for line in lines if any(word in line for word in words))
         logged = dialect.parse_log("".join(lines))
-        stamped = [t for t in logged if t.direction == "in" and t.zone != self.first_zone]
+        catalogs = {_bare(z) for z in (self.first_zone, *self.others)}
+        stamped = [
+            t
+            for t in logged
+            if t.direction == "in"
+            and _bare(t.zone) not in catalogs
+            and (only is None or _bare(t.zone) in only)
+        ]
         if any(t.at_unix is None for t in stamped):
             return None
         return sum(1 for t in stamped if t.at_unix is not None and t.at_unix >= since)
@@ -349,3 +412,8 @@ class LiveCatalogCase(LiveCase):
             if (category not in (None, "follow-up")) or dialect.catalog_wording.search(line):
                 said.append(line.strip())
         return said
+
+
+def _bare(zone: str) -> str:
+    """A zone's name as logs compare: lower case, without the final dot."""
+    return zone.rstrip(".").lower()

@@ -186,6 +186,8 @@ def plan_case(case: Case) -> CasePlan:
             given_catalog.second_target,
             given_catalog.versions,
             given_catalog.change,
+            given_catalog.coo or 0,
+            given_catalog.coo_zone,
         )
     if scenario.zones.preset == "tiny":
         changes = min(changes, TINY_CHANGES)

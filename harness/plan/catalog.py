@@ -14,10 +14,10 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.zonegen.catalog import SCHEMA_VERSION, Member, member_id
+from harness.zonegen.catalog import DEFAULT_COO_CATALOG, SCHEMA_VERSION, Member, member_id
 from harness.zonegen.small import hosting_zone_name
 
-PHASES = ("provision", "add", "remove", "change", "rename", "restart")
+PHASES = ("provision", "add", "remove", "change", "rename", "coo", "restart")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,13 @@ class CatalogPlan:
     second_target: str | None = None  # bad input: a second PTR at the first member's node
     versions: int = 1  # versions that each add `add` members, `interval` apart
     change: str | None = None  # "zone" | "rename": a one-member change (None: none)
+    coo: int = 0  # members moved to the catalog `coo_zone` (change of ownership; 0: none)
+    coo_zone: str = DEFAULT_COO_CATALOG
+
+    @property
+    def catalogs(self) -> tuple[str, ...]:
+        """The catalog zones the primary serves and each consumer takes, the first first."""
+        return (self.zone, self.coo_zone) if self.coo else (self.zone,)
 
     def phases(self) -> tuple[str, ...]:
         """The phases a repeat measures, in order."""
@@ -44,6 +51,7 @@ class CatalogPlan:
             "remove": self.remove > 0,
             "change": self.change == "zone",
             "rename": self.change == "rename",
+            "coo": self.coo > 0,
             "restart": self.restart_secondary,
         }
         out: list[str] = []

@@ -25,7 +25,9 @@ def print_catalog(data: ReportData, console: Console, short: dict[str, str]) -> 
     table = folding_table(
         "Catalog zones: provisioning latency per member, from the primary serving the "
         "catalog version (provision and restart: from the consumer's start) to the consumer "
-        "serving the member's SOA at its serial (removal: no longer answering for it); "
+        "serving the member's SOA at its serial (removal: no longer answering for it; coo: "
+        "from the new catalog served to the consumer's log of the move); re-transfers: after "
+        "a restart, or of the moved members after a change of ownership; "
         "nearest rank over every (consumer, member), the never served ranking last",
         ["case", "phase", "consumer", "served", "p50", "p95", "last", "consumer CPU",
          "consumer peak", "re-transfers"],

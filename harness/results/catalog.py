@@ -3,7 +3,8 @@ restart) and consumer, and for all consumers together, the members served (k of 
 the provisioning latency p50 / p95 / last by nearest rank over every (consumer, member)
 pair of every repeat, a member never served ranking last ("not reached", None, when the
 rank falls on one: never dropped); the consumer's CPU seconds (median over repeats), its
-charged memory peak (the highest), and what a restart transferred again."""
+charged memory peak (the highest), and what a restart transferred again (a change of
+ownership: the moved members it transferred again, in the same column)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def _row(case: str, phase: str, host: str, mine: list[TransferRecord]) -> dict[s
             peaks.append(facts["consumer_peak_bytes"])
         if facts.get("transfers_after_restart") is not None:
             again.append(facts["transfers_after_restart"])
+        if facts.get("retransfers") is not None:  # a change of ownership's moved members
+            again.append(facts["retransfers"])
     return {
         "case": case,
         "phase": phase,

@@ -239,6 +239,13 @@ def check_catalog_consumers(
                     fix="choose a BIND 9.18+, Knot 3.1+, PowerDNS 4.7+ or NSD 4.9+ secondary "
                     'for trigger = "catalog"',
                 )
+            if plan.catalog.coo and (why := server_class(binary.kind).coo_problem(binary.version)):
+                raise ScenarioError(
+                    f"{scenario_path}: catalog.coo: {host.name} ({binary.kind} "
+                    f"{binary.version}) cannot move members between catalogs: {why}",
+                    fix="remove catalog.coo, or give every secondary a consumer that "
+                    "implements change of ownership (BIND 9.18+)",
+                )
 
 
 def unsupported_cases(

@@ -60,6 +60,14 @@ class CatalogConsumer:
 
     zone: str
     members_dir: Path
+    # Further catalogs it consumes (a change of ownership moves members between them:
+    # catalog.coo); their members share `members_dir`.
+    others: tuple[str, ...] = ()
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """Every catalog it consumes, the first one first."""
+        return (self.zone, *self.others)
 
 
 @dataclass
@@ -317,6 +325,18 @@ class Server(ABC):
         """Why this version cannot be a catalog consumer the harness configures, or None
         (a dialect that configures one overrides this)."""
         return f"xfrbench does not configure {cls.title} {version} as a catalog consumer yet"
+
+    # Its log line for a member moved between two catalogs (RFC 9432 §5.1, catalog.coo),
+    # with the groups `zone` and `new` (the catalog, without the final dot), or None
+    # when it writes none (measure/catalog.py then times the move by the member still
+    # served after its removal from the old catalog).
+    coo_log: ClassVar[re.Pattern[str] | None] = None
+
+    @classmethod
+    def coo_problem(cls, version: str) -> str | None:
+        """Why this version cannot take a change of ownership between two catalogs
+        (catalog.coo), or None (a dialect that can overrides this)."""
+        return f"xfrbench does not know whether {cls.title} {version} implements the coo property"
 
     @classmethod
     def switches_by_reconfig(

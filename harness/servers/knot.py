@@ -308,6 +308,16 @@ class Knot(PublishesByUpdate):
     transfer_log_words = ("XFR, ", ", zone updated, ")
 
     @classmethod
+    def coo_problem(cls, version: str) -> str | None:
+        """Knot 3.2.6's knotd holds the `version` and `group` property names but no `coo`:
+        it ignores the property, so a move is a removal and an addition (the member reset)."""
+        return (
+            f"Knot {version} has no change of ownership (3.2.6's knotd carries no 'coo' "
+            "property: a moved member would be removed and added again); use a BIND 9.18+ "
+            "consumer"
+        )
+
+    @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:
         """catalog-role interpret since 3.1 (version 2 catalogs)."""
         if parse_semver(version) < (3, 1, 0):

@@ -269,6 +269,15 @@ class Nsd(Server):
         return {"server": indented("\n".join(line.strip() for line in lines), 4)}
 
     @classmethod
+    def coo_problem(cls, version: str) -> str | None:
+        """A move needs two consumer catalogs; NSD processes one (with more configured, it
+        processes none)."""
+        return (
+            f"NSD {version} consumes one catalog only (with more than one configured it "
+            "processes none), and a change of ownership needs two; use a BIND 9.18+ consumer"
+        )
+
+    @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:
         """NSD 4.9 added catalog consumer zones (`catalog: consumer` with a
         catalog-member-pattern, servers/nsd/nsd.conf.j2), one catalog per server; 4.6

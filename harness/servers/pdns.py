@@ -254,7 +254,7 @@ def database_sql(setup: ServerSetup) -> str:
         name = _sql(zone.origin.rstrip("."))
         # A catalog a secondary consumes is a CONSUMER zone (4.7+): its members are created
         # as SLAVE zones of the same primary as the catalog names them.
-        consumes = setup.catalog is not None and zone.origin == setup.catalog.zone
+        consumes = setup.catalog is not None and zone.origin in setup.catalog.zones
         kind_of = _sql("CONSUMER" if consumes else kind)
         lines.append(f"INSERT OR IGNORE INTO domains (name, type) VALUES ({name}, {kind_of});")
         lines.append(
@@ -439,6 +439,17 @@ class Pdns(PublishesByUpdate):
     @classmethod
     def snippet_settings(cls, text: str) -> list[Setting]:
         return assignment_settings(text)
+
+    # A member moved to another catalog, as 4.7.3 logs it (to the second: its log's stamps).
+    coo_log = re.compile(
+        r"Catalog-Zone zone '(?P<zone>[^']+)' owner change without state reset, old catalog "
+        r"'(?P<old>[^']+)', new catalog '(?P<new>[^']+)'"
+    )
+
+    @classmethod
+    def coo_problem(cls, version: str) -> str | None:
+        """4.7's consumer reads the coo property ("update coo for zone" in its binary)."""
+        return cls.catalog_consumer_problem(version)
 
     @classmethod
     def catalog_consumer_problem(cls, version: str) -> str | None:

@@ -11,6 +11,9 @@ provisions its members from it (docs/catalog.md).
     change = "zone"         # a one-member change once all are served: "zone" (a new
                             # serial of one member's zone) or "rename" (a member's PTR
                             # names another zone); none by default
+    coo = 5                 # move 5 members to a second catalog (RFC 9432 §5.1) once
+                            # all are served; none by default
+    coo_zone = "catalog2.invalid."  # that catalog's name (the default)
     restart_secondary = true  # stop and start each consumer once all are served
     sample = 8              # members read back whole and verified (every SOA is checked)
     zone = "catalog.invalid."
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator
 
 from harness.spec.fields import Duration, Strict
-from harness.zonegen.catalog import DEFAULT_CATALOG, SCHEMA_VERSION
+from harness.zonegen.catalog import DEFAULT_CATALOG, DEFAULT_COO_CATALOG, SCHEMA_VERSION
 from harness.zonegen.model import MAX_ZONES
 
 if TYPE_CHECKING:
@@ -44,6 +47,10 @@ class CatalogSpec(Strict):
     versions: int = Field(default=1, ge=1, le=100)
     interval: Duration = 2.0
     change: Literal["zone", "rename"] | None = None
+    # Members moved to a second catalog (change of ownership, RFC 9432 §5.1): the old
+    # catalog's coo property, the members in the new one (same ids), then out of the old.
+    coo: int | None = Field(default=None, ge=1)
+    coo_zone: str = DEFAULT_COO_CATALOG
     restart_secondary: bool = False
     sample: int = Field(default=8, ge=0, le=10_000)
     zone: str = DEFAULT_CATALOG
@@ -58,7 +65,7 @@ class CatalogSpec(Strict):
         default=None, pattern=r"^([A-Za-z0-9_-]{1,63}\.)*[A-Za-z0-9_-]{1,63}\.?$"
     )
 
-    @field_validator("zone", "names", "second_target")
+    @field_validator("zone", "coo_zone", "names", "second_target")
     @classmethod
     def _absolute(cls, value: str | list[str] | None) -> str | list[str] | None:
         def fix(name: str) -> str:
@@ -107,10 +114,30 @@ def catalog_problem(scenario: Scenario) -> tuple[str, str] | None:
             f"{catalog.remove} members cannot be removed from a catalog of "
             f"{catalog.members + catalog.add * catalog.versions}; give at most that many"
         )
+    if (problem := _coo_problem(catalog)) is not None:
+        return problem
     if scenario.xfr != ["ixfr"] and scenario.xfr != ["axfr"]:
         return (
             "xfr",
             'a catalog case transfers as its consumers choose; give one kind, e.g. ["ixfr"]',
+        )
+    return None
+
+
+def _coo_problem(catalog: CatalogSpec) -> tuple[str, str] | None:
+    """(key, what is wrong) when `coo` cannot move that many members."""
+    if catalog.coo is None:
+        return None
+    there = catalog.members + catalog.add * catalog.versions - catalog.remove
+    if catalog.coo > there:
+        return "catalog.coo", (
+            f"{catalog.coo} members cannot move: the catalog names {there} generated members "
+            "when they move (members + add x versions - remove); give at most that many"
+        )
+    if catalog.coo_zone == catalog.zone or catalog.coo_zone in catalog.names:
+        return "catalog.coo_zone", (
+            f"the members move to another catalog, not {catalog.coo_zone}; name one of its "
+            'own, e.g. "catalog2.invalid."'
         )
     return None
 

@@ -17,6 +17,7 @@ updates gets the PTRs added or removed and one that reloads files gets the file.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from harness.zonegen.model import ChangeSet, ZoneFile
 TTL = 0  # a catalog's records are never looked up by resolvers; RFC 9432 §4.1 suggests 0
 SCHEMA_VERSION = "2"
 DEFAULT_CATALOG = "catalog.invalid."
+DEFAULT_COO_CATALOG = "catalog2.invalid."  # where catalog.coo moves members
 
 
 @dataclass(frozen=True, slots=True)  # a catalog holds 100 k of them
@@ -104,6 +106,20 @@ def catalog_problems(members: Sequence[Member], version: str | None = SCHEMA_VER
                 f"{member.second_target} (exactly one is allowed)"
             )
     return problems
+
+
+def coo_versions(
+    old: Sequence[Member], new: Sequence[Member], count: int, to: str
+) -> tuple[list[Member], list[Member], list[Member]]:
+    """A change of ownership of `old`'s first `count` members to the catalog `to` (RFC 9432
+    §5.1), as three versions in the order they are published: the old catalog with each
+    moving member's `coo` PTR naming `to`, the new catalog (`new` and the moving members
+    after it, their ids kept: a consumer that sees the same id keeps the zone, a new id
+    resets it), then the old catalog without them."""
+    moving = list(old[:count])
+    marked = [dataclasses.replace(m, coo=to) for m in moving] + list(old[count:])
+    moved = list(new) + [dataclasses.replace(m, coo=None) for m in moving]
+    return marked, moved, list(old[count:])
 
 
 def write_catalog(

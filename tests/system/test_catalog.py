@@ -300,3 +300,63 @@ def test_a_renamed_member_is_served_under_its_new_name_and_knot_drops_the_old(
     # until the timeout: it never said it deleted it (seen here).
     assert gone["prague"] is not None and gone["prague"] >= 0
     assert gone["berlin"] is None
+
+
+COO = """
+[[secondaries]]
+name = "lisbon"
+kind = "pdns"
+[catalog]
+members = 50
+add = 0
+remove = 0
+coo = 5
+interval = "6s"
+sample = 4
+restart_secondary = true
+"""
+
+
+def test_members_moved_to_a_second_catalog_stay_served(tmp_path: Path) -> None:
+    """Change of ownership (RFC 9432 §5.1): 5 of 50 members get a coo PTR in the first
+    catalog, then the second catalog names them (same ids), then the first drops them,
+    6 s apart (BIND's min-update-interval is 5 s)."""
+    path = tmp_path / "scenario.toml"
+    servers = SERVERS.replace('[[secondaries]]\nname = "prague"\nkind = "knot"\n', "")
+    path.write_text(servers.format(name="catalog-coo", timeout="60s") + COO)
+    run_dir = run_scenario(spec.load(path), results_root=tmp_path / "results")
+    records = read_run(run_dir)[1]
+    by = {(r.host, _phase(r)): r for r in records}
+    hosts = ("berlin", "lisbon")
+    assert set(by) == {(h, p) for h in hosts for p in ("provision", "coo", "restart")}
+    for record in records:
+        assert record.ok and record.verified, (record.host, _phase(record), record.error)
+    for host in hosts:
+        coo = by[(host, "coo")]
+        facts = coo.extra["catalog"]
+        assert facts["coo_from"] == "catalog.invalid." and facts["coo_to"] == "catalog2.invalid."
+        assert coo.serial == facts["catalog_serial"] == 2  # the second catalog's
+        # Each consumer logged every move ...
+        assert facts["members"] == facts["served"] == 5 and facts["moved_by"] == "its log"
+        assert 0 <= facts["last_s"] < 5
+        # ... and still served every moved member after the first catalog dropped it.
+        assert facts["still_served"] == 5 and facts["dropped"] == []
+        # Both transferred every moved member again (seen here): BIND 9.18.49 deletes the
+        # zone from the old catalog and adds it from the new one ("catz_delzone_taskaction:
+        # zone '...' deleted", then "catz: adding zone ... from catalog 'catalog2.invalid'");
+        # PowerDNS 4.7.3 logs "owner change without state reset" and then an AXFR of each.
+        assert facts["retransfers"] == 5
+        assert by[(host, "restart")].extra["catalog"]["served"] == 50
+
+
+def test_a_coo_scenario_with_a_knot_consumer_is_refused_before_any_server_starts(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_text(SERVERS.format(name="catalog-coo-knot", timeout="60s") + COO)
+    done = _run_cli(path, tmp_path / "results")
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "catalog.coo" in said and "prague (knot" in said
+    assert "no 'coo'" in said and "remove catalog.coo" in said
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
