@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.data import ReportData
+from harness.report.figures_catalog import catalog_growth_figure, draw_catalog_growth
 from harness.report.figures_common import Figure
 from harness.report.figures_faults import draw_faults, faults_figure
 from harness.report.figures_fleet import (
@@ -60,6 +61,7 @@ def build_figures(data: ReportData) -> list[Figure]:
         faults_figure(data),
         stream_load_figure(data),
         stream_lag_figure(data),
+        catalog_growth_figure(data),
         duration_figure(data),
         throughput_figure(data),
         cpu_figure(data),
@@ -76,6 +78,7 @@ _DRAW: dict[str, Callable[[dict[str, Any], str], Any]] = {
     "fig-faults": draw_faults,
     "fig-stream-load": draw_stream_load,
     "fig-stream-lag": draw_stream_lag,
+    "fig-catalog-growth": draw_catalog_growth,
     "fig-duration": draw_duration,
     "fig-throughput": draw_throughput,
     "fig-cpu": draw_cpu,
