@@ -407,14 +407,15 @@ def lab_holding(addresses: Sequence[str], directory: Path | None = None) -> str 
 
 
 def lab_down(lab_id: str | None = None, inventory: Path | None = None) -> list[str]:
-    """Remove a lab: its sshds, namespaces, keys, folders and inventory; returns what."""
+    """Remove a lab: its sshds, namespaces, keys, folders and inventory; returns what, a
+    line each ("removed ..."), and what it left and why."""
     if os.geteuid() != 0:
         raise EnvironmentProblem("`xfrbench lab down` needs root")
     registry = find_lab(lab_id, inventory)
     done, notes, problems = reg.undo(registry)
     if problems:
         raise EnvironmentProblem("lab teardown: " + "; ".join(notes + problems))
-    return done + notes
+    return [f"removed {line}" for line in done] + notes
 
 
 def list_labs() -> list[dict[str, Any]]:

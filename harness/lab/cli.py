@@ -51,7 +51,7 @@ def _up(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     for line in lab_down(args.lab_id, args.inventory):
-        print(f"removed {line}")
+        print(line)
     return 0
 
 
