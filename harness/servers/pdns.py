@@ -2,8 +2,10 @@
 
 Written for Debian 12's 4.7.3 from real runs (tests/fixtures/, and the research notes these
 facts come from). The gsqlite3 backend serves both roles: zones are `domains` rows, TSIG keys
-and per-zone settings (who may transfer, whom to NOTIFY, IXFR, the update key) are rows the
-dialect writes into pdns.sqlite3 with the packaged schema (servers/pdns/schema.sqlite3.sql).
+and per-zone settings (who may transfer, whom to NOTIFY, IXFR, the update key) are rows of
+pdns.sqlite3, which the dialect renders as an SQL script (database_sql) that start.sh, or a
+switch's reconfig_argv, applies on the server's host; the database is made from the
+packaged schema (servers/pdns/schema.sqlite3.sql).
 The bind backend is not used: it logs an IXFR as committed and keeps serving the old serial.
 
 Facts that shape transfers:
@@ -478,6 +480,11 @@ class Pdns(PublishesByUpdate):
         return self.setup.workdir / "database.sql"
 
     @property
+    def schema_script(self) -> Path:
+        """The package's schema, which start.sh makes a new database from."""
+        return self.setup.workdir / "schema.sql"
+
+    @property
     def socket_dir(self) -> Path:
         """pdns_server and pdns_control take a directory, where the server puts
         pdns.controlsocket and pdns.pid: one of its own beside the runner's short path."""
@@ -493,7 +500,7 @@ class Pdns(PublishesByUpdate):
             "binary": self.binary,
             "database": self.database,
             "database_script": self.database_script,
-            "schema": self.setup.workdir / "schema.sql",
+            "schema": self.schema_script,
             "socket_dir": self.socket_dir,
             "pdnsutil": self._tool("pdnsutil"),
             "zone2sql": self._tool("zone2sql"),
@@ -512,7 +519,7 @@ class Pdns(PublishesByUpdate):
         ]
         if self.setup.role == "primary" and len(self.setup.zones) > LOAD_EACH_UP_TO:
             files.append(self._render("pdns/zones.conf.j2", wd / "zones.conf"))
-        files.append(self._write(wd / "schema.sql", [SCHEMA.read_text()]))
+        files.append(self._write(self.schema_script, [SCHEMA.read_text()]))
         return [*files, self._write(self.database_script, [database_sql(self.setup)])]
 
     def argv(self) -> list[str]:
