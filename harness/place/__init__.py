@@ -48,6 +48,9 @@ How the engine's decisions reach a host that is not this machine:
   come from the primary's agent (`Places.path_counts`, a record's extra.path);
 - records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
   a duration that spans two hosts;
+- servers' logs: a cold start's log stamps its host's clock, so the engine's start time
+  is put on that clock (`Place.host_time`, by the host's measured offset) before the log
+  is read;
 - a change stream: each host's agent follows its own servers' serials
   (`follow_serials`: remote/relayed.py `AgentFollower`, a SerialFollower in each agent),
   their changes put on the controller's clock.
@@ -56,8 +59,7 @@ What an agent place does without, said where it shows: sock_diag (`sock_diag`,
 `tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
 connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
 no extra.tcp; linkem's runtime control (`link_control` None), so run/remote.py refuses
-faults; catalog cases (their catalog's versions are written here) are refused too. A cold
-start's log is read against the start time the engine took (the controller's clock);
+faults; catalog cases (their catalog's versions are written here) are refused too.
 PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
 a PowerDNS server on an inventory host.
 """
@@ -147,6 +149,11 @@ class Place(Protocol):
 
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
         """The cgroup `proc` runs in (None: none could be made here)."""
+        ...
+
+    def host_time(self, wall: float) -> float:
+        """The engine's unix time `wall` on this host's clock, as its servers' logs stamp
+        it (a cold start's log is read against its start this way)."""
         ...
 
     # --- files -------------------------------------------------------------------------

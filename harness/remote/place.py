@@ -246,6 +246,11 @@ class AgentPlace:
         proc.ended(-int(signal.SIGKILL))
         return [int(p) for p in pids]
 
+    def host_time(self, wall: float) -> float:
+        """By the clock offset the channel measured (the lab's hosts share this machine's
+        clock: offset ~0; a real host's log is off by its offset without it)."""
+        return self.clock.from_wall(wall)
+
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
         return None  # its host's: sampled by its agent (Places.sampling), not by the controller
 

@@ -38,6 +38,10 @@ class HostClock:
         """A host's unix time as the controller's unix time."""
         return at - self.reading().offset_s
 
+    def from_wall(self, at: float) -> float:
+        """The controller's unix time as this host's."""
+        return at + self.reading().offset_s
+
 
 class Relayed(NamedTuple):
     """A host's agent, as the relays ask it."""

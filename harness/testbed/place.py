@@ -128,6 +128,9 @@ class TestbedPlace:
         self.stop(proc)
         return sorted({proc.pid, *pids})
 
+    def host_time(self, wall: float) -> float:
+        return wall  # this machine's clock (a container shares its kernel's)
+
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
         assert isinstance(proc, subprocess.Popen)
         return self.testbed.cgroup_of(proc)
