@@ -67,9 +67,8 @@ a PowerDNS server on an inventory host.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -79,7 +78,6 @@ from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.sampler import Target
-from harness.observe.sockdiag import ConnectionWatch
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
 from harness.servers.base import Reach
@@ -89,6 +87,30 @@ from harness.xfr.name_sample import Held, Key
 from harness.xfr.poll import SerialsSeen
 from harness.xfr.poll_zones import ZonesServed
 from harness.xfr.wire_watch import WireWatch
+
+
+class Counting(Protocol):
+    """Open connections counted at each call, while the context is open
+    (observe/sockdiag.py `ConnectionCount`, or an agent's)."""
+
+    def __call__(self) -> int: ...
+
+    def __enter__(self) -> Counting: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class TcpWatch(Protocol):
+    """A transfer's connection sampled while the context is open (observe/sockdiag.py
+    `ConnectionWatch`, or an agent's): `peaks()` once it closed, `error` if it stopped."""
+
+    error: str | None
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def peaks(self) -> dict[str, Any]: ...
 
 
 class Proc(Protocol):
@@ -202,18 +224,23 @@ class Place(Protocol):
 
     def flush_route_metrics(self) -> None: ...
 
-    def sock_diag(self) -> socket.socket:
-        """A sock_diag socket in its namespace (raises SockDiagRefused)."""
+    def connection_count(self, ports: Collection[int]) -> Counting:
+        """A count of its open connections on `ports` (settle's looks: sock_diag, one dump a
+        call), until the context ends (raises SockDiagRefused)."""
         ...
 
-    def tcp_sockets(self) -> list[DiagSocket]: ...
+    def tcp_sockets(self) -> list[DiagSocket]:
+        """Every TCP socket of its namespace, without attributes (raises SockDiagRefused)."""
+        ...
 
     def connection_watch(
         self,
         peer: tuple[str, int | None],
         candidates: Callable[[], Iterable[tuple[str, int]]] | None,
-    ) -> ConnectionWatch:
-        """tcp_info of its connections to `peer`, sampled while the context is open."""
+    ) -> TcpWatch:
+        """tcp_info of its connections to `peer`, sampled while the context is open (where
+        it samples: `candidates` are the connections the primary's wire saw opened, where
+        the place can look them up)."""
         ...
 
     # --- probes next to the server (their timing is this host's) ----------------------

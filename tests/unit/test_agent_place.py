@@ -6,6 +6,7 @@ runs `python -m harness.remote.agent` here instead of over ssh; the place's prim
 from __future__ import annotations
 
 import secrets
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -142,3 +143,35 @@ def test_a_cold_starts_log_is_read_against_its_start_on_the_hosts_clock(tmp_path
         read = read_cold_start_log(Bind, place.read(log), place.host_time(started))
         assert read.last_transfer_s == 1.5
         assert read_cold_start_log(Bind, text, started).last_transfer_s == 31.5
+
+
+def test_a_hosts_sockets_are_read_by_its_agent(places: AgentPlaces) -> None:
+    """sock_diag run by the agent on its host (here, this machine's namespace): every TCP
+    socket rebuilt as DiagSockets, the open connections on a server's port counted, and a
+    connection's tcp_info sampled while a transfer-sized write crosses it."""
+    place = places.place("h1")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                found = [s for s in place.tcp_sockets() if port in (s.sport, s.dport)]
+                assert {(s.state_name, s.sport == port) for s in found} == {
+                    ("listen", True), ("established", True), ("established", False),
+                }  # fmt: skip
+                with place.connection_count({port}) as count:
+                    assert count() == 2  # both ends of the one connection
+                with place.connection_watch(("127.0.0.1", port), None) as watch:
+                    until = time.monotonic() + 0.5  # the watch samples every 20 ms
+                    while time.monotonic() < until:
+                        client.sendall(b"x" * 65536)
+                        received = 0
+                        while received < 65536:
+                            received += len(accepted.recv(1 << 20))
+                        time.sleep(0.02)
+                peaks = watch.peaks()
+                assert watch.error is None
+                assert peaks["samples"] >= 1 and peaks["connections"] == 1, peaks
+                assert peaks["bytes_acked"] > 0 and "rtt_ms_min" in peaks
+    with place.connection_count({port}) as count:
+        assert count() == 0
