@@ -27,7 +27,8 @@ Three implementations:
   spawn in a cgroup with a pid file, poll, signal, halt, kill, put, mkdir, remove, exec,
   and the probes next to the server: SOA, sampled names, the primary's check, a signed
   update relayed as wire bytes, copies read back, a client's pull, zone and serial waits,
-  the wire watcher); every time it reports is put on the engine's clock (`HostClock`).
+  the wire watcher, its sockets through sock_diag); every time it reports is put on the
+  engine's clock (`HostClock`).
   `run --inventory` (run/remote.py) runs LiveCase over it; so does
   tests/system/test_places.py, agents in a testbed's namespaces.
 
@@ -55,11 +56,18 @@ How the engine's decisions reach a host that is not this machine:
   (`follow_serials`: remote/relayed.py `AgentFollower`, a SerialFollower in each agent),
   their changes put on the controller's clock.
 
-What an agent place does without, said where it shows: sock_diag (`sock_diag`,
-`tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
-connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
-no extra.tcp; linkem's runtime control (`link_control` None), so run/remote.py refuses
-faults; catalog cases (their catalog's versions are written here) are refused too.
+- sockets: each host's agent runs sock_diag there (`tcp_sockets` for what a transfer left,
+  `connection_count` for settle's looks, `connection_watch` for a record's extra.tcp; a
+  refusal there comes back as SockDiagRefused), and answers plain data, no times; its
+  watch finds the connection by dumping (the wire's candidates are the primary host's);
+- CPU and memory: the agent spawns each server in a cgroup of its own and samples it (µs,
+  as the netns sampler); a host where it can make none samples /proc, whose 10 ms ticks
+  its samples carry (cpu_resolution_s) and compare does not read a difference within.
+
+What an agent place does without, said where it shows: settle's looker reads no cgroup
+CPU (`cgroup_of` None: the host's groups are its agent's); linkem's runtime control
+(`link_control` None), so run/remote.py refuses faults; catalog cases (their catalog's
+versions are written here) are refused too.
 PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
 a PowerDNS server on an inventory host.
 """
