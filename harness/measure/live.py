@@ -519,6 +519,7 @@ class LiveCase:
             (zone, serial, running.place.address),
             since,
             self.wall(),
+            (running.place.host_time, primary.place.host_time),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:
