@@ -83,6 +83,7 @@ class Side:
     durations_s: list[float]  # the values, in the order they were measured
     drift: list[str] = field(default_factory=list)  # drift_check's lines, [] when steady
     drifting: bool = False  # a trend that adds up to the threshold or more over the run
+    resolution: float | None = None  # the step its values move in (Values.resolution)
 
 
 @dataclass
@@ -178,6 +179,7 @@ def side_of(values: Values, threshold: float, scale: str = LOG) -> Side:
         durations_s=values.values,
         drift=drift,
         drifting=drifting,
+        resolution=values.resolution,
     )
 
 

@@ -52,6 +52,7 @@ from harness.compare.case import (
     threshold_of,
 )
 from harness.compare.figures import FAILURES, Thresholds
+from harness.core import fmt
 from harness.core.power import (
     FLOOR_SHARE,
     LOG,
@@ -87,6 +88,7 @@ def _side_of_overall(items: list[CaseComparison], which: str) -> Side:
         level=None,
         spread=None,
         durations_s=[],
+        resolution=max((s.resolution for s in sides if s.resolution), default=None),
     )
 
 
@@ -192,6 +194,45 @@ def _judge(item: CaseComparison, rejected: bool, level: float, alpha: float) -> 
         if item.needs_n is not None or mde > limit:
             needs = f"n >= {item.needs_n}" if item.needs_n else "n > 1000"
             item.reasons.append(f"needs {needs} a run")
+    _within_resolution(item)
+
+
+def resolution_problem(
+    verdict: str,
+    level_a: float,
+    level_b: float,
+    threshold: float,
+    scale: str,
+    resolution: float | None,
+) -> str | None:
+    """Why values read in steps of `resolution` (seconds) cannot support `verdict`, or None
+    (pure): a difference of levels within one step is neither a regression nor an
+    improvement, and "no change" needs a change of the threshold to be more than a step.
+    `threshold` is relative on the LOG scale, in the figure's unit on the ABSOLUTE one."""
+    if not resolution:
+        return None
+    step = fmt.duration(resolution)
+    if verdict in (REGRESSION, IMPROVEMENT) and abs(level_b - level_a) <= resolution:
+        return (f"B - A ({fmt.duration(level_b - level_a)}) is within the values' resolution "
+                f"({step} steps)")  # fmt: skip
+    change = threshold * abs(level_a) if scale == LOG else threshold
+    if verdict == NO_CHANGE and change < resolution:
+        return f"a change of the threshold ({fmt.duration(change)}) is under one step ({step})"
+    return None
+
+
+def _within_resolution(item: CaseComparison) -> None:
+    """A verdict the values' resolution cannot support becomes "cannot tell" (CPU read
+    from /proc moves in 10 ms ticks: a transfer's 6.7 ms against 10 ms is no regression)."""
+    effect = item.effect
+    if effect is None or item.identical:
+        return
+    resolution = max((s.resolution for s in (item.a, item.b) if s.resolution), default=None)
+    problem = resolution_problem(item.verdict, effect.level_a, effect.level_b, item.threshold,
+                                 item.scale, resolution)  # fmt: skip
+    if problem is not None:
+        item.verdict, item.decidable, item.significant = CANNOT_TELL, False, False
+        item.reasons.append(problem)
 
 
 @dataclass

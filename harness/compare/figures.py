@@ -51,6 +51,7 @@ CATALOG_FIGURES = (CATALOG_P95, CATALOG_LAST, CATALOG_CPU, CATALOG_RETRANSFERS)
 # per_transfer()'s keys (harness/results/resources.py) and the records' extra["sockets"]
 # keys (per role) each figure is read from.
 PER_TRANSFER_KEYS = {CPU: "cpu_s", MEMORY: "memory_peak"}
+RESOLUTION_KEYS = {CPU: "cpu_resolution"}  # the step each transfer's value moves in
 SOCKETS = "sockets"
 SOCKET_KEYS = {CONNECTIONS: "connections", TIME_WAIT: "time_wait_left"}
 # The order the figures are printed in, and what each one's values are in.
@@ -121,6 +122,9 @@ class Values:
     attempts: int  # what could have given a value (transfers tried)
     series: dict[str, list[float]] = field(default_factory=dict)  # per host, for drift
     single: bool = False  # one value per run (a peak over the case): reported, not gated
+    # The step its values move in, where that is coarse enough to matter (CPU read from
+    # /proc: a 10 ms clock tick); None: finer than any difference the gate could call.
+    resolution: float | None = None
 
 
 Key = tuple[str, str, str | None, str]  # case, method, site (fleets), figure
@@ -151,9 +155,16 @@ def _resources(folder: RunFolder) -> dict[str, Any]:
     return summarize_resources(folder.samples) if folder.samples else {}
 
 
-def _add(out: dict[Key, Values], case: str, kind: str, role: str, values: list[float]) -> None:
+def _add(
+    out: dict[Key, Values],
+    case: str,
+    kind: str,
+    role: str,
+    values: list[float],
+    resolution: float | None = None,
+) -> None:
     key = (case, SERVER_TO_SERVER, None, figure_name(kind, role))
-    out[key] = Values(values, len(values), {"": values})
+    out[key] = Values(values, len(values), {"": values}, resolution=resolution)
 
 
 def socket_values(records: Iterable[TransferRecord]) -> dict[Key, Values]:
@@ -186,8 +197,10 @@ def resource_values(folder: RunFolder) -> dict[Key, Values]:
             figures = roles.get(role) or {}
             for kind, name in PER_TRANSFER_KEYS.items():
                 values = figures.get(name)
+                steps = figures.get(RESOLUTION_KEYS.get(kind, ""))
                 if values:  # absent (an older run) or empty: not recorded
-                    _add(out, case, kind, role, [float(v) for v in values])
+                    _add(out, case, kind, role, [float(v) for v in values],
+                         max(steps) if steps else None)  # fmt: skip
     out |= socket_values(folder.records)
     for case, hosts in _resources(folder).items():
         if not isinstance(hosts, dict):

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from typing import Any
 import yaml
 
 from harness.core.errors import EnvironmentProblem, UserInputError
+from harness.observe.cgroup import Mount, parse_mountinfo
 from harness.spec import SITE_NAME
 from harness.testbed import registry as reg
 from harness.testbed import topology
@@ -45,6 +47,7 @@ MAX_SECONDARIES = 30
 SSHD_READY_TIMEOUT = 10.0
 SSH_CONFIG_DIR = Path("/etc/ssh/ssh_config.d")  # /etc/ssh/ssh_config includes *.conf there
 HOST_TMP = "/var/tmp"  # private to each lab host: the default xfrbench_root lives under it
+CGROUP_ROOT = "/sys/fs/cgroup"
 
 
 def labs_dir() -> Path:
@@ -152,12 +155,37 @@ def ssh_client_config(lab_id: str, addresses: Sequence[str], known_hosts: Path) 
     )
 
 
-def sshd_argv(config: Path, tmp: Path) -> list[str]:
+def cgroup_mounts(mounts: Sequence[Mount]) -> list[str]:
+    """Shell commands mounting this machine's cgroup hierarchies again where `ip netns
+    exec` hid them (pure). It mounts a sysfs of the namespace's own over /sys, which hides
+    /sys/fs/cgroup: a host's agent would find no cgroup and read its servers' CPU from
+    /proc in 10 ms ticks, where a real host's agent (and the netns sampler) reads a
+    cgroup's µs. Mounting a v1 hierarchy with the same controllers, or cgroup2, gives the
+    same hierarchy, so the lab's groups are this machine's (teardown and `clean` see
+    them). A mount that fails leaves that host on /proc, which its samples then say."""
+    out = []
+    for mount in mounts:
+        where = mount.mountpoint
+        if not (where == CGROUP_ROOT or where.startswith(CGROUP_ROOT + "/")):
+            continue
+        if mount.fstype == "tmpfs" and where == CGROUP_ROOT:
+            out.append(f"mount -t tmpfs -o mode=755 tmpfs {where}")
+        elif mount.fstype in ("cgroup", "cgroup2"):
+            options = ",".join(sorted(o for o in mount.options if o not in ("rw", "ro")))
+            made = f"mkdir -p {shlex.quote(where)} && " if where != CGROUP_ROOT else ""
+            flags = f"-o {shlex.quote(options)} " if options else ""
+            out.append(f"{{ {made}mount -t {mount.fstype} {flags}{mount.fstype} "
+                       f"{shlex.quote(where)}; }} 2>/dev/null")  # fmt: skip
+    return out
+
+
+def sshd_argv(config: Path, tmp: Path, cgroups: Sequence[str] = ()) -> list[str]:
     """The host's sshd with `tmp` as its /var/tmp: bound in the mount namespace `ip netns
     exec` makes for it (its / a slave of this machine's, so the mount stays there and goes
-    with its last process)."""
+    with its last process); `cgroups` (cgroup_mounts) run there first."""
+    again = "".join(f"{line}; " for line in cgroups)
     return [
-        "sh", "-c", f'mount --bind "$0" {HOST_TMP} && exec "$@"', str(tmp),
+        "sh", "-c", f'{again}mount --bind "$0" {HOST_TMP} && exec "$@"', str(tmp),
         str(SSHD), "-D", "-e", "-f", str(config),
     ]  # fmt: skip
 
@@ -325,6 +353,7 @@ def _build(
     os.chmod(authorized, 0o600)
     known: list[str] = []
     procs: list[tuple[subprocess.Popen[Any], LabHost]] = []
+    cgroups = cgroup_mounts(parse_mountinfo(Path("/proc/self/mountinfo").read_text()))
     for host in hosts:
         own = folder / host.name
         own.mkdir(mode=0o700)
@@ -338,7 +367,7 @@ def _build(
         log = own / "sshd.log"
         with log.open("ab") as out:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", host.netns, *sshd_argv(config, tmp)],
+                ["ip", "netns", "exec", host.netns, *sshd_argv(config, tmp, cgroups)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,

@@ -519,12 +519,16 @@ class LiveCase:
             (zone, serial, running.place.address),
             since,
             self.wall(),
+            (running.place.host_time, primary.place.host_time),
         )
 
     def cold_start_log(self, host: str) -> ColdStartLog:
         running = self.secondaries[host]
         text = srv.log_of(running)
-        return read_cold_start_log(type(running.server), text, running.started_at)
+        # Its log stamps the host's clock: its start (the engine's) put on that clock.
+        started = running.started_at
+        started = None if started is None else running.place.host_time(started)
+        return read_cold_start_log(type(running.server), text, started)
 
     def pull(self, method: str, host: str) -> Pulled:
         """A client on `host` pulls the first zone from the primary across the link, over

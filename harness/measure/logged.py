@@ -6,6 +6,7 @@ the one place that names the record's `server_logged` keys (a flow never packs t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,13 @@ class ColdStartLog:
         }
 
 
+Clock = Callable[[float], float]  # the engine's unix time on a host's clock
+
+
+def _same(at: float) -> float:
+    return at
+
+
 def transfer_fallbacks(
     primary: type[Server],
     primary_log: str,
@@ -89,11 +97,14 @@ def transfer_fallbacks(
     zone: str,
     address: str,
     since: float,
+    since_secondary: float | None = None,
 ) -> list[dict[str, Any]]:
     """The lines saying an IXFR of `zone` became an AXFR, logged since `since` (unix time, to
     the stamps' resolution) by the primary about the secondary at `address`, or by that
-    secondary: the most specific kind first (as measure/stream_logs.py chooses)."""
+    secondary (since `since_secondary` on its host's clock, where that is another): the
+    most specific kind first (as measure/stream_logs.py chooses)."""
     zone = zone_name(zone)
+    theirs = since if since_secondary is None else since_secondary
     found = [
         f
         for f in primary.parse_fallbacks(primary_log)
@@ -103,7 +114,7 @@ def transfer_fallbacks(
         f
         for f in secondary.parse_fallbacks(secondary_log)
         if f.side == "in" and f.zone == zone
-        and (f.at_unix is None or f.at_unix > since - secondary.failures.resolution_s)
+        and (f.at_unix is None or f.at_unix > theirs - secondary.failures.resolution_s)
     ]  # fmt: skip
     found.sort(key=lambda f: FALLBACK_KINDS.index(f.kind))
     return [f.to_json() for f in found]
@@ -117,18 +128,31 @@ def transfer_logged(
     where: tuple[str, int, str],
     since: float,
     now: float,
+    clocks: tuple[Clock, Clock] = (_same, _same),
 ) -> Logged:
     """`where` = (zone, serial, the secondary's address): the secondary's logged incoming
     transfer and failures since `since` (unix time), the primary's logged outgoing transfer
-    to it, the primary's refusals (to anyone) since then, and the fallback lines."""
+    to it, the primary's refusals (to anyone) since then, and the fallback lines. `clocks`:
+    the secondary's and the primary's host clock (Place.host_time), which their logs stamp:
+    the engine's `since` and `now` are put on each before its log is read."""
     zone, serial, address = where
+    on_secondary, on_primary = clocks
     incoming = last_incoming(secondary, secondary_log, zone, serial)
     outgoing = last_outgoing(primary, primary_log, zone, serial, address)
     return Logged(
         incoming.to_json() if incoming else {},
         outgoing.to_json() if outgoing else {},
         # Nulls where it does not log a category, even if none failed.
-        count_failures(secondary.kind, secondary_log, since).to_json(),
-        count_refusals(primary.kind, primary_log, since, now).to_json(),
-        transfer_fallbacks(primary, primary_log, secondary, secondary_log, zone, address, since),
+        count_failures(secondary.kind, secondary_log, on_secondary(since)).to_json(),
+        count_refusals(primary.kind, primary_log, on_primary(since), on_primary(now)).to_json(),
+        transfer_fallbacks(
+            primary,
+            primary_log,
+            secondary,
+            secondary_log,
+            zone,
+            address,
+            on_primary(since),
+            on_secondary(since),
+        ),
     )

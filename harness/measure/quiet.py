@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from harness.measure.processes import RunningServer
 from harness.measure.settle import PACING_MARGIN_S, Look
-from harness.observe.sockdiag import SockDiagRefused, open_connections
+from harness.observe.sockdiag import SockDiagRefused
 from harness.place import Places
 from harness.xfr.wire_watch import WireWatch
 
@@ -23,19 +23,18 @@ def looker(
     moments: dict[tuple[str, str], float],
     stack: contextlib.ExitStack,
 ) -> Callable[[], Look]:
-    """A function that takes one look (on time.monotonic()'s clock); the sock_diag sockets
-    it keeps open between looks are closed by `stack`. `moments`: (host, event) -> when
-    the driver last saw it happen ("served": the polls' view of an NSD reload;
-    "reconfig": the harness reconfigured it)."""
-    sockets = []
+    """A function that takes one look (on time.monotonic()'s clock); the connection counts
+    it keeps open between looks (a sock_diag socket, or an agent's) are closed by
+    `stack`. `moments`: (host, event) -> when the driver last saw it happen ("served": the
+    polls' view of an NSD reload; "reconfig": the harness reconfigured it)."""
+    counts = []
     for server in running:
+        setup = server.server.setup
         try:
-            sock = server.place.sock_diag()
+            count = server.place.connection_count({setup.port, setup.tls_port})
         except SockDiagRefused:
             continue  # its connections are not counted: the look says None
-        stack.callback(sock.close)
-        setup = server.server.setup
-        sockets.append((sock, {setup.port, setup.tls_port}))
+        counts.append(stack.enter_context(count))
     cgroups = {s.name: s.place.cgroup_of(s.proc) for s in running if s.proc is not None}
     pacings = [(s, pacing) for s in running for pacing in s.server.pacing()]
     unix_offset = time.time() - time.monotonic()
@@ -65,8 +64,8 @@ def looker(
                 elif after != "reconfig" and ready > own[0]:
                     own = (ready, why, after)
         opened = None
-        if sockets:
-            opened = sum(open_connections(sock, ports) for sock, ports in sockets)
+        if counts:
+            opened = sum(count() for count in counts)
         queued = places.link_queued()
         cpu = {}
         for name, group in cgroups.items():

@@ -31,9 +31,9 @@ from typing import Any
 from harness.link import linkem
 from harness.link.losscheck import check_loss
 from harness.observe.sampler import normalize_link_counters
-from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
+from harness.observe.sockdiag import SockDiagRefused
 from harness.observe.transfer_sockets import Ends, closing, ends, transfer_sockets
-from harness.place import Place, Places
+from harness.place import Place, Places, TcpWatch
 from harness.plan.case import CasePlan
 from harness.spec import DirectionSpec
 from harness.xfr.wire_watch import WireEvent, WireWatch
@@ -113,7 +113,7 @@ class TransferObserver:
         self.port = plan.transport.port  # the primary's port its secondaries connect to
         self._before: dict[str, Any] = {}
         self._after: dict[str, Any] = {}
-        self._watches: dict[str, ConnectionWatch] = {}
+        self._watches: dict[str, TcpWatch] = {}
         self._paths: dict[str, Any] = {}  # secondary -> its path's TCP counts, where counted
         self._stack = contextlib.ExitStack()
         self._began = self._finished = 0.0  # monotonic: the repeat's observation window

@@ -9,7 +9,9 @@
 samples.jsonl holds one JSON object per line. A server line:
     t, event ("periodic" | "transfer-start" | "transfer-end"), case, repeat (int | null),
     role, server, pid, source ("cgroup-v1" | "cgroup-v2" | "proc"),
-    cpu_user_s, cpu_system_s (cumulative), anon_bytes, charged_bytes, charged_peak_bytes
+    cpu_user_s, cpu_system_s (cumulative), cpu_resolution_s (the step they move in: 1e-6
+    from a cgroup, a clock tick of 0.01 from /proc; lines from before it have none, read by
+    their source), anon_bytes, charged_bytes, charged_peak_bytes
     (see harness.observe.cgroup; lines from before they were named so hold rss_bytes,
     memory_bytes and peak_rss_bytes, read as these by harness.results.resources.load_samples),
     on a transfer-end line transfer_charged_peak_bytes (the group's charged peak since the

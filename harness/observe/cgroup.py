@@ -54,6 +54,7 @@ from pathlib import Path
 from harness.core.errors import EnvironmentProblem
 
 PARENT = "xfrbench"
+CGROUP_CPU_RESOLUTION_S = 1e-6
 _RMDIR_WAIT = 5.0
 
 
@@ -69,6 +70,9 @@ class CgroupUsage:
     source: str  # "cgroup-v1" | "cgroup-v2" | "proc"
     # The charged peak since reset_peak() (a transfer's start), while one is kept.
     peak_since_reset_bytes: int | None = None
+    # The step CPU seconds move in: a cgroup's usage is counted in µs (v2 usage_usec; v1
+    # cpuacct.usage in ns); /proc's in clock ticks (procfs.TreeUsage.tick_s, 10 ms).
+    cpu_resolution_s: float = CGROUP_CPU_RESOLUTION_S
 
 
 @dataclass(frozen=True)

@@ -406,6 +406,7 @@ class TreeUsage(NamedTuple):
     cpu_user_s: float
     cpu_system_s: float
     anon_bytes: int | None  # RssAnon summed; None where the kernel does not say (< 4.5)
+    tick_s: float = 0.01  # what the CPU seconds move by: one clock tick (1 / USER_HZ)
 
 
 def read_proc_tree(pid: int) -> TreeUsage:
@@ -434,4 +435,4 @@ def read_proc_tree(pid: int) -> TreeUsage:
         system += stat.stime + stat.cstime
         if "RssAnon" in status:
             anon = (anon or 0) + status["RssAnon"]
-    return TreeUsage(user / tick, system / tick, anon)
+    return TreeUsage(user / tick, system / tick, anon, 1 / tick)

@@ -108,6 +108,7 @@ def server_sample(
         "source": usage.source,
         "cpu_user_s": round(usage.cpu_user_s, 6),
         "cpu_system_s": round(usage.cpu_system_s, 6),
+        "cpu_resolution_s": usage.cpu_resolution_s,
         "anon_bytes": usage.anon_bytes,
         "charged_bytes": usage.charged_bytes,
         "charged_peak_bytes": usage.charged_peak_bytes,
@@ -127,6 +128,7 @@ def read_usage(target: Target) -> CgroupUsage:
         charged_bytes=None,
         charged_peak_bytes=None,
         source="proc",
+        cpu_resolution_s=tree.tick_s,
     )
 
 

@@ -206,6 +206,25 @@ def open_connections(sock: socket.socket, ports: Collection[int]) -> int:
     return sum(1 for s in found if s.sport in ports or s.dport in ports)
 
 
+class ConnectionCount:
+    """`open_connections` of a namespace, counted again at each call through one sock_diag
+    socket kept open (made here, so a refusal raises in the caller) until the context
+    ends (settle's looks, measure/quiet.py)."""
+
+    def __init__(self, ports: Collection[int], *, netns: str | None = None) -> None:
+        self.ports = frozenset(ports)
+        self._sock = socket_for(netns)
+
+    def __call__(self) -> int:
+        return open_connections(self._sock, self.ports)
+
+    def __enter__(self) -> ConnectionCount:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+
 # --- watching one transfer's connection ------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.observe.tcp_states import TCP_STATES, PortRange
 
@@ -208,6 +209,17 @@ class DiagSocket:
     @property
     def key(self) -> SocketKey:
         return SocketKey(self.family, self.src, self.sport, self.dst, self.dport, self.cookie)
+
+    def to_json(self) -> list[Any]:
+        """As plain data (an agent's answer): its fields in order, attributes in hex."""
+        attrs = {str(kind): value.hex() for kind, value in self.attrs.items()}
+        return [self.family, self.state, self.sport, self.dport, self.src, self.dst,
+                self.inode, self.cookie, self.rqueue, self.wqueue, attrs]  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> DiagSocket:
+        *fields, attrs = data
+        return cls(*fields, attrs={int(k): bytes.fromhex(v) for k, v in attrs.items()})
 
 
 def _address(family: int, raw: bytes) -> str:

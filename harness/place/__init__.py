@@ -27,7 +27,8 @@ Three implementations:
   spawn in a cgroup with a pid file, poll, signal, halt, kill, put, mkdir, remove, exec,
   and the probes next to the server: SOA, sampled names, the primary's check, a signed
   update relayed as wire bytes, copies read back, a client's pull, zone and serial waits,
-  the wire watcher); every time it reports is put on the engine's clock (`HostClock`).
+  the wire watcher, its sockets through sock_diag); every time it reports is put on the
+  engine's clock (`HostClock`).
   `run --inventory` (run/remote.py) runs LiveCase over it; so does
   tests/system/test_places.py, agents in a testbed's namespaces.
 
@@ -48,16 +49,25 @@ How the engine's decisions reach a host that is not this machine:
   come from the primary's agent (`Places.path_counts`, a record's extra.path);
 - records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
   a duration that spans two hosts;
+- servers' logs: a cold start's log stamps its host's clock, so the engine's start time
+  is put on that clock (`Place.host_time`, by the host's measured offset) before the log
+  is read;
 - a change stream: each host's agent follows its own servers' serials
   (`follow_serials`: remote/relayed.py `AgentFollower`, a SerialFollower in each agent),
   their changes put on the controller's clock.
 
-What an agent place does without, said where it shows: sock_diag (`sock_diag`,
-`tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
-connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
-no extra.tcp; linkem's runtime control (`link_control` None), so run/remote.py refuses
-faults; catalog cases (their catalog's versions are written here) are refused too. A cold
-start's log is read against the start time the engine took (the controller's clock);
+- sockets: each host's agent runs sock_diag there (`tcp_sockets` for what a transfer left,
+  `connection_count` for settle's looks, `connection_watch` for a record's extra.tcp; a
+  refusal there comes back as SockDiagRefused), and answers plain data, no times; its
+  watch finds the connection by dumping (the wire's candidates are the primary host's);
+- CPU and memory: the agent spawns each server in a cgroup of its own and samples it (µs,
+  as the netns sampler); a host where it can make none samples /proc, whose 10 ms ticks
+  its samples carry (cpu_resolution_s) and compare does not read a difference within.
+
+What an agent place does without, said where it shows: settle's looker reads no cgroup
+CPU (`cgroup_of` None: the host's groups are its agent's); linkem's runtime control
+(`link_control` None), so run/remote.py refuses faults; catalog cases (their catalog's
+versions are written here) are refused too.
 PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
 a PowerDNS server on an inventory host.
 """
@@ -65,9 +75,8 @@ a PowerDNS server on an inventory host.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -77,7 +86,6 @@ from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.sampler import Target
-from harness.observe.sockdiag import ConnectionWatch
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
 from harness.servers.base import Reach
@@ -87,6 +95,30 @@ from harness.xfr.name_sample import Held, Key
 from harness.xfr.poll import SerialsSeen
 from harness.xfr.poll_zones import ZonesServed
 from harness.xfr.wire_watch import WireWatch
+
+
+class Counting(Protocol):
+    """Open connections counted at each call, while the context is open
+    (observe/sockdiag.py `ConnectionCount`, or an agent's)."""
+
+    def __call__(self) -> int: ...
+
+    def __enter__(self) -> Counting: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class TcpWatch(Protocol):
+    """A transfer's connection sampled while the context is open (observe/sockdiag.py
+    `ConnectionWatch`, or an agent's): `peaks()` once it closed, `error` if it stopped."""
+
+    error: str | None
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def peaks(self) -> dict[str, Any]: ...
 
 
 class Proc(Protocol):
@@ -149,6 +181,11 @@ class Place(Protocol):
         """The cgroup `proc` runs in (None: none could be made here)."""
         ...
 
+    def host_time(self, wall: float) -> float:
+        """The engine's unix time `wall` on this host's clock, as its servers' logs stamp
+        it (a cold start's log is read against its start this way)."""
+        ...
+
     # --- files -------------------------------------------------------------------------
 
     def here(self, local: Path) -> Path:
@@ -195,18 +232,23 @@ class Place(Protocol):
 
     def flush_route_metrics(self) -> None: ...
 
-    def sock_diag(self) -> socket.socket:
-        """A sock_diag socket in its namespace (raises SockDiagRefused)."""
+    def connection_count(self, ports: Collection[int]) -> Counting:
+        """A count of its open connections on `ports` (settle's looks: sock_diag, one dump a
+        call), until the context ends (raises SockDiagRefused)."""
         ...
 
-    def tcp_sockets(self) -> list[DiagSocket]: ...
+    def tcp_sockets(self) -> list[DiagSocket]:
+        """Every TCP socket of its namespace, without attributes (raises SockDiagRefused)."""
+        ...
 
     def connection_watch(
         self,
         peer: tuple[str, int | None],
         candidates: Callable[[], Iterable[tuple[str, int]]] | None,
-    ) -> ConnectionWatch:
-        """tcp_info of its connections to `peer`, sampled while the context is open."""
+    ) -> TcpWatch:
+        """tcp_info of its connections to `peer`, sampled while the context is open (where
+        it samples: `candidates` are the connections the primary's wire saw opened, where
+        the place can look them up)."""
         ...
 
     # --- probes next to the server (their timing is this host's) ----------------------

@@ -60,6 +60,7 @@ class Agent(Measures, LinkOps, Primitives):
         self.paths: PathWatch | None = None  # the primary's connections during a repeat
         self.iperf: subprocess.Popen[Any] | None = None  # the bandwidth probe's server
         self.follower: Any = None  # a change stream's serial follower (op_follow_start)
+        self.watches: dict[int, Any] = {}  # transfers' connections sampled (op_watch_start)
         (run_dir / "pids").mkdir(parents=True, exist_ok=True)
         # Itself too: after a killed controller, teardown.yml stops it (it stops its servers).
         self._pidfile("agent", {"name": "agent", "pid": os.getpid(),
@@ -295,6 +296,7 @@ class Agent(Measures, LinkOps, Primitives):
             self.paths = None
         self.op_iperf_stop()
         self.op_follow_stop()
+        self.stop_watches()
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "agent.json").unlink()
 

@@ -1,7 +1,9 @@
 """The agent's measuring operations (a part of `remote.agent.Agent`): a client's pull
 from this host, the primary's connections to its secondaries (the real path's
-retransmits), the bandwidth probe's server, a cold start's zones polled and read back on
-this host, and a change stream's serials followed here. Times they report are this
+retransmits), this host's sockets through sock_diag (every TCP socket, the open
+connections on a server's ports, a transfer's connection sampled), the bandwidth probe's
+server, a cold start's zones polled and read back on this host, and a change stream's
+serials followed here. Times they report are this
 host's clock (unix seconds).
 """
 
@@ -18,6 +20,7 @@ from harness.core.stopping import stop_process
 from harness.core.transport import Transport
 from harness.measure.client_pull import pull_zone
 from harness.measure.cold_start import polling_summary
+from harness.observe.sockdiag import ConnectionCount, ConnectionWatch, tcp_sockets
 from harness.remote.pathwatch import PathWatch
 from harness.xfr import TsigKey, XfrError
 from harness.xfr.follow import SerialFollower
@@ -52,6 +55,7 @@ class Measures:
     paths: PathWatch | None
     iperf: subprocess.Popen[Any] | None
     follower: SerialFollower | None  # a change stream's, while it runs
+    watches: dict[int, ConnectionWatch]  # op_watch_start's, by id, until op_watch_stop
 
     # --- a cold start -------------------------------------------------------------------------
 
@@ -161,6 +165,37 @@ class Measures:
             return {}
         counts = watch.counts()
         return counts | ({"error": watch.error} if watch.error else {})
+
+    # --- this host's sockets (observe/sockdiag.py, run here) -----------------------------------
+
+    def op_tcp_sockets(self) -> list[list[Any]]:
+        """Every TCP socket of this host, without attributes (DiagSocket.to_json each)."""
+        return [sock.to_json() for sock in tcp_sockets()]
+
+    def op_open_connections(self, ports: list[int]) -> int:
+        """TCP connections not LISTEN, TIME_WAIT or CLOSE with an end on one of `ports`."""
+        with ConnectionCount(ports) as count:
+            return count()
+
+    def op_watch_start(self, address: str, port: int | None) -> int:
+        """Sample tcp_info of this host's connections to (address, port) until
+        op_watch_stop (a ConnectionWatch, dumping: the wire's candidates are the primary
+        host's); its id."""
+        watch = ConnectionWatch((address, port)).__enter__()
+        self.watches[id(watch)] = watch
+        return id(watch)
+
+    def op_watch_stop(self, watch: int) -> dict[str, Any]:
+        """Its peaks (connection_peaks) and why it stopped sampling, if it did."""
+        found = self.watches.pop(watch, None)
+        if found is None:
+            return {"peaks": {}, "error": "no such watch"}
+        found.__exit__(None, None, None)
+        return {"peaks": found.peaks(), "error": found.error}
+
+    def stop_watches(self) -> None:
+        for watch in list(self.watches):
+            self.op_watch_stop(watch)
 
     # --- a change stream ----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from typing import Any
 from harness.core.errors import EnvironmentProblem, XfrbenchError
 from harness.core.stopping import stop_process
 from harness.inventory import InventoryHost
+from harness.observe.sockdiag import SockDiagRefused
 from harness.xfr import XfrError, XfrTimeout
 
 CLOCK_SAMPLES = 9
@@ -158,6 +159,8 @@ class AgentChannel:
             raise XfrTimeout(error)
         if message.get("type") in ("XfrError",):
             raise XfrError(error)
+        if message.get("type") == "SockDiagRefused":  # this host's kernel said no
+            raise SockDiagRefused(error)
         raise AgentError(f"the agent on {error}")
 
     def measure_clock(self, samples: int = CLOCK_SAMPLES) -> ClockReading:

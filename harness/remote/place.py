@@ -12,10 +12,12 @@ Paths given to a place are its host's: a server's folder is where the run's resu
 has it, in the host's own run folder (`here`), and the engine renders a server's files for
 it, then puts them. Times the agent reports are its host's unix time; the place puts them
 on the engine's clock (time.monotonic(), the controller's) with the channel's measured
-offset. What cannot be carried out here is refused with a message, never faked: sock_diag
-of a remote server's connections, its cgroup read by the controller's sampler (its agent
-samples it: remote/relayed.py), and a serial followed through a stream (harness/place's
-docstring lists what an agent place does without).
+offset. Its sockets are read by its agent through sock_diag (every TCP socket, the open
+connections on a server's ports, a transfer's connection sampled: `tcp_sockets`,
+`connection_count`, `connection_watch`), rebuilt here. What cannot be carried out here is
+refused with a message, never faked: its cgroup read by the controller's sampler (its
+agent samples it: remote/relayed.py), and a serial followed through a stream
+(harness/place's docstring lists what an agent place does without).
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.procfs import parse_port_range
-from harness.observe.sockdiag import ConnectionWatch, SockDiagRefused
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
 from harness.place import Place, Proc, Sampling
 from harness.remote.agent_place import record_text
+from harness.remote.agent_sockets import AgentCount, AgentTcpWatch
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
 from harness.remote.relayed import (
     AgentFollower,
@@ -246,6 +248,11 @@ class AgentPlace:
         proc.ended(-int(signal.SIGKILL))
         return [int(p) for p in pids]
 
+    def host_time(self, wall: float) -> float:
+        """By the clock offset the channel measured (the lab's hosts share this machine's
+        clock: offset ~0; a real host's log is off by its offset without it)."""
+        return self.clock.from_wall(wall)
+
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
         return None  # its host's: sampled by its agent (Places.sampling), not by the controller
 
@@ -305,18 +312,22 @@ class AgentPlace:
     def flush_route_metrics(self) -> None:
         self.channel.call("flush_metrics")
 
-    def sock_diag(self) -> Any:
-        raise SockDiagRefused(f"{self.name}: a remote host's sockets are not read yet")
+    def connection_count(self, ports: Collection[int]) -> AgentCount:
+        return AgentCount(self.channel, ports)
 
     def tcp_sockets(self) -> list[DiagSocket]:
-        raise SockDiagRefused(f"{self.name}: a remote host's sockets are not read yet")
+        """Dumped by its agent (observe/sockdiag.py there), rebuilt here."""
+        found = self.channel.call("tcp_sockets", wait=30)
+        return [DiagSocket.from_json(data) for data in found]
 
     def connection_watch(
         self,
         peer: tuple[str, int | None],
         candidates: Callable[[], Iterable[tuple[str, int]]] | None,
-    ) -> ConnectionWatch:
-        raise SockDiagRefused(f"{self.name}: a remote host's sockets are not read yet")
+    ) -> AgentTcpWatch:
+        """Sampled by its agent, which finds the connections by dumping (filtered in the
+        kernel): `candidates` come from the primary's wire, on another host."""
+        return AgentTcpWatch(self.channel, peer)
 
     # --- probes next to the server ---------------------------------------------------------
 

@@ -38,6 +38,10 @@ class HostClock:
         """A host's unix time as the controller's unix time."""
         return at - self.reading().offset_s
 
+    def from_wall(self, at: float) -> float:
+        """The controller's unix time as this host's."""
+        return at + self.reading().offset_s
+
 
 class Relayed(NamedTuple):
     """A host's agent, as the relays ask it."""
@@ -122,12 +126,30 @@ def directions_of(links: dict[str, LinkSpec]) -> list[HostDirection]:
     ]
 
 
+def stamped_directions(stats: dict[str, Any], offset_s: float) -> dict[str, Any]:
+    """A host's linkem snapshot per direction, each with the snapshot's time on the
+    controller's clock (`updated_at_unix`, as the netns testbed's counters carry it) (pure).
+    Without it the engine's wait for counters written after the transfers ended
+    (measure/watch.py `_fresh_counters`) ran its whole second at every repeat."""
+    at = stats.get("updated_at_unix")
+    stamp = {} if not isinstance(at, int | float) else {"updated_at_unix": at - offset_s}
+    return {
+        name: dict(counters) | stamp
+        for name, counters in stats.get("directions", {}).items()
+        if isinstance(counters, dict)
+    }
+
+
 def link_counters(hosts: Iterable[Relayed]) -> dict[str, Any]:
     """Each linked host's linkem counters now, by direction name."""
     chosen = list(hosts)
     with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
         stats = list(pool.map(lambda h: h.channel.call("link_stats", wait=10), chosen))
-    return {name: c for s in stats for name, c in s.get("directions", {}).items()}
+    return {
+        name: counters
+        for host, s in zip(chosen, stats, strict=True)
+        for name, counters in stamped_directions(s, host.clock().offset_s).items()
+    }
 
 
 class AgentFollower:

@@ -33,7 +33,7 @@ from harness.report.logged_failures import (
     unlogged_note,
 )
 from harness.report.phases import CasePhases, case_phases
-from harness.report.real_paths import RealPath, real_paths
+from harness.report.real_paths import RealPath, real_paths, under_links
 from harness.report.resources_rows import CaseResources, case_resources
 from harness.report.screen import FirstScreen, first_screen
 from harness.report.streamview import StreamData, stream_data
@@ -445,8 +445,8 @@ def build_report_data(folder: RunFolder) -> ReportData:
         compare_plan=run_plan_lines(durations, cpu),
         transports=transport_costs(records),
         phases=phases,
-        links=link_checks(records, metas),
-        real_paths=real_paths(meta.remote),
+        links=(links := link_checks(records, metas)),
+        real_paths=under_links(real_paths(meta.remote), links),
         bounds=bound_rows(records, metas),
         bounds_missing=[(p.label, p.missing) for p in phases if p.missing],
         port_ranges=port_ranges(case_files),

@@ -1,13 +1,16 @@
-"""The real paths of a run on inventory hosts, for the link check (pure): where the netns
-backend shows the link it was asked to emulate, an inventory run shows the path it found,
-from run.json's remote.paths: the round trip pinged from each secondary, the smallest RTT
-the primary's TCP saw, the retransmits of the segments it sent over the run's transfers,
-and the bandwidth probed from the primary to each site's first secondary.
+"""The real paths of a run on inventory hosts, for the link check (pure): an inventory
+run shows the path it found, from run.json's remote.paths: the round trip pinged from each
+secondary, the smallest RTT the primary's TCP saw, the retransmits of the segments it sent
+over the run's transfers, and the bandwidth probed from the primary to each site's first
+secondary. Where a site sets a [link], the emulated link's check follows, and the path's
+TCP figures are the transfers' through that link (`linked`); ping and the probe ran
+before any link was emulated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -26,6 +29,9 @@ class RealPath:
     bandwidth_bps: float | None  # iperf3, primary to this secondary
     probe_retransmits: int | None
     probe_note: str | None  # why there is no probe, or what it was
+    # Its site's link was emulated (linkem on the host): the TCP figures went through it,
+    # the ping and the probe did not (measured before any server started).
+    linked: bool = False
 
 
 def _number(value: Any) -> float | None:
@@ -77,3 +83,12 @@ def real_paths(remote: Any) -> list[RealPath]:
             )
         )
     return out
+
+
+def under_links(paths: list[RealPath], checks: Iterable[Any]) -> list[RealPath]:
+    """The paths whose site's link the run emulated marked `linked` (pure). `checks` are
+    the link check's (report/link_checks.PathCheck): a path (a fleet's site, or "link" for
+    one secondary's) was emulated where it has a configured RTT or linkem's counters; a
+    check of the primary's TCP RTT alone is not."""
+    sites = {c.path for c in checks if c.rtt_s or c.directions}
+    return [replace(p, linked=p.site in sites or "link" in sites) for p in paths]

@@ -201,11 +201,28 @@ def print_bound(data: ReportData, console: Console, short: dict[str, str]) -> No
         )
 
 
+def real_paths_title(linked: bool) -> str:
+    """The real paths table's title: what its figures went through (pure). Ping and the
+    probe ran before any server started, so without linkem; the primary's TCP figures are
+    the run's transfers', through a site's emulated link where it set one."""
+    if not linked:
+        return (
+            "The real paths (no link asked for): RTT pinged / least seen by the primary's TCP; "
+            "-> retransmitted of sent over the run's transfers; -> bandwidth probed (iperf3)"
+        )
+    return (
+        "The real paths under the emulated links (sites marked *): RTT pinged before any "
+        "link was emulated / least seen by the primary's TCP through the site's link; "
+        "-> retransmitted of sent over the run's transfers, through the link; "
+        "-> bandwidth probed (iperf3) before any link was emulated"
+    )
+
+
 def print_real_paths(data: ReportData, console: Console) -> None:
-    """An inventory run's paths as found, where a netns run's link check stands."""
+    """An inventory run's paths as found, above the emulated links' check where sites set
+    one (remote/paths.py measures them before linkem starts)."""
     table = folding_table(
-        "The real paths (no link asked for): RTT pinged / least seen by the primary's TCP; "
-        "-> retransmitted of sent over the run's transfers; -> bandwidth probed (iperf3)",
+        real_paths_title(any(path.linked for path in data.real_paths)),
         ["secondary", "site", "RTT", "-> retransmitted", "-> bandwidth"],
         left=2,
         trailing=2,
@@ -216,7 +233,7 @@ def print_real_paths(data: ReportData, console: Console) -> None:
             retransmits += f" ({path.retransmit_pct:.3g} %)"
         table.add_row(
             escape(path.host),
-            escape(path.site),
+            escape(path.site + (" *" if path.linked else "")),
             f"{fmt.duration(path.ping_min_s)} / {fmt.duration(path.tcp_rtt_min_s)}",
             escape(retransmits),
             escape(f"{fmt.rate(path.bandwidth_bps)} ({path.probe_note})"),

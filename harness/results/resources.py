@@ -116,6 +116,20 @@ def _cpu(sample: Sample) -> float:
     return float(sample["cpu_user_s"]) + float(sample["cpu_system_s"])
 
 
+# The step a line's CPU seconds move in, for lines from before they said it: /proc's clock
+# tick (USER_HZ is 100 on every Linux architecture the harness runs on), a cgroup's µs.
+PROC_TICK_S = 0.01
+CGROUP_RESOLUTION_S = 1e-6
+
+
+def cpu_resolution_s(sample: Sample) -> float:
+    """What the sample's CPU seconds move by (its cpu_resolution_s, else by its source)."""
+    stated = sample.get("cpu_resolution_s")
+    if isinstance(stated, int | float) and not isinstance(stated, bool) and stated > 0:
+        return float(stated)
+    return PROC_TICK_S if sample.get("source") == "proc" else CGROUP_RESOLUTION_S
+
+
 def counter_delta(
     samples: list[Sample],
     value: Callable[[Sample], float],
@@ -175,6 +189,7 @@ def _role_summary(samples: list[Sample]) -> dict[str, Any]:
             "total": _median([u + s for u, s in per]),
         },
         "cpu_s_total": round(counter_delta(samples, _cpu, _same_process), 6),
+        "cpu_resolution_s": max(cpu_resolution_s(s) for s in samples),
         "anon_peak_bytes": _peak(samples, "anon_bytes"),
         "charged_peak_bytes": _peak(samples, "charged_peak_bytes"),
         "memory_peak_per_transfer_bytes": _median_int(
@@ -301,7 +316,7 @@ def peak_memory_bytes(figures: dict[str, Any]) -> int | None:
 
 # per_transfer()'s figures from samples.jsonl (one per pair of marks) and from the records'
 # extra["sockets"] (one per server-to-server record that has it), and where each comes from.
-SAMPLED = ("cpu_s", "memory_peak", "charged_peak")
+SAMPLED = ("cpu_s", "memory_peak", "charged_peak", "cpu_resolution")
 SOCKETS = ("connections", "time_wait_left", "harness_connections")
 
 
@@ -329,6 +344,8 @@ def _sampled(window: tuple[Sample, Sample, list[Sample]]) -> dict[str, float | N
         "cpu_s": round(cpu, 6) if cpu >= 0 else None,
         "memory_peak": _peak(during, "anon_bytes"),
         "charged_peak": charged if isinstance(charged, int) else None,
+        # A difference of two readings in steps of r is off by up to r.
+        "cpu_resolution": max(cpu_resolution_s(start), cpu_resolution_s(end)),
     }
 
 
@@ -398,7 +415,9 @@ def per_transfer(
     - ``charged_peak``: bytes, the most memory charged to the server's cgroup (page cache
       included) from the start mark to the end mark, the kernel's own peak reset at the
       start mark (transfer_charged_peak_bytes); only where the kernel allows the reset
-      (cgroup v1, or v2 on Linux 6.12+), else no value.
+      (cgroup v1, or v2 on Linux 6.12+), else no value;
+    - ``cpu_resolution``: seconds, the step ``cpu_s`` moves in (1e-6 from a cgroup, a
+      10 ms clock tick from /proc, where an agent or a host could make no cgroup).
     From the records' extra["sockets"] (`records`: transfers.jsonl; none given, none of
     these), one value per server-to-server record that has them, for each side of its
     pair (the primary, the secondary):

@@ -79,6 +79,7 @@ loop waits at max-tcp-connections): `refusals` stays None.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from datetime import tzinfo
 from pathlib import Path
@@ -561,11 +562,13 @@ class Pdns(PublishesByUpdate):
         # What a case switches (TSIG, IXFR, NOTIFY) is in rows, read at each use: the
         # rendered rows are applied on the server's host, then `rping` checks that the server
         # still answers.
-        control = " ".join(f"'{arg}'" for arg in self.control("rping"))
+        # Quoted by shlex: a run folder's path may hold spaces or quotes.
+        database, script = shlex.quote(str(self.database)), shlex.quote(str(self.database_script))
         return [
-            "/bin/sh", "-c",
-            f"sqlite3 '{self.database}' < '{self.database_script}' && {control}",
-        ]  # fmt: skip
+            "/bin/sh",
+            "-c",
+            f"sqlite3 {database} < {script} && {shlex.join(self.control('rping'))}",
+        ]
 
     def retransfer_argv(self, zone: str) -> list[str]:
         # A transfer now, without an SOA check: an AXFR, since the zone has no IXFR

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from harness.core.transport import Transport
 from harness.link.linkem import LinkemControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.procfs import ProcessGone, descendants, netns_inode, parse_port_range
-from harness.observe.sockdiag import ConnectionWatch, socket_for, tcp_sockets
+from harness.observe.sockdiag import ConnectionCount, ConnectionWatch, tcp_sockets
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
 from harness.place import Place, Proc, Sampling
@@ -128,6 +128,9 @@ class TestbedPlace:
         self.stop(proc)
         return sorted({proc.pid, *pids})
 
+    def host_time(self, wall: float) -> float:
+        return wall  # this machine's clock (a container shares its kernel's)
+
     def cgroup_of(self, proc: Proc) -> Cgroup | None:
         assert isinstance(proc, subprocess.Popen)
         return self.testbed.cgroup_of(proc)
@@ -180,8 +183,8 @@ class TestbedPlace:
     def flush_route_metrics(self) -> None:
         self.host.run(["ip", "tcp_metrics", "flush"], check=False)
 
-    def sock_diag(self) -> socket.socket:
-        return socket_for(self.netns)
+    def connection_count(self, ports: Collection[int]) -> ConnectionCount:
+        return ConnectionCount(ports, netns=self.netns)
 
     def tcp_sockets(self) -> list[DiagSocket]:
         return tcp_sockets(netns=self.netns)

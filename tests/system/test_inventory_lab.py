@@ -228,6 +228,13 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
             clock["poll_error_s"] + clock["clock_error_s"], abs=2e-6
         )
         assert record["extra"]["wire"]["connections"] >= 1  # seen on the primary's host
+        # sock_diag on each host, by its agent: what the transfer opened on its pair.
+        sockets = record["extra"]["sockets"]
+        assert "error" not in sockets and sockets["secondary"]["connections"] >= 1, sockets
+    # A site's watched secondary (its last) had its connection sampled, as on netns.
+    watched = [r["extra"]["tcp"] for r in records if r["host"] in ("ns2", "ns3")]
+    assert all("error" not in tcp for tcp in watched), watched
+    assert any(tcp.get("samples") and tcp.get("rtt_ms_min") for tcp in watched), watched
     # Each case's resources are its own, every host's (the cases share the servers).
     resources = json.loads((run / "summary.json").read_text())["resources"]
     assert set(resources) == {r["case"] for r in records}
@@ -272,6 +279,12 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert {(s["host"], s.get("site")) for s in samples if s.get("role") == "secondary"} == {
         ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
+    }  # fmt: skip
+    # Each host's agent reads its servers' cgroups (the lab's sshd mounts them again), in
+    # µs as the netns sampler does: not /proc's 10 ms ticks.
+    servers = [s for s in samples if s.get("role") in ("primary", "secondary")]
+    assert {(s["source"], s["cpu_resolution_s"]) for s in servers} <= {
+        ("cgroup-v1", 1e-6), ("cgroup-v2", 1e-6),
     }  # fmt: skip
     assert _wait_clean(lab) == []
     assert _left_on_controller("lab") == []  # no record, no folder of the run on the controller

@@ -23,6 +23,7 @@ import pytest
 
 from harness.core.transport import Transport
 from harness.measure.live import LiveCase
+from harness.measure.quiet import looker
 from harness.place import Place, Places
 from harness.remote.channel import AgentChannel
 from harness.remote.place import AgentPlaces
@@ -201,15 +202,29 @@ def test_the_case_engine_runs_a_case_on_either_place(
         first = live.base_serial
         assert set(live.wait_served(names, live.first_zone, first, live.clock() + 60)) == {*names}
         assert all(live.verify(name, live.first_zone, first).ok for name in names)
+        live.begin_observation()
         publication = live.publish(first + 1)
         assert publication.method == "dynamic update"
         assert publication.issued <= publication.served <= live.clock()
         notified = live.notifications(first + 1, publication.issued - 0.1, 10)
         served = live.wait_served(names, live.first_zone, first + 1, live.clock() + 30)
+        live.finish_observation()
         for name in names:
             assert publication.issued <= notified[name] <= served[name] <= live.clock()
+            # sock_diag on each host (an agent's run there): the transfer's connection
+            # watched, and the connections it opened on its pair counted on both sides.
+            facts = live.observation(name, publication.issued, served[name])
+            assert "error" not in facts["tcp"], facts["tcp"]
+            assert "error" not in facts["sockets"], facts["sockets"]
+            assert facts["sockets"]["secondary"]["connections"] >= 1, facts["sockets"]
+            assert facts["sockets"]["primary"]["connections"] >= 1, facts["sockets"]
             check = live.verify(name, live.first_zone, first + 1)
             assert check.ok and check.records == 302, check
             logged = live.logged(name, live.first_zone, first + 1, time.time() - 60)
             assert logged.primary is not None and logged.primary["xfr"] == "ixfr"
         assert live.check_primary(first + 1) is None
+        # Settle's looks count the servers' open connections on either place.
+        running = [live.primary, *live.secondaries.values()]
+        with ExitStack() as stack:
+            look = looker(places, running, None, {}, stack)()  # type: ignore[arg-type]
+        assert look.open_connections is not None

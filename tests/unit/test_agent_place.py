@@ -6,6 +6,7 @@ runs `python -m harness.remote.agent` here instead of over ssh; the place's prim
 from __future__ import annotations
 
 import secrets
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -14,10 +15,13 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import ToolFailed
+from harness.measure.cold_start import read_cold_start_log
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
 from harness.remote.place import AgentPlaces, HostClock
+from harness.servers import Bind
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+FIXTURES = REPOSITORY / "tests" / "fixtures"
 
 
 def dead(pid: int) -> bool:
@@ -29,18 +33,26 @@ def dead(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] == "Z"
 
 
-@pytest.fixture
-def places(tmp_path: Path) -> Iterator[AgentPlaces]:
+def agent_places(tmp_path: Path, offset_s: float | None = None) -> Iterator[AgentPlaces]:
+    """A real agent on this machine; its clock read as `offset_s` ahead when given (a
+    remote host's clock, as the channel would have measured it)."""
     run_dir = tmp_path / "host"
     argv = ["env", f"PYTHONPATH={REPOSITORY}", sys.executable, "-m", "harness.remote.agent",
             str(run_dir), secrets.token_hex(3)]  # fmt: skip
     channel = AgentChannel("h1", argv)
     channel.call("hello", wait=30)
     reading = channel.measure_clock(3)
+    if offset_s is not None:
+        reading = ClockReading(offset_s, 0.001, 0.002, time.time(), 1)
     try:
         yield AgentPlaces({"h1": ("127.0.0.1", channel, str(run_dir))}, lambda name: reading)
     finally:
         channel.close()
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> Iterator[AgentPlaces]:
+    yield from agent_places(tmp_path)
 
 
 def test_files_are_put_read_and_removed_only_in_the_runs_folder(
@@ -114,3 +126,52 @@ def test_a_hosts_times_go_onto_the_controllers_clock_and_back() -> None:
     assert abs(clock.to_bench(host_now) - time.monotonic()) < 0.01
     assert abs(clock.to_host(clock.to_bench(host_now)) - host_now) < 1e-5
     assert abs(clock.to_wall(host_now) - time.time()) < 0.01
+
+
+def test_a_cold_starts_log_is_read_against_its_start_on_the_hosts_clock(tmp_path: Path) -> None:
+    """A host 30 s ahead of the controller: its server's log stamps its own clock, so the
+    engine's start time goes onto that clock (Place.host_time) before the log is read, as
+    LiveCase.cold_start_log does; read against the controller's it would be 30 s off."""
+    text = (FIXTURES / "bind_xfer.log").read_text()
+    last = max(e.at_unix for e in Bind.parse_log(text) if e.direction == "in" and e.at_unix)
+    started = last - 30.0 - 1.5  # the engine's unix time: 1.5 s before, on the host's clock
+    for places in agent_places(tmp_path, offset_s=30.0):
+        place = places.place("h1")
+        log = place.folder("cases", "v1", "h1", "named.log")
+        place.put(log, text.encode())
+        assert place.host_time(started) == pytest.approx(last - 1.5)
+        read = read_cold_start_log(Bind, place.read(log), place.host_time(started))
+        assert read.last_transfer_s == 1.5
+        assert read_cold_start_log(Bind, text, started).last_transfer_s == 31.5
+
+
+def test_a_hosts_sockets_are_read_by_its_agent(places: AgentPlaces) -> None:
+    """sock_diag run by the agent on its host (here, this machine's namespace): every TCP
+    socket rebuilt as DiagSockets, the open connections on a server's port counted, and a
+    connection's tcp_info sampled while a transfer-sized write crosses it."""
+    place = places.place("h1")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                found = [s for s in place.tcp_sockets() if port in (s.sport, s.dport)]
+                assert {(s.state_name, s.sport == port) for s in found} == {
+                    ("listen", True), ("established", True), ("established", False),
+                }  # fmt: skip
+                with place.connection_count({port}) as count:
+                    assert count() == 2  # both ends of the one connection
+                with place.connection_watch(("127.0.0.1", port), None) as watch:
+                    until = time.monotonic() + 0.5  # the watch samples every 20 ms
+                    while time.monotonic() < until:
+                        client.sendall(b"x" * 65536)
+                        received = 0
+                        while received < 65536:
+                            received += len(accepted.recv(1 << 20))
+                        time.sleep(0.02)
+                peaks = watch.peaks()
+                assert watch.error is None
+                assert peaks["samples"] >= 1 and peaks["connections"] == 1, peaks
+                assert peaks["bytes_acked"] > 0 and "rtt_ms_min" in peaks
+    with place.connection_count({port}) as count:
+        assert count() == 0

@@ -13,12 +13,14 @@ from harness.inventory import DEFAULT_PYTHON, DEFAULT_ROOT, load_inventory
 from harness.lab.build import (
     Lab,
     LabHost,
+    cgroup_mounts,
     inventory_data,
     lab_layout,
     ssh_client_config,
     sshd_argv,
     sshd_config,
 )
+from harness.observe.cgroup import parse_mountinfo
 
 
 def test_secondaries_are_spread_over_the_sites_in_runs() -> None:
@@ -82,3 +84,37 @@ def test_each_sshd_has_a_var_tmp_of_its_own() -> None:
         "/var/tmp/xfrbench-lab-abc123/ns1", "/usr/sbin/sshd", "-D", "-e", "-f",
         "/l/ns1/sshd_config",
     ]  # fmt: skip
+
+
+V1 = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+41 24 0:38 / /proc/sys/fs/binfmt_misc rw,relatime - binfmt_misc binfmt_misc rw
+"""
+V2 = """\
+30 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+"""
+
+
+def test_each_sshd_sees_this_machines_cgroups_again() -> None:
+    """`ip netns exec` hides /sys/fs/cgroup under the namespace's own sysfs: each host's
+    sshd mounts the same hierarchies again, so its agent samples cgroups (µs), not /proc."""
+    v1 = cgroup_mounts(parse_mountinfo(V1))
+    assert v1 == [
+        "mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup",
+        "{ mkdir -p /sys/fs/cgroup/cpuacct && mount -t cgroup -o cpuacct cgroup "
+        "/sys/fs/cgroup/cpuacct; } 2>/dev/null",
+        "{ mkdir -p /sys/fs/cgroup/memory && mount -t cgroup -o memory cgroup "
+        "/sys/fs/cgroup/memory; } 2>/dev/null",
+        "{ mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o name=systemd,xattr cgroup "
+        "/sys/fs/cgroup/systemd; } 2>/dev/null",
+    ]
+    assert cgroup_mounts(parse_mountinfo(V2)) == [
+        "{ mount -t cgroup2 -o memory_recursiveprot,nsdelegate cgroup2 /sys/fs/cgroup; } "
+        "2>/dev/null"
+    ]
+    argv = sshd_argv(Path("/l/ns1/sshd_config"), Path("/l/tmp"), v1)
+    script = argv[2]
+    assert script.startswith(v1[0] + "; ") and script.index("memory") < script.index("--bind")

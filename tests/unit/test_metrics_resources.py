@@ -107,6 +107,7 @@ def test_summary_known_answers() -> None:
                 # total of (0.3, 0.5, 0.6)
                 "cpu_s_per_transfer": {"user": 0.3, "system": 0.1, "total": 0.5},
                 "cpu_s_total": 1.5,  # (2.0 + 1.0) - (1.0 + 0.5)
+                "cpu_resolution_s": 1e-6,  # cgroup lines
                 "anon_peak_bytes": 3000,
                 "charged_peak_bytes": 4000,
                 # each transfer's highest anon_bytes, marks included: 3000, 1000, 1000

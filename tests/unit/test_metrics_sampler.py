@@ -29,6 +29,7 @@ SERVER_KEYS = {
     "source",
     "cpu_user_s",
     "cpu_system_s",
+    "cpu_resolution_s",
     "anon_bytes",
     "charged_bytes",
     "charged_peak_bytes",
@@ -102,6 +103,7 @@ def test_samples_own_process_periodically_and_at_marks(tmp_path: Path) -> None:
         assert set(line) == SERVER_KEYS
         assert line["case"] == "case-a" and line["pid"] == os.getpid()
         assert line["source"] == "proc" and line["charged_bytes"] is None
+        assert line["cpu_resolution_s"] == 1 / os.sysconf("SC_CLK_TCK")  # /proc's tick
         assert line["tcp_sockets_source"] == "sock_diag"  # its own namespace: no setns needed
         assert line["anon_bytes"] > 0 and line["charged_peak_bytes"] is None
         assert set(line["tcp"]) == {"inuse", "orphan", "time_wait", "alloc"}

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.observe.sampler import Target
 from harness.remote.channel import ClockReading
 from harness.remote.place import AgentPlace, HostClock
-from harness.remote.relayed import directions_of, on_controller, sample_target
+from harness.remote.relayed import directions_of, on_controller, sample_target, stamped_directions
 from harness.spec import LinkSpec
 
 
@@ -59,3 +59,17 @@ def test_files_of_this_machine_reach_a_host_by_one_rsync_per_folder(tmp_path: Pa
         ({f"z{n}.zone": tmp_path / f"z{n}" for n in range(3)}, "/r/cases/000/ns0/zones"),
         ({"diff": tmp_path / "diff"}, "/r/cases/000/ns0"),
     ]
+
+
+def test_a_hosts_link_counters_carry_their_snapshots_time_on_the_controllers_clock() -> None:
+    """As the netns testbed's do: the engine waits for counters written after the
+    transfers ended by that stamp (a missing one made it wait its whole second)."""
+    stats = {"updated_at_unix": 1795631351.5, "directions": {
+        "ns3 forward": {"passed": 10, "dropped_loss": 0},
+        "ns3 reverse": {"passed": 8, "dropped_loss": 1}}}  # fmt: skip
+    found = stamped_directions(stats, offset_s=0.25)  # the host is 0.25 s ahead
+    assert found == {
+        "ns3 forward": {"passed": 10, "dropped_loss": 0, "updated_at_unix": 1795631351.25},
+        "ns3 reverse": {"passed": 8, "dropped_loss": 1, "updated_at_unix": 1795631351.25},
+    }
+    assert stamped_directions({}, 0.0) == {}  # before linkem's first snapshot

@@ -3,6 +3,7 @@ names them (the primary is "ns0", not "primary"), on a synthetic run shaped like
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,44 @@ def test_the_link_check_takes_the_rtt_an_inventory_primary_saw() -> None:
     (far,) = [c for c in link_checks(records, {}) if c.path == "far"]
     assert far.rtt_min_s == pytest.approx(0.0802)
     assert far.rtt_samples == 2
+
+
+def test_the_real_paths_under_a_sites_link_say_what_went_through_it(tmp_path: Path) -> None:
+    """A site that sets [link]: the table above the link check says its TCP figures went
+    through the emulated link (ping and the probe did not), and marks that site; a site
+    without one, and a run without any, keep "no link asked for"."""
+    counters = {"passed": 1000, "dropped_loss": 0, "state": "up"}
+    records = [
+        record("lab", CASE, repeat, 0.5, host=host, site=HOSTS[host][1],
+               extra={"path": {"connections": 1, "rtt_ms_min": rtt}}
+               | ({"link": {"ns3 forward": counters, "ns3 reverse": counters}}
+                  if host == "ns3" else {}))
+        for repeat in (1, 2)
+        for host, rtt in (("ns1", 0.05), ("ns3", 80.2))
+    ]  # fmt: skip
+    with RunStore.create(tmp_path, "lab", None, dict(RUN_META) | {"remote": REMOTE}) as store:
+        for item in records:
+            store.append(item)
+    data = load_report_data(store.folder)
+    assert [(p.site, p.linked) for p in data.real_paths] == [("near", False), ("far", True)]
+    console = Console(record=True, width=400)
+    print_summary(data, console)
+    out = console.export_text()
+    assert "no link asked for" not in out
+    assert "The real paths under the emulated links (sites marked *)" in out
+    assert "RTT pinged before any link was emulated" in out
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ ns")}
+    assert "far *" in rows["ns3"] and "*" not in rows["ns1"]
+    assert out.index("The real paths") < out.index("Did the link do what was asked:")
+    page = render_html(data)
+    assert "no link was asked for" not in page
+    assert "through the emulated link" in page and "<td>far *</td>" in page
+    # The same run without the far site's link: the primary's RTT alone emulates nothing.
+    with RunStore.create(
+        tmp_path / "bare", "lab", None, dict(RUN_META) | {"remote": REMOTE}
+    ) as bare:
+        for item in records:
+            bare.append(dataclasses.replace(item, extra={"path": item.extra["path"]}))
+    console = Console(record=True, width=400)
+    print_summary(load_report_data(bare.folder), console)
+    assert "The real paths (no link asked for)" in console.export_text()

@@ -8,12 +8,14 @@ was made); every expected count below was checked against the fixture with grep.
 import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import servers
 from harness.core.terms import SERVER_KINDS, ServerKind
-from harness.servers import pdns
+from harness.measure.logged import transfer_logged
+from harness.servers import Knot, pdns
 from harness.servers.bind import bind_timestamp
 from harness.servers.knot import knot_timestamp
 from harness.servers.nsd import nsd_timestamp
@@ -426,3 +428,20 @@ def test_a_round_count_leaves_out_what_was_counted_line_by_line() -> None:
     assert (counts.refused, counts.timed_out) == (36, 0)
     # A summary alone counts all it says.
     assert servers.count_failures("pdns", rounds[0], None).timed_out == 4
+
+
+def test_a_hosts_log_is_read_on_its_own_clock() -> None:
+    """On an inventory host 10 min ahead of the controller, the engine's `since` goes onto
+    the host's clock (LiveCase.logged passes each place's host_time): the earlier run's
+    lines in the same file stay out, as they do on one clock."""
+    earlier, later = read("knot-timed-out.log"), read("knot-lossy.log")
+    start, ahead = STARTED["knot-lossy.log"], 600.0
+    alone = servers.count_failures("knot", later, start).to_json()
+    engine_since = start - ahead  # the same moment on the controller's clock
+
+    def logged(clocks: Any) -> Any:
+        return transfer_logged(Knot, earlier + later, Knot, "", ("lab.", 2, "192.0.2.1"),
+                               engine_since, engine_since + 60, clocks)  # fmt: skip
+
+    assert logged((lambda t: t + ahead, lambda t: t + ahead)).failures == alone
+    assert logged((lambda t: t, lambda t: t)).failures != alone  # 10 min early: both runs'

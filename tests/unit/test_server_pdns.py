@@ -11,6 +11,7 @@ Logs are real captures of PowerDNS Authoritative 4.7.3 (Debian 12), unedited:
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import stat
 import subprocess
@@ -293,9 +294,25 @@ def test_control_commands(tmp_path: Path) -> None:
     # A switch: the rendered rows applied on the server's host, then a check it answers.
     shell, flag, script = server.reconfig_argv()
     assert (shell, flag) == ("/bin/sh", "-c")
-    assert script.startswith(f"sqlite3 '{tmp_path}/secondary/pdns.sqlite3' < ")
-    assert script.endswith(f"'{socket_dir}' 'rping'")
+    assert shlex.split(script) == [
+        "sqlite3", f"{tmp_path}/secondary/pdns.sqlite3", "<", str(server.database_script),
+        "&&", *server.control("rping"),
+    ]  # fmt: skip
     assert server.argv() == ["/bin/bash", f"{tmp_path}/secondary/start.sh"]
+
+
+def test_a_switch_runs_in_a_folder_whose_name_the_shell_would_split(tmp_path: Path) -> None:
+    """A run folder with a space and a quote in its name: the shell still gets each path
+    as one word (sh runs it: the rows land in the database)."""
+    folder = tmp_path / "it's a run"
+    server = Pdns(_setup(folder, "secondary"), Path("/usr/sbin/pdns_server"))
+    server.render()
+    with sqlite3.connect(server.database) as con:  # start.sh made it
+        con.executescript((server.setup.workdir / "schema.sql").read_text())
+    shell, flag, script = server.reconfig_argv()
+    applied = script.partition(" && ")[0]  # without the server's rping
+    subprocess.run([shell, flag, applied], check=True, timeout=30)
+    assert _rows(server.database, "SELECT name FROM domains") == {("z0.example",)}
 
 
 @pytest.mark.skipif(not PACKAGED_SCHEMA.exists(), reason="pdns-backend-sqlite3 not installed")
