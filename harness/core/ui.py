@@ -58,8 +58,15 @@ class CaseProgress:
 
     def tick(self) -> None:
         """Refresh the phase line's elapsed time (the bar redraws on its own)."""
-        elapsed = time.monotonic() - self._since
-        self._bar.update(self._now, description=f"{self._text} ({elapsed:.0f} s)")
+        if self._now in self._bar.task_ids:
+            elapsed = time.monotonic() - self._since
+            self._bar.update(self._now, description=f"{self._text} ({elapsed:.0f} s)")
+
+    def finish(self) -> None:
+        """The phase line removed: once the run has ended it would say, in the last frame
+        (all a log that is not a terminal keeps), that a repeat is still running."""
+        if self._now in self._bar.task_ids:
+            self._bar.remove_task(self._now)
 
 
 @contextlib.contextmanager
@@ -86,6 +93,7 @@ def case_progress(out: Console, totals: dict[str, int]) -> Iterator[CaseProgress
         finally:
             stop.set()
             ticker.join()
+            progress.finish()
 
 
 def folding_table(

@@ -48,8 +48,8 @@ from harness.observe.sampler import Sampler
 from harness.place import Place, Places
 from harness.plan.case import CasePlan, GroupPlan
 from harness.servers import server_class
-from harness.servers.base import NewVersion
 from harness.servers.binaries import ServerBinary
+from harness.servers.setup import NewVersion
 from harness.xfr import TsigKey, XfrError, XfrTimeout
 from harness.xfr.poll_zones import ZonesServed
 from harness.xfr.rrsum import ZoneSum

@@ -25,8 +25,8 @@ from harness.measure.catalog import Usage
 from harness.measure.cold_start import check_copies
 from harness.measure.live import LiveCase
 from harness.measure.zone_waits import wait_all_zones
-from harness.servers.base import CatalogConsumer, NewVersion
 from harness.servers.failures import classify
+from harness.servers.setup import CatalogConsumer, NewVersion
 from harness.xfr import XfrError, XfrTimeout
 from harness.xfr.update import with_serial
 from harness.xfr.zonefile_sum import zone_set_sums

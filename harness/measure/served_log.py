@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from harness.measure.processes import RunningServer
-from harness.servers.base import LoggedTransfer, zone_name
+from harness.servers.base import zone_name
+from harness.servers.facts import LoggedTransfer
 from harness.xfr.poll_zones import ZonesServed, ZonesTimeout
 
 READ_EVERY = 0.5  # seconds between two reads of the log

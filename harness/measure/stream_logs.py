@@ -12,7 +12,8 @@ more than "receiving AXFR-style IXFR" (Knot, the secondary).
 from __future__ import annotations
 
 from harness.measure.stream_records import StreamTransfer
-from harness.servers.base import LoggedTransfer, Server, zone_name
+from harness.servers.base import Server, zone_name
+from harness.servers.facts import LoggedTransfer
 from harness.servers.fallbacks import FALLBACK_KINDS, Fallback
 
 

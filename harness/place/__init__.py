@@ -88,7 +88,7 @@ from harness.observe.cgroup import Cgroup
 from harness.observe.sampler import Target
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
-from harness.servers.base import Reach
+from harness.servers.setup import Reach
 from harness.xfr import PullResult, TsigKey
 from harness.xfr.follow import SerialFollower
 from harness.xfr.name_sample import Held, Key

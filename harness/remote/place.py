@@ -57,7 +57,7 @@ from harness.remote.relayed import (
     directions_of,
     link_counters,
 )
-from harness.servers.base import Reach
+from harness.servers.setup import Reach
 from harness.spec import LinkSpec
 from harness.xfr import PullResult, TsigKey, XfrTimeout
 from harness.xfr.name_sample import Held, Key

@@ -17,8 +17,8 @@ from pathlib import Path
 from harness.core.errors import UserInputError
 from harness.core.terms import Role
 from harness.servers import server_class
-from harness.servers.base import ServerSetup, ZoneEntry
 from harness.servers.binaries import find_binary
+from harness.servers.setup import ServerSetup, ZoneEntry
 from harness.spec import LoadedScenario
 from harness.spec.hosts import ConfigSnippet, ServerSpec
 

@@ -13,14 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from harness.core.terms import ServerKind
-from harness.servers.base import (
-    LoggedTransfer,
-    Server,
-    ServerSetup,
-    ZoneEntry,
-)
+from harness.servers.base import Server
 from harness.servers.bind import Bind
 from harness.servers.capabilities import Capabilities, Support
+from harness.servers.facts import LoggedTransfer
 from harness.servers.failures import FailureCategory, FailureCounts
 from harness.servers.failures import classify as _classify
 from harness.servers.failures import count_failures as _count_failures
@@ -29,6 +25,7 @@ from harness.servers.nsd import Nsd
 from harness.servers.pdns import Pdns
 from harness.servers.refusals import RefusalCount
 from harness.servers.refusals import count_refusals as _count_refusals
+from harness.servers.setup import ServerSetup, ZoneEntry
 
 DIALECTS: dict[ServerKind, type[Server]] = {"bind": Bind, "knot": Knot, "nsd": Nsd, "pdns": Pdns}
 

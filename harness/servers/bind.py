@@ -34,22 +34,13 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
 
-from harness.servers.base import (
-    EVERY_SWITCH,
-    LoggedTransfer,
-    NewVersion,
-    Pacing,
-    PublishesByUpdate,
-    Reach,
-    Server,
-    ZoneEntry,
-    parse_semver,
-    zone_name,
-)
+from harness.servers.base import EVERY_SWITCH, PublishesByUpdate, Server, parse_semver, zone_name
 from harness.servers.capabilities import Capabilities, Footprint, Support
+from harness.servers.facts import LoggedTransfer, Pacing
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
 from harness.servers.fallbacks import FallbackWording
 from harness.servers.refusals import RefusalWording
+from harness.servers.setup import NewVersion, Reach, ZoneEntry
 from harness.servers.snippet import Setting, braced_statements, indented
 from harness.xfr.zone_copy import DiskCopy
 

@@ -39,14 +39,9 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import ClassVar
 
-from harness.servers.base import (
-    TCP_TSIG_SWITCHES,
-    LoggedTransfer,
-    PublishesByUpdate,
-    parse_semver,
-    zone_name,
-)
+from harness.servers.base import TCP_TSIG_SWITCHES, PublishesByUpdate, parse_semver, zone_name
 from harness.servers.capabilities import Capabilities, Footprint, Support
+from harness.servers.facts import LoggedTransfer
 from harness.servers.failures import FailureCategory, FailureWording
 from harness.servers.fallbacks import FallbackWording
 from harness.servers.snippet import Setting, indented, yaml_sections, yaml_settings

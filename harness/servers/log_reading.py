@@ -3,7 +3,8 @@ that brought or sent one serial (pure: the text is read by the caller)."""
 
 from __future__ import annotations
 
-from harness.servers.base import LoggedTransfer, Server, zone_name
+from harness.servers.base import Server, zone_name
+from harness.servers.facts import LoggedTransfer
 
 
 def lines_since(server: type[Server], text: str, since: float) -> list[str]:

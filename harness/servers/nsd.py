@@ -39,17 +39,11 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
 
-from harness.servers.base import (
-    EVERY_SWITCH,
-    LoggedTransfer,
-    Pacing,
-    Server,
-    ServerSetup,
-    parse_semver,
-    zone_name,
-)
+from harness.servers.base import EVERY_SWITCH, Server, parse_semver, zone_name
 from harness.servers.capabilities import Capabilities, Footprint, Support
+from harness.servers.facts import LoggedTransfer, Pacing
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.setup import ServerSetup
 from harness.servers.snippet import Setting, clause_settings, indented
 from harness.xfr.zone_copy import DiskCopy
 

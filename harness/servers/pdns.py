@@ -85,17 +85,11 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import ClassVar
 
-from harness.servers.base import (
-    TEMPLATES,
-    LoggedTransfer,
-    Pacing,
-    PublishesByUpdate,
-    ServerSetup,
-    parse_semver,
-    zone_name,
-)
+from harness.servers.base import TEMPLATES, PublishesByUpdate, parse_semver, zone_name
 from harness.servers.capabilities import Capabilities, Footprint, Support
+from harness.servers.facts import LoggedTransfer, Pacing
 from harness.servers.failures import FailureCategory, FailureWording, local_epoch
+from harness.servers.setup import ServerSetup
 from harness.servers.snippet import Setting, assignment_settings
 from harness.xfr.zone_copy import DiskCopy
 

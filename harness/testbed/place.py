@@ -31,7 +31,7 @@ from harness.observe.sockdiag import ConnectionCount, ConnectionWatch, tcp_socke
 from harness.observe.sockdiag_wire import DiagSocket
 from harness.observe.tcp_states import PortRange
 from harness.place import Place, Proc, Sampling
-from harness.servers.base import Reach
+from harness.servers.setup import Reach
 from harness.testbed.core import Testbed
 from harness.testbed.hosts import Host
 from harness.xfr import PullResult, TsigKey

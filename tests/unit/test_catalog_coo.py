@@ -18,9 +18,9 @@ from harness.plan.case import CasePlan, plan_case
 from harness.results.model import TransferRecord
 from harness.run.runner import check_catalog_consumers
 from harness.servers import server_class
-from harness.servers.base import CatalogConsumer, ServerSetup, ZoneEntry
 from harness.servers.binaries import ServerBinary
 from harness.servers.pdns import database_sql
+from harness.servers.setup import CatalogConsumer, ServerSetup, ZoneEntry
 from harness.zonegen.catalog import Member, coo_versions, member_id, write_catalog
 from harness.zonegen.diff import load_zone
 from tests.unit.test_catalog_flow import FakeCatalogBench, _plan

@@ -12,8 +12,8 @@ from harness.core.errors import ScenarioError
 from harness.plan.case import plan_case
 from harness.run.runner import check_catalog_consumers
 from harness.servers import server_class
-from harness.servers.base import CatalogConsumer, ServerSetup, ZoneEntry
 from harness.servers.binaries import ServerBinary
+from harness.servers.setup import CatalogConsumer, ServerSetup, ZoneEntry
 
 HEAD = 'trigger = "catalog"\nxfr = ["ixfr"]\nrepeats = 3\n'
 HOSTING = '[zones]\npreset = "hosting"\norigin = "h.example."\n'

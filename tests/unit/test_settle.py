@@ -14,10 +14,10 @@ from harness.measure.settle import (
     waiting_for,
 )
 from harness.measure.wall import WallClock
-from harness.servers.base import ServerSetup
 from harness.servers.bind import Bind, rate_tick
 from harness.servers.nsd import Nsd
 from harness.servers.pdns import Pdns
+from harness.servers.setup import ServerSetup
 
 
 def test_a_quiet_testbed_is_settled_after_one_cpu_window() -> None:
