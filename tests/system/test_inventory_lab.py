@@ -1,7 +1,9 @@
 """A fleet on inventory hosts, end to end: a lab of 1 primary + 3 secondaries on two sites
 (namespaces with their own sshd), the shipped lab-fleet scenario through Ansible and the
 agents over SSH only, every copy verified, and nothing left on any host afterwards, nor
-after the driver is killed with SIGKILL and `xfrbench clean --inventory` runs.
+after the driver is killed with SIGKILL and `xfrbench clean --inventory` runs. The fleet
+and the stream are the engine's shared cases (tests/system/engine_cases.py), checked as on
+netns (tests/system/test_engine_netns.py), with what only a lab of hosts has on top.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from harness.remote.fleet import CONTROL_ROOT
 from harness.results.folder import read_run
 from harness.run.remote import PROMETHEUS_TARGETS
 from harness.testbed import registry as reg
+from tests.system import engine_cases as cases
+from tests.system.engine_cases import FLEET as SCENARIO
+from tests.system.engine_cases import SMALL_FLEET, STREAM
 from tests.system.test_prometheus import ScrapedRun, empty_panels
 
 pytestmark = [
@@ -53,31 +58,6 @@ BY_HAND = pytest.mark.xdist_group("lab-hand")
 REPOSITORY = Path(__file__).resolve().parents[2]
 XFRBENCH = [sys.executable, "-m", "harness"]
 SCRAPE = 0.5  # seconds: Prometheus's scrapes and the agents' samples
-SCENARIO = """
-repeats = 2
-timeout = "60s"
-transports = ["tcp", "tcp-tsig", "xot"]
-xfr = ["axfr", "ixfr"]
-trigger = "notify"
-[zones]
-preset = "tld"
-records = 2000
-origin = "lab."
-ixfr_changes = 10
-[servers.primary]
-kind = "bind"
-[servers.secondary]
-kind = "bind"
-[hosts.primary.sysctl]
-"net.ipv4.tcp_wmem" = "4096 65536 8388608"
-[[secondaries]]
-name = "near"
-[[secondaries]]
-name = "far"
-[secondaries.host.sysctl]
-"net.ipv4.tcp_tw_reuse" = 1
-"""
-CASES = 6  # transports x kinds
 SET = {"ns0": ("net.ipv4.tcp_wmem", "4096\t65536\t8388608"), "ns3": ("net.ipv4.tcp_tw_reuse", "1")}
 
 
@@ -209,10 +189,7 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     result = lab_run.result
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = lab_run.folder
-    records = [json.loads(line) for line in (run / "transfers.jsonl").read_text().splitlines()]
-    assert len(records) == CASES * 2 * 3  # cases x repeats x secondaries
-    assert {r["transport"] for r in records} == {"tcp", "tcp-tsig", "xot"}
-    assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
+    records = cases.assert_fleet(run)  # as on netns (tests/system/test_engine_netns.py)
     # The inventory's names and sites, not the plan's near-1 / far.
     assert {(r["host"], r["site"]) for r in records} == {
         ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
@@ -227,7 +204,6 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
         assert record["duration_error_s"] == pytest.approx(
             clock["poll_error_s"] + clock["clock_error_s"], abs=2e-6
         )
-        assert record["extra"]["wire"]["connections"] >= 1  # seen on the primary's host
         # sock_diag on each host, by its agent: what the transfer opened on its pair.
         sockets = record["extra"]["sockets"]
         assert "error" not in sockets and sockets["secondary"]["connections"] >= 1, sockets
@@ -235,14 +211,8 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     watched = [r["extra"]["tcp"] for r in records if r["host"] in ("ns2", "ns3")]
     assert all("error" not in tcp for tcp in watched), watched
     assert any(tcp.get("samples") and tcp.get("rtt_ms_min") for tcp in watched), watched
-    # Each case's resources are its own, every host's (the cases share the servers).
     resources = json.loads((run / "summary.json").read_text())["resources"]
-    assert set(resources) == {r["case"] for r in records}
-    for case, hosts in resources.items():
-        assert set(hosts) - {"link"} == {"ns0", "ns1", "ns2", "ns3"}, case
-        assert all(
-            hosts[h]["cpu_s_per_transfer"]["total"] is not None for h in hosts if h != "link"
-        )
+    assert all(set(h) - {"link"} == {"ns0", "ns1", "ns2", "ns3"} for h in resources.values())
     table = result.stdout[result.stdout.index("resources per case") :]
     # Each row names its host (and a secondary its site); a narrow terminal folds the cell.
     words = set(table.replace(",", " ").split())
@@ -261,7 +231,8 @@ def test_a_fleet_on_lab_hosts_is_measured_verified_and_leaves_nothing(
     assert paths["ns3"]["bandwidth"]["bits_per_second"] > 0, paths["ns3"]["bandwidth"]
     for host in ("ns1", "ns2", "ns3"):
         totals = paths[host]["transfers"]
-        assert totals["transfers"] == CASES * 2 and totals["data_segs_out"] > 0, totals
+        assert totals["transfers"] == cases.FLEET_CASES * cases.FLEET_REPEATS, totals
+        assert totals["data_segs_out"] > 0, totals
         assert 0 <= totals["retransmits"] <= totals["data_segs_out"]
     assert all(r["extra"]["path"]["data_segs_out"] > 0 for r in records)
     assert "The real paths" in result.stdout
@@ -390,27 +361,6 @@ def test_clean_inventory_after_the_driver_is_killed_leaves_nothing(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert load_inventory(lab.inventory).primary.name == "ns0"  # the lab itself is untouched
-
-
-SMALL_FLEET = """
-repeats = 1
-timeout = "60s"
-transports = ["tcp"]
-xfr = ["axfr"]
-trigger = "notify"
-[zones]
-preset = "tld"
-records = 200
-origin = "lab."
-[servers.primary]
-kind = "bind"
-[servers.secondary]
-kind = "bind"
-[[secondaries]]
-name = "near"
-[[secondaries]]
-name = "far"
-"""
 
 
 def _by_hand(lab: Lab, form: str) -> str:
@@ -637,33 +587,13 @@ def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) ->
     assert _wait_clean(lab) == []
 
 
-# The small fleet under a stream of 15 change sets, one every 200 ms.
-STREAM = (
-    SMALL_FLEET.replace('xfr = ["axfr"]', 'xfr = ["ixfr"]')
-    .replace('trigger = "notify"', 'trigger = "stream"')
-    .replace("records = 200\n", "records = 2000\nixfr_changes = 10\n")
-    + '[stream]\ninterval = "200ms"\nupdates = 15\n'
-)
-
-
 def test_a_change_stream_on_lab_hosts_is_followed_on_each_host(lab: Lab, tmp_path: Path) -> None:
     """A stream on the hosts: the engine publishes each serial, each host's agent follows
     its own server's serial (its changes on the controller's clock), every secondary gets
     every serial, and the final copies are verified on their hosts."""
     scenario = tmp_path / "stream.toml"
     scenario.write_text(STREAM)
-    run, records = _run_on_lab(lab, scenario, tmp_path, "stream")
-    assert len(records) == 15 * 3
-    last = max(r["serial"] for r in records)
-    for record in records:
-        assert record["ok"], (record["host"], record["serial"], record["error"])
-        assert record["verified"] == (record["serial"] == last), record["serial"]
-        assert record["trigger"] == "stream" and record["duration_s"] >= 0
-    by_host: dict[str, list[int]] = {}
-    for record in records:
-        by_host.setdefault(record["host"], []).append(record["serial"])
-    assert {h: len(set(s)) for h, s in by_host.items()} == {"ns1": 15, "ns2": 15, "ns3": 15}
-    assert all(r["extra"]["stream"]["serial_method"] == "dynamic update" for r in records)
-    (figures,) = json.loads((run / "summary.json").read_text())["stream"].values()
-    assert all(f["soa_queries"] > 0 for f in figures["secondaries"])  # followed on each host
+    run, _ = _run_on_lab(lab, scenario, tmp_path, "stream")
+    records = cases.assert_stream(run)  # as on netns (tests/system/test_engine_netns.py)
+    assert {r["host"] for r in records} == {"ns1", "ns2", "ns3"}
     assert _wait_clean(lab) == []
