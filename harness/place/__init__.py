@@ -74,7 +74,7 @@ from typing import Any, Protocol
 import dns.rrset
 
 from harness.core.transport import Transport
-from harness.link.linkem import LinkemControl
+from harness.link.linkem import LinkControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.sampler import Target
 from harness.observe.sockdiag import ConnectionWatch
@@ -338,8 +338,9 @@ class Places(Protocol):
 
     def link_queued(self) -> tuple[int, float] | None: ...
 
-    def link_control(self) -> LinkemControl | None:
-        """linkem's runtime control (a testbed built for faults), else None."""
+    def link_control(self) -> LinkControl | None:
+        """linkem's runtime control (a testbed built for faults, an inventory's linked hosts
+        in a group with faults), else None."""
         ...
 
     def link_directions(self) -> list[Any]:

@@ -134,6 +134,12 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
     # PowerDNS's database rows are a script its start applies on its host (servers/pdns.py).
     (tmp_path / "pdns.toml").write_text(FLEET + '[servers.secondary]\nkind = "pdns"\n')
     check_scenario(spec.load(tmp_path / "pdns.toml"))
+    # Faults: linkem on each secondary host takes the link's, its agent stops and starts
+    # the servers; a slow primary's rate is linkem's own bottleneck, not a shaper.
+    for fault in ('kind = "primary-restart"', 'kind = "slow-primary"\nrate = "1mbit"\n'
+                  'duration = "2s"', 'kind = "reset"\nafter_bytes = "10kB"'):  # fmt: skip
+        (tmp_path / "faults.toml").write_text(FLEET + "[[faults]]\n" + fault + "\n")
+        check_scenario(spec.load(tmp_path / "faults.toml"))
 
 
 @pytest.mark.parametrize(
@@ -144,7 +150,11 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ('[link]\ndelay = "10ms"\nbackend = "netem"\n', "secondaries.near.link.backend"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
         ('[uplink]\ndelay = "10ms"\n', "uplink"),
-        ('[[faults]]\nkind = "primary-restart"\n', "faults"),
+        # Faults are linkem's commands on each secondary host (remote/linkctl.py).
+        (
+            '[link]\nbackend = "netem"\n[[faults]]\nkind = "primary-restart"\n',
+            "secondaries.near.link.backend",
+        ),
         # The copies are read back on their hosts; their files stay there (remote/agent.py).
         ('verify = "disk"\n', "verify"),
     ],
