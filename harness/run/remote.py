@@ -96,6 +96,11 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "does not read the servers' own files there",
                 'set verify = "served" or remove the key, or run the scenario on the netns backend',
             )
+        for index, fault in enumerate(scenario.faults):
+            if fault.target is not None and fault.target not in scenario.sites:
+                refuse(f"faults[{index}].target", f"the fault's target {fault.target!r} names "
+                       "a host of the scenario's own: on inventory hosts the hosts are the "
+                       "inventory's", "target the host's site")  # fmt: skip
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
                 refuse(f"secondaries.{site.name}.suite",

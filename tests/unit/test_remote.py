@@ -21,6 +21,7 @@ from harness.remote.place import on_bench, wire_window
 from harness.remote.record import remove_work
 from harness.results.model import TransferRecord
 from harness.run.remote import check_scenario, on_inventory, with_clock
+from harness.spec import FaultSpec, fault_targets
 from harness.testbed import registry as reg
 
 INVENTORY = """
@@ -120,6 +121,10 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ("ns2", "secondary", "near"),
         ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
     ]
+    # A fault targeting a site acts on the inventory's hosts there.
+    assert plan.sites == {"near": ["ns1", "ns2"], "far": ["ns3"]}
+    kill = FaultSpec(kind="secondary-kill", duration=2.0, target="near")
+    assert fault_targets(kill, plan.sites) == ["ns1", "ns2"]
     check_scenario(loaded)  # nothing refused
     # TCP settings, XoT and client pulls are run on the hosts too
     (tmp_path / "tuned.toml").write_text(
@@ -154,6 +159,11 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         (
             '[link]\nbackend = "netem"\n[[faults]]\nkind = "primary-restart"\n',
             "secondaries.near.link.backend",
+        ),
+        # A fault's target is a site: the hosts are the inventory's, not the scenario's.
+        (
+            '[[faults]]\nkind = "secondary-kill"\nduration = "2s"\ntarget = "near-2"\n',
+            "faults[0].target",
         ),
         # The copies are read back on their hosts; their files stay there (remote/agent.py).
         ('verify = "disk"\n', "verify"),
