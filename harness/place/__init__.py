@@ -44,8 +44,10 @@ How the engine's decisions reach a host that is not this machine:
   what each host's agent samples of the processes it spawned (remote/relayed.py), their
   times on the controller's clock;
 - the link: each secondary host's linkem (remote/hostlink.py, started per visit by
-  run/remote.py) gives `link_directions` and `link_counters`; the real path's TCP counts
-  come from the primary's agent (`Places.path_counts`, a record's extra.path);
+  run/remote.py) gives `link_directions` and `link_counters`, and in a group with faults
+  `link_control` (remote/linkctl.py: each command relayed by the agent of the host whose
+  direction it names, linkem's times put on the controller's clock); the real path's TCP
+  counts come from the primary's agent (`Places.path_counts`, a record's extra.path);
 - records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
   a duration that spans two hosts;
 - a change stream: each host's agent follows its own servers' serials
@@ -55,8 +57,8 @@ How the engine's decisions reach a host that is not this machine:
 What an agent place does without, said where it shows: sock_diag (`sock_diag`,
 `tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
 connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
-no extra.tcp; linkem's runtime control (`link_control` None), so run/remote.py refuses
-faults; catalog cases (their catalog's versions are written here) are refused too. A cold
+no extra.tcp; catalog cases (their catalog's versions are written here), which run/remote.py
+refuses. A cold
 start's log is read against the start time the engine took (the controller's clock);
 PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
 a PowerDNS server on an inventory host.
