@@ -57,11 +57,9 @@ How the engine's decisions reach a host that is not this machine:
 What an agent place does without, said where it shows: sock_diag (`sock_diag`,
 `tcp_sockets`, `connection_watch` raise SockDiagRefused): settle's looker counts no open
 connections and reads no cgroup CPU, and a record's extra.sockets says the refusal and has
-no extra.tcp; catalog cases (their catalog's versions are written here), which run/remote.py
-refuses. A cold
-start's log is read against the start time the engine took (the controller's clock);
-PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
-a PowerDNS server on an inventory host.
+no extra.tcp; catalog cases (their catalog's versions are written here), which
+run/remote.py refuses. A cold start's log is read against the start time the engine took
+(the controller's clock).
 """
 
 from __future__ import annotations

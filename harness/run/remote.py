@@ -11,8 +11,9 @@ its server faults the agents' stop, kill and start (measure/live_faults.py).
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
 inventory backend does not do (a configured rate, the primary's uplink, catalog cases, a
-server whose state the harness writes here, PowerDNS's database, a server suite other than
-the hosts' own, faults on netem), and sites on one side only (inventory.match_sites).
+cold start timed by the logs alone, copies read from the servers' files, a server suite
+other than the hosts' own, faults on netem or targeting a scenario's host rather than a
+site), and sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
