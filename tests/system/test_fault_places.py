@@ -3,8 +3,9 @@ lab of hosts reached over SSH (`xfrbench run` and `xfrbench run --inventory`), a
 alike in both records: a reset armed on every secondary's link (linkem's own account of the
 cut: its reset events, both resets sent) and a secondary killed and started again (the
 pids), every secondary healed, or named stuck with its own account and freed by one new
-NOTIFY, every copy verified, and nothing left behind. On the lab, each secondary host's linkem takes the
-fault through its agent (remote/linkctl.py), its times on the controller's clock.
+NOTIFY, every copy verified, and nothing left behind. On the lab, each secondary host's
+linkem takes the fault through its agent (remote/linkctl.py), its times on the
+controller's clock.
 """
 
 from __future__ import annotations
