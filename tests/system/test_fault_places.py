@@ -38,7 +38,8 @@ pytestmark = [
 REPOSITORY = Path(__file__).resolve().parents[2]
 lab = link_lab  # its lab fixture (near and far), built for this module's group
 # A small fleet on two sites behind a 10 ms link (so that a transfer takes round trips):
-# a reset once 100 kB crossed each secondary's link, and the far secondary killed 0.3 s
+# a reset once 100 kB crossed each secondary's link, every link's rate down to 400 kbit/s
+# for 2 s (linkem's own bottleneck, on a host too), and the far secondary killed 0.3 s
 # after the NOTIFY and started again 2 s later. Each fault is a case of its own.
 SCENARIO = """
 repeats = 1
@@ -63,6 +64,11 @@ name = "far"
 [[faults]]
 kind = "reset"
 after_bytes = "100kB"
+[[faults]]
+kind = "slow-primary"
+at = "0.05s"
+rate = "400kbit"
+duration = "2s"
 [[faults]]
 kind = "secondary-kill"
 at = "0.3s"
@@ -110,7 +116,8 @@ def _log(run: Path, host: str) -> str:
 def _assert_faults(run: Path, records: list[TransferRecord]) -> None:
     """What both places must show, from the records and the servers' logs alone."""
     by = {(r.extra["fault"]["kind"], r.site): r for r in records}
-    assert sorted(by) == [(k, s) for k in ("reset", "secondary-kill") for s in ("far", "near")]
+    kinds = ("reset", "secondary-kill", "slow-primary")
+    assert sorted(by) == [(k, s) for k in kinds for s in ("far", "near")]
     host = {site: by[("reset", site)].host for site in ("near", "far")}
     for record in records:
         _healed_or_named_stuck(record)
@@ -129,6 +136,15 @@ def _assert_faults(run: Path, records: list[TransferRecord]) -> None:
         (cut,) = [e for e in _events(stats, "reset") if e["direction"] == f"{host[site]} forward"]
         assert len(cut["detail"]["resets"]) == 2 and not cut["detail"]["failed"], cut
         assert "failed while receiving responses: connection reset" in _log(run, host[site])
+    # The slow primary: each forward way limited to 400 kbit/s and back to none, and no
+    # more crossing while it lasted than 2 s at that rate (and the bottleneck's queue).
+    rates = [e for e in _events(stats, "applied") if "rate_bps" in e["detail"]["state"]]
+    for site in ("near", "far"):
+        mine = [e["detail"]["state"]["rate_bps"] for e in rates
+                if e["direction"] == f"{host[site]} forward"]  # fmt: skip
+        assert 400_000 in mine and mine[-1] == 0, mine  # (the visit's other cases' too)
+        slow = by[("slow-primary", site)].extra["fault"]
+        assert slow["bytes"]["during"] <= 100_000 * 1.2 + 5_000, slow["bytes"]
     # The kill: the far secondary's processes killed, a new one started, which served the
     # serial after its restart; the near one untouched.
     far = by[("secondary-kill", "far")].extra["fault"]
