@@ -32,7 +32,6 @@ pytestmark = [
     pytest.mark.servers,
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
-    pytest.mark.xdist_group("lab-faults"),  # one worker builds the lab and runs both
 ]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -184,6 +183,7 @@ def test_the_faults_on_netns(tmp_path: Path) -> None:
     assert not (linkem.CONTROL_DIR / f"{testbed_id}.sock").exists()
 
 
+@pytest.mark.xdist_group("lab-faults")  # the worker that builds the lab; netns's elsewhere
 def test_the_same_faults_on_lab_hosts(lab: Lab, tmp_path: Path) -> None:
     run, records = _run(tmp_path, lab.inventory)
     _assert_faults(run, records)
