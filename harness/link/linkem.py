@@ -32,7 +32,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.core.errors import EnvironmentProblem, XfrbenchError
 from harness.core.seeds import derive_seed
@@ -213,6 +213,25 @@ def restore_command(direction: str) -> dict[str, Any]:
     return {"cmd": "restore", "direction": direction}
 
 
+def checked(command: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """linkem's answer to `command`; raises LinkemControlError when it refused it (pure)."""
+    if not answer.get("ok", False):
+        raise LinkemControlError(
+            f"linkem refused {json.dumps(command)}: {answer.get('error', answer)}"
+        )
+    return answer
+
+
+class LinkControl(Protocol):
+    """linkem's runtime control as the fault flows use it: `LinkemControl` (one linkem
+    here), or remote/linkctl.py `HostsLinkControl` (a linkem on each host of an inventory).
+    Times in answers and events are this machine's unix time."""
+
+    def send(self, command: dict[str, Any]) -> dict[str, Any]: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
 class LinkemControl:
     """A client of one linkem's control socket: one connection per command."""
 
@@ -222,18 +241,14 @@ class LinkemControl:
 
     def send(self, command: dict[str, Any]) -> dict[str, Any]:
         """linkem's answer to `command`; raises LinkemControlError when it refused it."""
-        answer = self._ask(command)
-        if not answer.get("ok", False):
-            raise LinkemControlError(
-                f"linkem refused {json.dumps(command)}: {answer.get('error', answer)}"
-            )
-        return answer
+        return checked(command, self.ask(command))
 
     def stats(self) -> dict[str, Any]:
         """linkem's counters and events now (what its stats file will say next)."""
-        return self._ask({"cmd": "stats"})
+        return self.ask({"cmd": "stats"})
 
-    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+    def ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        """linkem's answer to `command` as it gave it (a refusal too: {"ok": false})."""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(self.timeout)

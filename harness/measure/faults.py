@@ -217,7 +217,7 @@ def fault_repeat(
     fault = plan.fault
     assert fault is not None, "a faulted repeat needs a case with a fault"
     hosts = secondary_names(plan)
-    targets = [h for h in fault_targets(fault, plan.case.scenario.sites) if h in hosts]
+    targets = [h for h in fault_targets(fault, plan.sites) if h in hosts]
     spent = bench.spent
     settle(bench)
     at = begin(bench, ctx, repeat, serial, emit, extra)

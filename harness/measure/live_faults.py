@@ -1,8 +1,9 @@
 """Faults on real servers: `faults.FaultBench` carried out on a `LiveCase`.
 
 Link faults go to linkem through its control socket (the testbed of a faulted group runs it
-on every direction, reading headers: testbed/core.py `faults`), one command per direction of
-each targeted secondary's link, and linkem's answers and events are the evidence. Server
+on every direction, reading headers: testbed/core.py `faults`; on inventory hosts each
+secondary host's linkem, through its agent: remote/linkctl.py), one command per direction
+of each targeted secondary's link, and linkem's answers and events are the evidence. Server
 faults use the process handling of measure/processes.py: the primary stopped (SIGTERM, its
 own shutdown) and started again, a secondary killed (SIGKILL to each of its processes) and
 started again, with pids, exit statuses and times. Whatever a fault leaves is undone by
@@ -18,7 +19,7 @@ from typing import Any
 
 from harness.core.errors import ToolFailed
 from harness.link import linkem
-from harness.link.linkem import LinkemControl, LinkemControlError
+from harness.link.linkem import LinkControl, LinkemControlError
 from harness.measure import processes as srv
 from harness.measure.faults import Account, FaultAct
 from harness.measure.live import LiveCase
@@ -66,7 +67,7 @@ class LiveFaults:
 
     # --- the link ---------------------------------------------------------------------------
 
-    def _control(self) -> LinkemControl:
+    def _control(self) -> LinkControl:
         control = self.live.places.link_control()
         if control is None:
             raise CaseFailed("this testbed has no linkem control: it was not built for faults")

@@ -45,8 +45,10 @@ How the engine's decisions reach a host that is not this machine:
   what each host's agent samples of the processes it spawned (remote/relayed.py), their
   times on the controller's clock;
 - the link: each secondary host's linkem (remote/hostlink.py, started per visit by
-  run/remote.py) gives `link_directions` and `link_counters`; the real path's TCP counts
-  come from the primary's agent (`Places.path_counts`, a record's extra.path);
+  run/remote.py) gives `link_directions` and `link_counters`, and in a group with faults
+  `link_control` (remote/linkctl.py: each command relayed by the agent of the host whose
+  direction it names, linkem's times put on the controller's clock); the real path's TCP
+  counts come from the primary's agent (`Places.path_counts`, a record's extra.path);
 - records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
   a duration that spans two hosts;
 - servers' logs: a cold start's log stamps its host's clock, so the engine's start time
@@ -65,11 +67,8 @@ How the engine's decisions reach a host that is not this machine:
   its samples carry (cpu_resolution_s) and compare does not read a difference within.
 
 What an agent place does without, said where it shows: settle's looker reads no cgroup
-CPU (`cgroup_of` None: the host's groups are its agent's); linkem's runtime control
-(`link_control` None), so run/remote.py refuses faults; catalog cases (their catalog's
-versions are written here) are refused too.
-PowerDNS's database (servers/pdns.py) is written on this machine, so run/remote.py refuses
-a PowerDNS server on an inventory host.
+CPU (`cgroup_of` None: the host's groups are its agent's); catalog cases (their catalog's
+versions are written here), which run/remote.py refuses.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ from typing import Any, Protocol
 import dns.rrset
 
 from harness.core.transport import Transport
-from harness.link.linkem import LinkemControl
+from harness.link.linkem import LinkControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.sampler import Target
 from harness.observe.sockdiag_wire import DiagSocket
@@ -380,8 +379,9 @@ class Places(Protocol):
 
     def link_queued(self) -> tuple[int, float] | None: ...
 
-    def link_control(self) -> LinkemControl | None:
-        """linkem's runtime control (a testbed built for faults), else None."""
+    def link_control(self) -> LinkControl | None:
+        """linkem's runtime control (a testbed built for faults, an inventory's linked hosts
+        in a group with faults), else None."""
         ...
 
     def link_directions(self) -> list[Any]:

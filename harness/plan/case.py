@@ -84,6 +84,15 @@ class CasePlan:
         return self.hosts[1:]
 
     @property
+    def sites(self) -> dict[str, list[str]]:
+        """Each site's name -> the names of its secondaries in this plan (an inventory's
+        hosts on inventory hosts, run/remote.py `on_inventory`; the scenario's elsewhere)."""
+        out: dict[str, list[str]] = {}
+        for host in self.secondaries:
+            out.setdefault(host.site, []).append(host.name)
+        return out
+
+    @property
     def is_fleet(self) -> bool:
         """Declared sites, or more than one secondary: records name their secondary."""
         return self.case.scenario.secondaries is not None or len(self.secondaries) > 1

@@ -6,6 +6,10 @@ Everything is recorded before it exists, so that teardown.yml (files/xfrbench_cl
 removes it after a killed agent: the rules in RUN_DIR/link-rules.json before they are
 added, linkem's pid file (RUN_DIR/pids/linkem.json) as soon as it runs. Stopping removes
 the rules first: a rule left without its linkem would drop every packet it queues.
+
+A linkem configured with a control socket (a group with faults) takes commands through
+op_link_control, relayed as they come and answered as linkem answered (its times this
+host's): which command, to which direction, is decided on the controller.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class LinkOps:
     run_dir: Path
     link: subprocess.Popen[Any] | None = None
     link_stats: Path | None = None
+    link_control: Path | None = None  # its control socket, when its config has one
 
     def _pidfile(self, name: str, record: dict[str, Any]) -> None: ...
 
@@ -47,6 +52,10 @@ class LinkOps:
         if not folder.resolve().is_relative_to(self.run_dir.resolve()):
             raise XfrError(f"{folder} is not in this run's folder")
         folder.mkdir(parents=True, exist_ok=True)
+        if control := config.get("control_path"):  # beside the servers' (the run's ctl/)
+            if not Path(control).parent.resolve().is_relative_to(self.run_dir.resolve()):
+                raise XfrError(f"{control} is not in this run's folder")
+            Path(control).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         config_path = folder / "linkem.json"
         config_path.write_text(json.dumps(config, indent=2) + "\n")
         out_path, err_path = folder / "linkem.stdout", folder / "linkem.stderr"
@@ -56,6 +65,7 @@ class LinkOps:
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
         self.link, self.link_stats = proc, stats
+        self.link_control = Path(control) if control else None
         self._pidfile("linkem", {"name": "linkem", "pid": proc.pid,
                                  "start": proc_start(proc.pid), "cgroup": []})  # fmt: skip
         self._wait_ready(proc, out_path, err_path)
@@ -86,6 +96,12 @@ class LinkOps:
         """linkem's last stats snapshot ({} without a link)."""
         return linkem.read_stats(self.link_stats) if self.link_stats else {}
 
+    def op_link_control(self, command: dict[str, Any]) -> dict[str, Any]:
+        """linkem's answer to `command` on its control socket, refusals included."""
+        if self.link is None or self.link_control is None:
+            raise XfrError("no linkem with a control socket runs on this host")
+        return linkem.LinkemControl(self.link_control).ask(command)
+
     def op_link_stop(self) -> list[str]:
         """The rules out (each while it is there), then linkem stopped; what was done."""
         done = []
@@ -99,7 +115,7 @@ class LinkOps:
         if self.link is not None:
             stop_process(self.link, STOP_WAIT)
             done.append(f"linkem pid {self.link.pid} stopped")
-            self.link = None
+            self.link, self.link_control = None, None
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "pids" / "linkem.json").unlink()
         return done

@@ -40,7 +40,7 @@ import dns.rrset
 
 from harness.core.errors import ToolFailed
 from harness.core.transport import Transport
-from harness.link.linkem import LinkemControl
+from harness.link.linkem import LinkControl
 from harness.observe.cgroup import Cgroup
 from harness.observe.procfs import parse_port_range
 from harness.observe.sockdiag_wire import DiagSocket
@@ -49,6 +49,7 @@ from harness.place import Place, Proc, Sampling
 from harness.remote.agent_place import record_text
 from harness.remote.agent_sockets import AgentCount, AgentTcpWatch
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
+from harness.remote.linkctl import HostsLinkControl
 from harness.remote.relayed import (
     AgentFollower,
     HostClock,
@@ -470,6 +471,7 @@ class AgentPlaces:
         self.clock = clock
         self.serving = serving
         self.links: dict[str, LinkSpec] = {}  # secondary host -> its site's emulated link
+        self.link_faults = False  # its linkem takes faults: every direction, a control socket
 
     @property
     def backend(self) -> str:
@@ -562,11 +564,15 @@ class AgentPlaces:
     def link_queued(self) -> tuple[int, float] | None:
         return None
 
-    def link_control(self) -> LinkemControl | None:
-        return None
+    def link_control(self) -> LinkControl | None:
+        """Each linked host's linkem through its agent (remote/linkctl.py), for faults."""
+        if not self.link_faults:
+            return None
+        return HostsLinkControl({name: (self.place(name).channel, self.place(name).clock.to_wall)
+                                 for name in self.links})  # fmt: skip
 
     def link_directions(self) -> list[Any]:
-        return list(directions_of(self.links))
+        return list(directions_of(self.links, every=self.link_faults))
 
     def each(self) -> Iterator[AgentPlace]:
         return iter(self._places.values())

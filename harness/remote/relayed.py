@@ -117,12 +117,13 @@ class HostDirection(NamedTuple):
     spec: DirectionSpec
 
 
-def directions_of(links: dict[str, LinkSpec]) -> list[HostDirection]:
-    """The impaired directions of each secondary host's link (pure)."""
+def directions_of(links: dict[str, LinkSpec], every: bool = False) -> list[HostDirection]:
+    """The impaired directions of each secondary host's link (`every`: all, for faults)
+    (pure)."""
     return [
         HostDirection(name, host, spec)
         for host, link in links.items()
-        for name, _, spec in host_directions(host, link)
+        for name, _, spec in host_directions(host, link, every)
     ]
 
 

@@ -4,12 +4,16 @@ one case engine (measure/live.py `LiveCase`) over agent places (remote/place.py)
 record's clock error beside its duration.
 
 A site's [link] (delay, jitter, loss) is emulated by linkem on each of its secondary hosts
-(remote/hostlink.py), started for each visit and stopped at its end.
+(remote/hostlink.py), started for each visit and stopped at its end. A group with faults
+has linkem on every secondary host, every direction, with its control socket relayed by
+the host's agent (remote/linkctl.py): its link faults are linkem's commands as on netns,
+its server faults the agents' stop, kill and start (measure/live_faults.py).
 
 What is refused before anything is deployed (exit 2, with the key and the fix): what the
-inventory backend does not do (a rate, the primary's uplink, catalog cases, faults, a
-server whose state the harness writes here, PowerDNS's database, a server suite other than
-the hosts' own), and sites on one side only (inventory.match_sites).
+inventory backend does not do (a configured rate, the primary's uplink, catalog cases, a
+cold start timed by the logs alone, copies read from the servers' files, a server suite
+other than the hosts' own, faults on netem or targeting a scenario's host rather than a
+site), and sites on one side only (inventory.match_sites).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from harness.measure.live_stream import LiveStreamCase
 from harness.measure.processes import CaseFailed
 from harness.plan.case import CasePlan, GroupPlan, HostPlan, plan_case
 from harness.remote.fleet import RemoteFleet
-from harness.remote.hostlink import host_link
+from harness.remote.hostlink import control_socket, host_link
 from harness.remote.paths import add_transfer, measure_paths
 from harness.remote.place import AgentPlaces
 from harness.results.meta import ServerInfo, case_meta
@@ -66,8 +70,9 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 refuse(f"{key}.rate", "a rate is not emulated on inventory hosts: linkem on "
                        "each secondary delays and drops, it does not shape",
                        "remove the rate (delay, jitter and loss are emulated)")  # fmt: skip
-            if site.link.impaired and site.link.backend == "netem":
-                refuse(f"{key}.backend", "inventory hosts emulate a site's link with linkem",
+            if (site.link.impaired or scenario.faults) and site.link.backend == "netem":
+                refuse(f"{key}.backend", "inventory hosts emulate a site's link, and take "
+                       "its faults, with linkem",
                        "remove link.backend or set it to 'linkem'")  # fmt: skip
         if scenario.trigger == "catalog":
             refuse(
@@ -92,13 +97,11 @@ def check_scenario(loaded: LoadedScenario) -> None:
                 "does not read the servers' own files there",
                 'set verify = "served" or remove the key, or run the scenario on the netns backend',
             )
-        if scenario.faults:
-            refuse(
-                "faults",
-                "faults are not run on inventory hosts: they need linkem's control socket and "
-                "the servers' processes on this machine",
-                "run the scenario on the netns backend (without --inventory)",
-            )
+        for index, fault in enumerate(scenario.faults):
+            if fault.target is not None and fault.target not in scenario.sites:
+                refuse(f"faults[{index}].target", f"the fault's target {fault.target!r} names "
+                       "a host of the scenario's own: on inventory hosts the hosts are the "
+                       "inventory's", "target the host's site")  # fmt: skip
         for site in scenario.fleet:
             if site.suite != DEFAULT_SUITE or scenario.servers.primary.suite != DEFAULT_SUITE:
                 refuse(f"secondaries.{site.name}.suite",
@@ -217,6 +220,7 @@ class RemoteSession(GroupSession):
                 self._start_links()
                 places.links = {h.name: h.link for h in group.first.secondaries
                                 if h.name in self.links}  # fmt: skip
+                places.link_faults = group.faults
             by_case = {case.name: run.binaries[case.name] for case in group.cases}
             engine = LiveStreamCase if group.first.stream is not None else LiveCase
             self.live = engine(group, self.dir, places, self.binaries, zones, tsig, tls,
@@ -246,13 +250,16 @@ class RemoteSession(GroupSession):
         }
 
     def _start_links(self) -> None:
-        """linkem on each secondary host whose site's link is impaired, for this visit (the
-        cases of a group share their sites' links); its files in the visit's folder."""
+        """linkem on each secondary host whose site's link is impaired, on every one when
+        the group has faults (its control socket in the host's run folder), for this visit
+        (the cases of a group share their sites' links); its files in the visit's folder."""
         plan = self.group.first
         primary = self.fleet.inventory.primary.address
         for host in plan.secondaries:
-            folder = f"{self.fleet.run_dir(host.name)}/cases/{self.dir.name}/{host.name}-link"
-            built = host_link(host.name, host.link, primary, plan.name, folder)
+            run_dir = self.fleet.run_dir(host.name)
+            folder = f"{run_dir}/cases/{self.dir.name}/{host.name}-link"
+            control = control_socket(run_dir) if self.group.faults else None
+            built = host_link(host.name, host.link, primary, plan.name, folder, control)
             if built is None:
                 continue
             config, rules = built

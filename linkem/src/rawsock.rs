@@ -1,9 +1,17 @@
 //! Re-injection of duplicate packets through raw IP sockets (IPPROTO_RAW implies
 //! IP_HDRINCL / IPV6_HDRINCL): the copy leaves the router as a locally sent packet, so it
 //! passes the OUTPUT chain, not FORWARD, and is not queued to linkem again.
+//!
+//! Every packet sent here carries the mark `OWN_MARK` (SO_MARK): where linkem runs on an end
+//! host (a secondary of an inventory, harness/remote/hostlink.py), its queues take that
+//! host's own INPUT and OUTPUT traffic, and the rules leave marked packets alone, or a reset
+//! linkem forged would be queued to it again, as one of the connection it cut.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// The mark of the packets linkem sends itself (duplicates, resets): "lk".
+pub const OWN_MARK: u32 = 0x6c6b;
 
 pub struct RawSender {
     v4: OwnedFd,
@@ -23,7 +31,22 @@ fn raw_socket(family: i32) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mark = OWN_MARK;
+    // SAFETY: mark lives across the call; its size is given.
+    let set = unsafe {
+        libc::setsockopt(
+            owned.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MARK,
+            &mark as *const u32 as *const _,
+            std::mem::size_of::<u32>() as u32,
+        )
+    };
+    if set < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(owned)
 }
 
 impl RawSender {

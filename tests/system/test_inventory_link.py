@@ -54,6 +54,8 @@ delay = "{DELAY_MS}ms"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A primary and a secondary on each of two sites, near and far (each module that
+    takes this fixture builds its own)."""
     built = lab_up(2, ["near", "far"], tmp_path_factory.mktemp("lab") / "lab.yml")
     try:
         yield built
@@ -112,7 +114,11 @@ def test_a_sites_delay_is_emulated_on_its_host_and_leaves_nothing(lab: Lab, tmp_
     # case.json tells which links the hosts emulated and with which rules.
     cases = [json.loads(p.read_text()) for p in run.glob("cases/*/case.json")]
     assert all(set(c["testbed"]["emulation"]["hosts"]) == {far} for c in cases)
-    # Nothing left: no linkem (no process but sshd in any lab namespace), no rule.
+    assert_nothing_left(lab)
+
+
+def assert_nothing_left(lab: Lab) -> None:
+    """No linkem (no process but sshd in any lab namespace), no file, no rule."""
     deadline = time.monotonic() + 15
     while _processes(lab) and time.monotonic() < deadline:
         time.sleep(0.5)  # an ssh session ending as its master closes

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness import spec
-from harness.remote.hostlink import add_argv, delete_argv, host_link
+from harness.core.errors import UserInputError
+from harness.remote.hostlink import add_argv, control_socket, delete_argv, host_link
 
 SCENARIO = """
 transports = ["tcp"]
@@ -20,6 +23,8 @@ delay = "40ms"
 [secondaries.link.reverse]
 loss = "1%"
 """
+# linkem's own packets (duplicates, forged resets: its mark, linkem/src/rawsock.rs) pass by.
+LINKEMS_OWN = ["-m", "mark", "!", "--mark", "0x6c6b"]
 
 
 def _sites(tmp_path: Path) -> dict[str, spec.LinkSpec]:
@@ -45,9 +50,9 @@ def test_a_delayed_site_queues_both_directions_of_its_host_with_the_primary(
     assert config["stats_path"] == "/var/tmp/x/r1/cases/v/ns3-link/linkem-stats.json"
     assert rules == [
         {"tool": "iptables", "table": "filter", "chain": "INPUT",
-         "rule": ["-s", "10.77.0.10", "-j", "NFQUEUE", "--queue-num", "10"]},
+         "rule": ["-s", "10.77.0.10", *LINKEMS_OWN, "-j", "NFQUEUE", "--queue-num", "10"]},
         {"tool": "iptables", "table": "filter", "chain": "OUTPUT",
-         "rule": ["-d", "10.77.0.10", "-j", "NFQUEUE", "--queue-num", "11"]},
+         "rule": ["-d", "10.77.0.10", *LINKEMS_OWN, "-j", "NFQUEUE", "--queue-num", "11"]},
     ]  # fmt: skip
     assert add_argv(rules[0])[:7] == ["iptables", "-w", "-t", "filter", "-I", "INPUT", "1"]
     assert delete_argv(rules[0])[:6] == ["iptables", "-w", "-t", "filter", "-D", "INPUT"]
@@ -66,3 +71,34 @@ def test_an_unimpaired_site_runs_no_linkem_and_an_ipv6_primary_takes_ip6tables(
     built = host_link("ns3", links["far"], "2001:db8::10", "case-a", "/f")
     assert built is not None
     assert {rule["tool"] for rule in built[1]} == {"ip6tables"}
+
+
+def test_a_host_taking_faults_queues_every_direction_with_headers_and_control(
+    tmp_path: Path,
+) -> None:
+    """As the netns testbed of a faulted group: linkem on both ways of an unimpaired site
+    too, reading headers (bytes, resets), its control socket in the host's run folder."""
+    links = _sites(tmp_path)
+    folder = "/var/tmp/xfrbench/r1/cases/v/ns1-link"
+    control = control_socket("/var/tmp/xfrbench/r1")
+    assert control == "/var/tmp/xfrbench/r1/ctl/linkem.sock"
+    built = host_link("ns1", links["near"], "10.77.0.10", "case-a", folder, control)
+    assert built is not None
+    config, rules = built
+    assert [(d["name"], d["delay_us"], d["inspect"]) for d in config["directions"]] == [
+        ("ns1 forward", 0, True),
+        ("ns1 reverse", 0, True),
+    ]
+    assert config["control_path"] == control
+    assert [r["chain"] for r in rules] == ["INPUT", "OUTPUT"]
+    assert all(r["rule"][2:7] == LINKEMS_OWN for r in rules)
+    # Without faults the plain link's settings: no control, no headers read.
+    plain = host_link("ns3", links["far"], "10.77.0.10", "case-a", folder)
+    assert plain is not None and "control_path" not in plain[0]
+    assert not any(d.get("inspect") for d in plain[0]["directions"])
+
+
+def test_a_control_socket_too_deep_for_a_unix_socket_is_refused() -> None:
+    with pytest.raises(UserInputError) as caught:
+        control_socket("/srv/" + "x" * 100 + "/r1")
+    assert "xfrbench_root" in str(caught.value)

@@ -21,6 +21,7 @@ from harness.remote.place import on_bench, wire_window
 from harness.remote.record import remove_work
 from harness.results.model import TransferRecord
 from harness.run.remote import check_scenario, on_inventory, with_clock
+from harness.spec import FaultSpec, fault_targets
 from harness.testbed import registry as reg
 
 INVENTORY = """
@@ -120,6 +121,10 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ("ns2", "secondary", "near"),
         ("ns3", "secondary", "far"),  # the scenario's count = 4 does not matter
     ]
+    # A fault targeting a site acts on the inventory's hosts there.
+    assert plan.sites == {"near": ["ns1", "ns2"], "far": ["ns3"]}
+    kill = FaultSpec(kind="secondary-kill", duration=2.0, target="near")
+    assert fault_targets(kill, plan.sites) == ["ns1", "ns2"]
     check_scenario(loaded)  # nothing refused
     # TCP settings, XoT and client pulls are run on the hosts too
     (tmp_path / "tuned.toml").write_text(
@@ -134,6 +139,12 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
     # PowerDNS's database rows are a script its start applies on its host (servers/pdns.py).
     (tmp_path / "pdns.toml").write_text(FLEET + '[servers.secondary]\nkind = "pdns"\n')
     check_scenario(spec.load(tmp_path / "pdns.toml"))
+    # Faults: linkem on each secondary host takes the link's, its agent stops and starts
+    # the servers; a slow primary's rate is linkem's own bottleneck, not a shaper.
+    for fault in ('kind = "primary-restart"', 'kind = "slow-primary"\nrate = "1mbit"\n'
+                  'duration = "2s"', 'kind = "reset"\nafter_bytes = "10kB"'):  # fmt: skip
+        (tmp_path / "faults.toml").write_text(FLEET + "[[faults]]\n" + fault + "\n")
+        check_scenario(spec.load(tmp_path / "faults.toml"))
 
 
 @pytest.mark.parametrize(
@@ -144,7 +155,16 @@ def test_a_plan_on_the_inventory_takes_its_hosts_names_and_counts(tmp_path: Path
         ('[link]\ndelay = "10ms"\nbackend = "netem"\n', "secondaries.near.link.backend"),
         ('[uplink]\nrate = "10mbit"\n', "uplink"),
         ('[uplink]\ndelay = "10ms"\n', "uplink"),
-        ('[[faults]]\nkind = "primary-restart"\n', "faults"),
+        # Faults are linkem's commands on each secondary host (remote/linkctl.py).
+        (
+            '[link]\nbackend = "netem"\n[[faults]]\nkind = "primary-restart"\n',
+            "secondaries.near.link.backend",
+        ),
+        # A fault's target is a site: the hosts are the inventory's, not the scenario's.
+        (
+            '[[faults]]\nkind = "secondary-kill"\nduration = "2s"\ntarget = "near-2"\n',
+            "faults[0].target",
+        ),
         # The copies are read back on their hosts; their files stay there (remote/agent.py).
         ('verify = "disk"\n', "verify"),
     ],
