@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.core.errors import UserInputError, XfrbenchError
 from harness.inventory import Inventory, InventoryHost
-from harness.remote.bundle import build_bundle, python_tag
+from harness.remote.bundle import build_bundle, python_tag, ship_bundle
 from harness.remote.channel import AgentChannel, AgentError, ClockReading, open_channel
 from harness.remote.playbooks import PlaybookResult, run_playbook
 from harness.remote.record import record_run, remote_run_dir
@@ -102,7 +102,6 @@ class RemoteFleet:
         bundle = build_bundle()
         self.costs["bundle_s"] = round(time.monotonic() - began, 3)
         variables = self._variables(
-            xfrbench_bundle=str(bundle),
             xfrbench_python_tag=python_tag(),
             xfrbench_packages=list(PACKAGES),
             xfrbench_services=list(SERVICES),
@@ -116,6 +115,12 @@ class RemoteFleet:
             "per_host_s": deployed.seconds(),
             "tasks": {host: entry.get("tasks", {}) for host, entry in deployed.hosts.items()},
         }
+        hosts = self.inventory.hosts
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            shipped = list(
+                pool.map(lambda h: ship_bundle(h, bundle, f"{self.run_dir(h.name)}/agent"), hosts)
+            )
+        self.costs["agent_s"] = {h.name: round(s, 3) for h, s in zip(hosts, shipped, strict=True)}
         began = time.monotonic()
         with ThreadPoolExecutor(max_workers=len(self.inventory.hosts)) as pool:
             opened = dict(

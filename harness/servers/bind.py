@@ -222,6 +222,9 @@ class Bind(PublishesByUpdate):
         "transfers-per-ns": int,
         "serial-query-rate": int,
         "notify-rate": int,
+        # The NOTIFYs of every zone a primary loads at its start (20/s by default: 50 s
+        # for a 1,000-member catalog's pool, each NOTIFY a check at every secondary).
+        "startup-notify-rate": int,
         "tcp-clients": int,
         "max-transfer-time-in": int,
         "max-transfer-idle-in": int,

@@ -29,10 +29,13 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces"),
 ]
 
+# A step past the quota waits out the timeout for its refused secondaries (the warm-up and
+# each repeat): a refused Knot asks again only at its SOA retry timer (300 s), so a longer
+# wait sees nothing more. 6 s (was 10 s): past the SLA's 5 s, which a later one fails.
 SCENARIO = """
 description = "BIND primary, Knot secondaries, a tight quota"
 repeats = 3
-timeout = "10s"
+timeout = "6s"
 transports = ["tcp"]
 xfr = ["axfr"]
 trigger = "notify"
@@ -122,13 +125,14 @@ def test_the_quota_binds_and_raising_it_moves_the_capacity(
 
 # A cold start of many small zones opens a TCP connection per zone from the secondary, each
 # leaving a port in TIME_WAIT for 60 s; with 150 ports in the secondary's range, zones past
-# the 150th get "address not available" and wait for BIND's retry (minutes), past the 30 s
-# timeout. BIND on both sides: it paces its SOA queries at 20 a second, so 150 zones take
-# about 10 s, well inside the SLA, and the cliff is the range, not the pacing.
+# the 150th get "address not available" and wait for BIND's retry (minutes), past the 15 s
+# timeout. BIND on both sides, the secondary's serial-query-rate raised from 20 a second
+# (125 zones took 10.7 s of pacing, and each failing step waited out a 30 s timeout) to
+# 1000: the cliff is the range, not the pacing; 125 zones took 5.3 s, 50 took 0.4 s.
 COLD_START = """
 description = "cold start of small zones on a secondary with 150 ephemeral ports"
 repeats = 1
-timeout = "30s"
+timeout = "15s"
 transports = ["tcp"]
 xfr = ["axfr"]
 trigger = "cold-start"
@@ -143,6 +147,7 @@ kind = "bind"
 
 [servers.secondary]
 kind = "bind"
+options = { serial-query-rate = 1000 }
 
 [hosts.secondary.sysctl]
 "net.ipv4.ip_local_port_range" = "40000 40149"
