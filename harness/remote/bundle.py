@@ -10,11 +10,13 @@ against `python_tag()` first (Debian 12 hosts: 3.11 on x86_64, as the controller
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import shlex
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,11 +73,20 @@ def build_bundle(cache: Path = CACHE) -> Path:
     if target.exists():
         return target
     cache.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    with tarfile.open(partial, "w:gz", compresslevel=1) as archive:
-        for path, name in members:
-            archive.add(path, arcname=name, recursive=False)
-    partial.replace(target)
+    # A partial file of this process's own: runs started together (the lab tests on four
+    # workers of a fresh clone) build the same archive at once, and a shared partial name
+    # had one run's rename take the file another was still writing.
+    fd, partial_name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".partial", dir=cache)
+    partial = Path(partial_name)
+    try:
+        with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w:gz",
+                                                      compresslevel=1) as archive:  # fmt: skip
+            for path, name in members:
+                archive.add(path, arcname=name, recursive=False)
+        partial.chmod(0o644)
+        partial.replace(target)  # atomic: the same content whichever run is last
+    finally:
+        partial.unlink(missing_ok=True)
     return target
 
 

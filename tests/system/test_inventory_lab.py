@@ -53,7 +53,6 @@ pytestmark = [
 FLEET_RUN = pytest.mark.xdist_group("lab")
 KILLED = pytest.mark.xdist_group("lab-killed")
 RUNS = pytest.mark.xdist_group("lab-runs")
-BY_HAND = pytest.mark.xdist_group("lab-hand")
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 XFRBENCH = [sys.executable, "-m", "harness"]
@@ -388,27 +387,20 @@ def _by_hand(lab: Lab, form: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@BY_HAND
-@pytest.mark.parametrize("form", ["yaml", "ini"])
-def test_an_inventory_written_by_hand_deploys_with_the_documented_defaults(
-    lab: Lab, tmp_path: Path, form: str
-) -> None:
-    """No xfrbench_root (default /var/tmp/xfrbench, each host's own) and no
-    ansible_python_interpreter (the harness chooses /usr/bin/python3, whatever the login
-    shell's PATH puts first): the fleet deploys, every copy is verified, nothing is left."""
-    inventory = tmp_path / f"fleet.{form}"
+def _written_by_hand(lab: Lab, folder: Path, form: str) -> Path:
+    """The lab's hosts in an inventory file an operator wrote (`_by_hand`)."""
+    inventory = folder / f"hosts.{form}"
     inventory.write_text(_by_hand(lab, form))
-    scenario = tmp_path / "small.toml"
-    scenario.write_text(SMALL_FLEET)
-    run, records = _run_on_lab(lab, scenario, tmp_path, f"hand-{form}", inventory)
-    assert {(r["host"], r["site"]) for r in records} == {
-        ("ns1", "near"), ("ns2", "near"), ("ns3", "far"),
-    }  # fmt: skip
-    assert all(r["ok"] and r["verified"] for r in records), [r["error"] for r in records]
+    return inventory
+
+
+def _documented_defaults(run: Path) -> None:
+    """A run on an inventory written by hand: no xfrbench_root, so each host's default
+    /var/tmp/xfrbench; no ansible_python_interpreter, so the harness's /usr/bin/python3
+    (whatever the login shell's PATH puts first), or nothing would have deployed."""
     hosts = json.loads((run / "run.json").read_text())["remote"]["inventory"]["hosts"]
     assert {h["root"] for h in hosts.values()} == {"/var/tmp/xfrbench"}
-    assert _wait_clean(lab) == []
-    assert _left_on_controller(f"hand-{form}") == []
+    assert _left_on_controller(run.name) == []
 
 
 @KILLED
@@ -572,10 +564,12 @@ name = "far"
 def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) -> None:
     """Secondaries started with 100 zones configured and none on disk, each repeat from
     nothing: every zone polled and read back on its own host, the zone set pushed by one
-    rsync."""
+    rsync. The hosts are those of an INI inventory written by hand (`_by_hand`)."""
     scenario = tmp_path / "cold.toml"
     scenario.write_text(COLD_START)
-    run, records = _run_on_lab(lab, scenario, tmp_path, "cold")
+    inventory = _written_by_hand(lab, tmp_path, "ini")
+    run, records = _run_on_lab(lab, scenario, tmp_path, "cold", inventory)
+    _documented_defaults(run)
     assert len(records) == 2 * 3 and all(r["ok"] and r["verified"] for r in records), records
     for record in records:
         assert record["extra"]["zones"] == 100
@@ -590,10 +584,13 @@ def test_a_cold_start_of_hosting_zones_on_lab_hosts(lab: Lab, tmp_path: Path) ->
 def test_a_change_stream_on_lab_hosts_is_followed_on_each_host(lab: Lab, tmp_path: Path) -> None:
     """A stream on the hosts: the engine publishes each serial, each host's agent follows
     its own server's serial (its changes on the controller's clock), every secondary gets
-    every serial, and the final copies are verified on their hosts."""
+    every serial, and the final copies are verified on their hosts. The hosts are those of
+    a YAML inventory written by hand (`_by_hand`)."""
     scenario = tmp_path / "stream.toml"
     scenario.write_text(STREAM)
-    run, _ = _run_on_lab(lab, scenario, tmp_path, "stream")
+    inventory = _written_by_hand(lab, tmp_path, "yaml")
+    run, _ = _run_on_lab(lab, scenario, tmp_path, "stream", inventory)
+    _documented_defaults(run)
     records = cases.assert_stream(run)  # as on netns (tests/system/test_engine_netns.py)
     assert {r["host"] for r in records} == {"ns1", "ns2", "ns3"}
     assert _wait_clean(lab) == []

@@ -3,6 +3,7 @@ real path's ping summary, a plan on the inventory's hosts, and what it refuses."
 
 from __future__ import annotations
 
+import multiprocessing
 import subprocess
 import tarfile
 from pathlib import Path
@@ -274,6 +275,24 @@ def test_the_bundle_alone_runs_the_agent_and_its_metrics(tmp_path: Path) -> None
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert all(path.startswith(str(unpacked)) for path in done.stdout.split()), done.stdout
+
+
+def _build(cache: str) -> str:
+    return str(build_bundle(Path(cache)))
+
+
+def test_runs_started_together_build_one_whole_bundle(tmp_path: Path) -> None:
+    """The lab tests of a fresh clone start on four workers at once, each building the
+    agent's bundle: a partial file shared by name had one build rename the file another
+    was still writing (FileNotFoundError there, a torn archive on the hosts)."""
+    cache = tmp_path / "cache"
+    with multiprocessing.get_context("fork").Pool(3) as pool:
+        built = pool.map(_build, [str(cache)] * 3)
+    (bundle,) = set(built)
+    with tarfile.open(bundle) as archive:
+        names = archive.getnames()
+    assert "harness/remote/agent.py" in names and len(names) == len(set(names))
+    assert [p.name for p in cache.iterdir()] == [Path(bundle).name]  # no partial left
 
 
 def test_wire_events_read_with_the_notify_count_in_its_transfer() -> None:
