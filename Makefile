@@ -98,15 +98,16 @@ lint: venv
 # `make test`: what it installs and builds (setup, the test binaries, the compose images) and
 # lint first, timed apart; then the tests, timed: cargo's, then pytest's in two runs. The
 # first runs on PYTEST_WORKERS xdist workers, modules with a fixture of their own on one
-# worker each (`xdist_group`): four on two cores, because the system tests mostly wait on
-# servers, links, deploys and timeouts (measured here, 1,883 tests: 636 s at three workers,
-# every worker busy to the end (1,869 s of tests); 524 s at four, the tests' own times 8 %
-# longer (2,021 s); earlier, 6.1 min of wall for 8 min of CPU at three workers, 8.7 min at
-# two, without three of the tests). The second runs the tests marked
-# `alone` one after another, with nothing beside them: they assert durations, timing
-# relations or CPU figures (tests/conftest.py).
+# worker each (`xdist_group`): six on two cores, because the system tests mostly wait on
+# servers, links, deploys and timeouts. Measured here, the first run's wall: 1,883 tests,
+# 636 s at three workers (every worker busy to the end), 524 s at four; 1,968 tests,
+# 515 s at four, 465 s at five. The second runs the tests marked `alone`
+# (only the files that have one: collecting them all takes 7 s) one after another, with
+# nothing beside them: they assert durations, timing relations or CPU figures
+# (tests/conftest.py).
 # Each run lists its ten slowest tests. Every step runs even when one before it failed.
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 6
+ALONE_FILES = $(shell grep -rl --include='*.py' 'pytest.mark.alone' tests)
 PYTEST_ARGS ?=
 PYTEST := $(PYTHON) -m pytest --durations=10 $(PYTEST_ARGS)
 
@@ -118,7 +119,7 @@ test:
 	echo "== tests: cargo test, pytest on $(PYTEST_WORKERS) workers, then the alone tests"; \
 	cargo test --release --quiet --workspace || status=1; \
 	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" tests || status=1; \
-	$(PYTEST) -m alone --continue-on-collection-errors tests || status=1; \
+	$(PYTEST) -m alone --continue-on-collection-errors $(ALONE_FILES) || status=1; \
 	echo "== tests took $$(( $$(date +%s) - start )) s (setup apart)"; \
 	if [ -z "$$dockerd_before" ]; then $(PYTHON) -m harness.compose.images --stop-dockerd; fi; \
 	exit $$status

@@ -24,7 +24,7 @@ from harness.measure import processes as srv
 from harness.measure.faults import Account, FaultAct
 from harness.measure.live import LiveCase
 from harness.measure.processes import CaseFailed, RunningServer
-from harness.servers import classify, count_failures
+from harness.servers import FailureCounts, Server, classify, count_failures
 from harness.servers.log_reading import lines_since
 from harness.spec import FaultSpec
 
@@ -49,6 +49,34 @@ def resets_unsent(event: dict[str, Any]) -> str | None:
         f"linkem cut {detail.get('connection', 'a connection')} on {event.get('direction')} "
         f"but sent {len(sent)} of its {wanted} resets ({why})"
     )
+
+
+def _ahead(running: RunningServer) -> float:
+    """How far the server's host clock is ahead of the engine's (0 on this machine)."""
+    now = time.time()
+    return running.place.host_time(now) - now
+
+
+def read_failures(
+    dialect: type[Server], text: str, since: float, ahead: float = 0.0
+) -> tuple[list[str], FailureCounts, list[str], list[tuple[float, str]]]:
+    """A server's log since the engine's unix time `since`, read on its host's clock
+    (`ahead`: that clock's lead on the engine's, which its stamps carry): the lines, the
+    failures counted, the failing lines, and each failure's mark (unix time, category)
+    back on the engine's clock, where the fault's window is."""
+    host_since = since + ahead
+    lines = lines_since(dialect, text, host_since)
+    counts = count_failures(dialect.kind, text, host_since)
+    failing, marks = [], []
+    for line in lines:
+        category = classify(dialect.kind, line)
+        if category is None:
+            continue
+        failing.append(line)
+        stamp = dialect.failures.timestamp(line, None)
+        if category != "follow-up" and stamp is not None:
+            marks.append((stamp - ahead, category))
+    return lines, counts, failing, marks
 
 
 class LiveFaults:
@@ -315,21 +343,9 @@ class LiveFaults:
     # --- the servers' own account -------------------------------------------------------------
 
     def account(self, host: str, zone: str, since: float, *, stuck: bool) -> Account:
-        live = self.live
-        running = live.secondaries[host]
-        dialect = type(running.server)
-        text = srv.log_of(running)
-        lines = lines_since(dialect, text, since)
-        counts = count_failures(dialect.kind, text, since)
-        failing, marks = [], []
-        for line in lines:
-            category = classify(dialect.kind, line)
-            if category is None:
-                continue
-            failing.append(line)
-            stamp = dialect.failures.timestamp(line, None)
-            if category != "follow-up" and stamp is not None:
-                marks.append((stamp, category))
+        running = self.live.secondaries[host]
+        read = read_failures(type(running.server), srv.log_of(running), since, _ahead(running))
+        lines, counts, failing, marks = read
         transfers = self._transfers(running, zone, since)
         retry_xfr, retry_from = None, None
         for entry in reversed(transfers):
@@ -353,17 +369,20 @@ class LiveFaults:
         primary's outgoing ones to it, in time order."""
         out = []
         dialect = type(running.server)
+        secondary_since = since + _ahead(running)  # each log stamps its own host's clock
         for entry in dialect.parse_log(srv.log_of(running)):
-            if entry.direction == "in" and entry.zone == zone and (entry.at_unix or 0) >= since:
+            at = entry.at_unix or 0
+            if entry.direction == "in" and entry.zone == zone and at >= secondary_since:
                 out.append(entry.to_json() | {"side": "secondary"})
         primary = self.live.primary
         if primary is not None:
             kind = type(primary.server)
+            primary_since = since + _ahead(primary)
             for entry in kind.parse_log(srv.log_of(primary)):
                 if (
                     entry.direction == "out"
                     and entry.zone == zone
-                    and (entry.at_unix or 0) >= since
+                    and (entry.at_unix or 0) >= primary_since
                     and kind.peer_is(entry.peer, running.place.address)
                 ):
                     out.append(entry.to_json() | {"side": "primary"})

@@ -51,9 +51,9 @@ How the engine's decisions reach a host that is not this machine:
   counts come from the primary's agent (`Places.path_counts`, a record's extra.path);
 - records' clock errors: run/remote.py `with_clock` adds each host's clock reading to
   a duration that spans two hosts;
-- servers' logs: a cold start's log stamps its host's clock, so the engine's start time
-  is put on that clock (`Place.host_time`, by the host's measured offset) before the log
-  is read;
+- servers' logs: a log stamps its host's clock, so the engine's times are put on that
+  clock (`Place.host_time`, by the host's measured offset) before the log is read (a cold
+  start's, a transfer's, a fault's account, whose marks come back on the engine's);
 - a change stream: each host's agent follows its own servers' serials
   (`follow_serials`: remote/relayed.py `AgentFollower`, a SerialFollower in each agent),
   their changes put on the controller's clock.

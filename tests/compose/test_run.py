@@ -115,20 +115,29 @@ def _assert_run(run_dir: Path, meta: dict[str, Any], records: list[Any], cases: 
         assert not Path(testbed["registry"]).exists()
 
 
-def test_compose_run_bind_and_knot_over_tcp(compose_images: dict[str, str], tmp_path: Path) -> None:
-    run_dir, meta, records = _run(tmp_path, ["tcp"])
-    _assert_run(run_dir, meta, records, cases=4)
-    assert {(r.primary_kind, r.secondary_kind) for r in records} == {
-        ("bind", "knot"),
-        ("knot", "bind"),
+def test_compose_run_bind_and_knot_over_tcp_and_xot(
+    compose_images: dict[str, str], tmp_path: Path
+) -> None:
+    """Both transports in one run (its cases switch the servers between them on each
+    project, as on netns): one set of projects, not one per transport."""
+    run_dir, meta, records = _run(tmp_path, ["tcp", "xot"])
+    _assert_run(run_dir, meta, records, cases=8)
+    assert {(r.primary_kind, r.secondary_kind, r.transport) for r in records} == {
+        (primary, secondary, transport)
+        for primary, secondary in (("bind", "knot"), ("knot", "bind"))
+        for transport in ("tcp", "xot")
     }
-
-
-def test_compose_run_bind_and_knot_over_xot(compose_images: dict[str, str], tmp_path: Path) -> None:
-    run_dir, meta, records = _run(tmp_path, ["xot"])
-    _assert_run(run_dir, meta, records, cases=4)
-    # Really over TLS: each secondary logs the primary's port 853 (never a silent fallback).
-    for log in run_dir.glob("cases/*/secondary/*.log"):
-        if log.name in ("knot.log", "named.log"):
-            text = log.read_text()
-            assert "@853" in text or "#853" in text, log
+    # Really over TLS where asked: the wire saw port 853 for each XoT transfer, 53 for each
+    # TCP one (never a silent fallback), and each secondary logs the primary's port 853.
+    for record in records:
+        port = 853 if record.transport == "xot" else 53
+        assert record.extra["transport_seen"]["ports"] == [port], record.extra["transport_seen"]
+    xot_visits = {r.extra["schedule"]["visit_dir"] for r in records if r.transport == "xot"}
+    assert xot_visits
+    for visit in xot_visits:
+        logs = [
+            log.read_text()
+            for log in (run_dir / "cases" / visit / "secondary").glob("*.log")
+            if log.name in ("knot.log", "named.log")
+        ]
+        assert any("@853" in text or "#853" in text for text in logs), visit
