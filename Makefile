@@ -101,7 +101,7 @@ lint: venv
 # worker each (`xdist_group`): six on two cores, because the system tests mostly wait on
 # servers, links, deploys and timeouts. Measured here, the first run's wall: 1,883 tests,
 # 636 s at three workers (every worker busy to the end), 524 s at four; 1,968 tests,
-# 515 s at four, 465 s at five. The second runs the tests marked `alone`
+# 515 s at four, 465 s at five, 452 s at six. The second runs the tests marked `alone`
 # (only the files that have one: collecting them all takes 7 s) one after another, with
 # nothing beside them: they assert durations, timing relations or CPU figures
 # (tests/conftest.py).
