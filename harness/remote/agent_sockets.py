@@ -13,11 +13,14 @@ from harness.remote.channel import AgentChannel
 
 class AgentCount:
     """A host's open connections on a server's ports, counted by its agent at each call
-    (settle's looks)."""
+    (settle's looks). Made by one count, so that a host whose kernel refuses sock_diag
+    raises SockDiagRefused in the caller, as a local `ConnectionCount` does (settle then
+    leaves the host's connections uncounted), not at a look."""
 
     def __init__(self, channel: AgentChannel, ports: Collection[int]) -> None:
         self.channel = channel
         self.ports = sorted(ports)
+        self()
 
     def __call__(self) -> int:
         return int(self.channel.call("open_connections", ports=self.ports, wait=10))

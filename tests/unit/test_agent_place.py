@@ -11,11 +11,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from harness.core.errors import ToolFailed
 from harness.measure.cold_start import read_cold_start_log
+from harness.observe.sockdiag import SockDiagRefused
+from harness.remote.agent_sockets import AgentCount
 from harness.remote.channel import AgentChannel, AgentError, ClockReading
 from harness.remote.place import AgentPlaces, HostClock
 from harness.servers import Bind
@@ -175,3 +178,18 @@ def test_a_hosts_sockets_are_read_by_its_agent(places: AgentPlaces) -> None:
                 assert peaks["bytes_acked"] > 0 and "rtt_ms_min" in peaks
     with place.connection_count({port}) as count:
         assert count() == 0
+
+
+class _RefusingHost:
+    """A channel to a host whose kernel refuses sock_diag: the agent's answer, as
+    AgentChannel raises it (this machine's kernel does not refuse, so it is stood in)."""
+
+    def call(self, op: str, **args: object) -> object:
+        raise SockDiagRefused(f"{op}: sock_diag: Operation not permitted")
+
+
+def test_a_count_on_a_host_that_refuses_sock_diag_raises_where_it_is_made() -> None:
+    """As a local count does, so that settle leaves that host's connections uncounted
+    (measure/quiet.py) rather than failing at its first look."""
+    with pytest.raises(SockDiagRefused):
+        AgentCount(cast(AgentChannel, _RefusingHost()), [53, 853])
